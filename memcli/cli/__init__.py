@@ -1,0 +1,72 @@
+"""Command-line interface: thin commands over the core, one renderer, one error map."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _wants_json(argv: list[str]) -> bool:
+    return "--json" in argv
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``memcli`` console script; maps every failure to an exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv == ["--version"]:  # fast path: nothing heavy, not even Typer
+        from memcli import __version__
+
+        print(f"memcli {__version__}")
+        sys.exit(0)
+    sys.exit(run(argv))
+
+
+def run(argv: list[str]) -> int:
+    import typer
+
+    from memcli.cli import commands  # noqa: F401  (registers the commands)
+    from memcli.cli.app import app
+    from memcli.cli.output import Output
+    from memcli.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, MemcliError, UsageError
+
+    debug = "--debug" in argv or os.environ.get("MEMCLI_DEBUG") in ("1", "true", "yes")
+    out = Output(json=_wants_json(argv))
+    if not argv:
+        argv = ["--help"]
+    try:
+        result = app(args=argv, prog_name="memcli", standalone_mode=False)
+        return result if isinstance(result, int) else 0
+    except MemcliError as err:
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        out.error(err)
+        return err.exit_code
+    except typer.Exit as exc:
+        return exc.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        print("memcli: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except typer.TyperException as exc:  # Typer's own usage errors (unknown option, missing argument)
+        code = getattr(exc, "exit_code", EXIT_USAGE)
+        ctx = getattr(exc, "ctx", None)
+        if ctx is not None and not out.json:
+            print(ctx.get_usage(), file=sys.stderr)
+        out.error(UsageError(exc.format_message()) if code == EXIT_USAGE else MemcliError(exc.format_message()))
+        return code
+    except BrokenPipeError:
+        # the reader went away (`memcli grep x | head`): not worth a traceback
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return EXIT_FAILURE
+    except Exception as exc:  # a bug: say what happened; traceback with --debug
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        out.error(MemcliError(f"internal error: {type(exc).__name__}: {exc}",
+                              hint="run again with --debug for a traceback, and please report it"))
+        return EXIT_FAILURE

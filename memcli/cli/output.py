@@ -1,0 +1,110 @@
+"""The one renderer: every command hands its result here.
+
+stdout carries data only: a Rich table on a terminal, plain text when piped,
+or exactly one JSON document with ``--json`` (written with ``json.dumps``,
+never through Rich). Diagnostics, warnings and progress go to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import singledispatch
+from typing import Any, Iterator
+
+from memcli.errors import MemcliError
+
+
+@dataclass
+class Output:
+    json: bool = False
+    quiet: bool = False
+    verbose: bool = False
+
+    # ------------------------------------------------------------ consoles
+
+    @property
+    def stdout_tty(self) -> bool:
+        return sys.stdout.isatty()
+
+    def _console(self, stderr: bool):
+        from rich.console import Console
+
+        return Console(stderr=stderr, highlight=False, soft_wrap=not stderr)
+
+    # ------------------------------------------------------------ data
+
+    def emit(self, result: Any) -> None:
+        """Write a command's result to stdout in the chosen format."""
+        if self.json:
+            sys.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+            return
+        render(result, self)
+
+    def write(self, text: str) -> None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+    def table(self, title: str | None, columns: list[str], rows: list[list[str]]) -> None:
+        """A Rich table on a terminal; tab-separated lines when piped."""
+        if not self.stdout_tty:
+            for row in rows:
+                self.write("\t".join(row))
+            return
+        from rich.table import Table
+
+        table = Table(title=title, show_edge=False, header_style="bold")
+        for col in columns:
+            table.add_column(col, overflow="fold")
+        for row in rows:
+            table.add_row(*row)
+        self._console(stderr=False).print(table)
+
+    # ------------------------------------------------------------ diagnostics
+
+    def info(self, message: str) -> None:
+        if not self.quiet and not self.json:
+            print(message, file=sys.stderr)
+
+    def debug(self, message: str) -> None:
+        if self.verbose:
+            print(f"memcli: {message}", file=sys.stderr)
+
+    def warn(self, message: str) -> None:
+        if not self.quiet:
+            print(f"memcli: warning: {message}", file=sys.stderr)
+
+    def error(self, err: MemcliError) -> None:
+        """Report a failure: JSON on stdout in JSON mode, always one line on stderr."""
+        if self.json:
+            sys.stdout.write(json.dumps({"error": err.to_dict()}, ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+        print(f"memcli: error: {err.message}", file=sys.stderr)
+        if err.hint:
+            print(f"memcli: hint: {err.hint}", file=sys.stderr)
+
+    @contextmanager
+    def progress(self, description: str, total: int, *, enabled: bool = True) -> Iterator:
+        """A progress bar on stderr (terminal only, not with -q or --json); yields ``advance(n)``."""
+        if not enabled or self.quiet or self.json or not sys.stderr.isatty():
+            yield lambda done: None
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=self._console(stderr=True), transient=True) as bar:
+            task = bar.add_task(description, total=total)
+            yield lambda done: bar.update(task, completed=done)
+
+
+@singledispatch
+def render(result: Any, out: Output) -> None:
+    """Fallback text rendering: the JSON form, indented."""
+    out.write(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+
+
+def register(result_type):
+    """Register a text renderer for a result type (used by the command modules)."""
+    return render.register(result_type)

@@ -1,0 +1,82 @@
+"""Errors memcli raises on purpose, each with the exit code it maps to.
+
+The exit-code table (documented in the README):
+
+====  ==========================================================
+0     success
+1     no match (``grep``, ``search``) or a general failure
+2     usage error (bad option, bad regular expression, bad range)
+3     configuration or model missing
+4     bad input (unreadable file, invalid JSON, unknown shape)
+130   interrupted
+====  ==========================================================
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_NO_MATCH = 1
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_CONFIG = 3
+EXIT_BAD_INPUT = 4
+EXIT_INTERRUPTED = 130
+
+
+class MemcliError(Exception):
+    """Base class: a failure with a message meant for the user."""
+
+    exit_code = EXIT_FAILURE
+    kind = "error"
+
+    def __init__(self, message: str, *, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def to_dict(self) -> dict:
+        out = {"type": self.kind, "message": self.message}
+        if self.hint:
+            out["hint"] = self.hint
+        return out
+
+
+class UsageError(MemcliError):
+    """The command was called with arguments that cannot work."""
+
+    exit_code = EXIT_USAGE
+    kind = "usage"
+
+
+class ConfigError(MemcliError):
+    """Configuration is invalid or something it names (a model) is missing."""
+
+    exit_code = EXIT_CONFIG
+    kind = "config"
+
+
+class InputError(MemcliError):
+    """Input data is unreadable or malformed; nothing was written."""
+
+    exit_code = EXIT_BAD_INPUT
+    kind = "bad_input"
+
+    def __init__(self, source: str, message: str, *, where: str | None = None):
+        location = f"{source}: {where}" if where else source
+        super().__init__(f"{location}: {message}")
+        self.source = source
+        self.where = where
+
+
+class StoreError(MemcliError):
+    """The store on disk is not in a state memcli can use."""
+
+    exit_code = EXIT_FAILURE
+    kind = "store"
+
+
+class NotFound(MemcliError):
+    """A document or other named thing does not exist."""
+
+    exit_code = EXIT_USAGE
+    kind = "not_found"

@@ -1,0 +1,338 @@
+"""BM25 over heading-level partitions, with a persistent incremental index.
+
+A partition is a heading section of a document (the heading line and the
+lines under it up to the next heading), cut into pieces of at most
+``search.partition_tokens`` tokens; CURRENT, which has no sections, is cut the
+same way. Each partition is indexed with its heading path, its entries' text
+and their speakers.
+
+The index lives in the cache directory (``paths.store_cache_dir``) as SQLite:
+per-document rows of partitions and postings keyed by the document's file
+size and mtime. Every search stats the documents and re-indexes only those
+that changed, so repeated searches over a large library do not re-tokenize it.
+Scoring is rank-bm25's BM25Okapi (``get_batch_scores``) fed with corpus
+statistics from the index, over the partitions that contain a query term.
+"""
+
+from __future__ import annotations
+
+import array
+import os
+import re
+import sqlite3
+from collections import Counter
+from dataclasses import dataclass
+from math import log
+from pathlib import Path
+
+from memcli.paths import ensure_private_dir, store_cache_dir
+from memcli.store import CURRENT_ID, Store
+from memcli.store.format import Document, parse_entry, parse_heading
+from memcli.tokens import count_tokens
+
+INDEX_VERSION = 1
+K1, B, EPSILON = 1.5, 0.75, 0.25  # rank-bm25's BM25Okapi defaults
+
+_STOPWORDS = frozenset("""
+a about above after again against all am an and any are as at be because been before being
+below between both but by can could did do does doing down during each few for from further
+had has have having he her here hers herself him himself his how i if in into is it its itself
+just me more most my myself no nor not now of off on once only or other our ours ourselves out
+over own same she should so some such than that the their theirs them themselves then there
+these they this those through to too under until up very was we were what when where which
+while who whom why will with would you your yours yourself yourselves s t don ll re ve d m o y
+""".split())
+_TERM_RE = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def stem(word: str) -> str:
+    """A light plural/possessive folding: 'agencies' -> 'agency', 'books' -> 'book'."""
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if len(word) > 4 and word.endswith("sses"):
+        return word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def terms(text: str) -> list[str]:
+    """BM25 terms: lower-cased words, stop words dropped, plurals folded."""
+    return [stem(w) for w in _TERM_RE.findall(text.lower()) if w not in _STOPWORDS]
+
+
+# ---------------------------------------------------------------- partitions
+
+@dataclass
+class Partition:
+    start: int  # file line numbers, inclusive
+    end: int
+    heading: str
+    text: str  # what is indexed
+
+
+def partitions(doc: Document, max_tokens: int) -> list[Partition]:
+    """Heading sections of ``doc``, each cut into pieces of at most ``max_tokens``."""
+    out: list[Partition] = []
+    path: list[tuple[int, str]] = []
+    lines: list[tuple[int, str]] = []
+    size = 0
+
+    def flush() -> None:
+        nonlocal lines, size
+        body = [t for _, t in lines]
+        if any(t.strip() for t in body):
+            heading = " > ".join(title for _, title in path)
+            out.append(Partition(lines[0][0], lines[-1][0], heading, "\n".join([heading, *body])))
+        lines, size = [], 0
+
+    for lineno, raw in doc.lines():
+        head = parse_heading(raw)
+        if head is not None:
+            flush()
+            level, title = head
+            path = [p for p in path if p[0] < level] + [(level, title)]
+            continue
+        entry = parse_entry(raw)
+        text = raw
+        if entry is not None:
+            speaker = entry.meta.get("speaker", "")
+            text = f"{speaker} {entry.text}" if speaker else entry.text
+        cost = count_tokens(text)
+        if lines and size + cost > max_tokens:
+            flush()
+        lines.append((lineno, text))
+        size += cost
+    flush()
+    return out
+
+
+# ---------------------------------------------------------------- the index
+
+@dataclass
+class Hit:
+    doc: str
+    heading: str
+    start_line: int
+    end_line: int
+    score: float
+    snippet: str
+
+    def to_dict(self) -> dict:
+        return {"doc": self.doc, "heading": self.heading, "start_line": self.start_line,
+                "end_line": self.end_line, "score": round(self.score, 4), "snippet": self.snippet}
+
+
+@dataclass
+class CatalogRow:
+    id: str
+    summary: str
+    token_count: int
+    updated_time: str | None
+    entries: int
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        out = {"id": self.id, "summary": self.summary, "token_count": self.token_count,
+               "updated_time": self.updated_time, "entries": self.entries}
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS info(key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS docs(doc TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER,
+    summary TEXT, token_count INTEGER, updated_time TEXT, entries INTEGER, error TEXT);
+CREATE TABLE IF NOT EXISTS parts(pid INTEGER PRIMARY KEY, doc TEXT, start INTEGER, end INTEGER,
+    heading TEXT, len INTEGER);
+CREATE INDEX IF NOT EXISTS parts_doc ON parts(doc);
+CREATE TABLE IF NOT EXISTS postings(term TEXT, doc TEXT, pids BLOB, tfs BLOB);
+CREATE INDEX IF NOT EXISTS postings_term ON postings(term);
+CREATE INDEX IF NOT EXISTS postings_doc ON postings(doc);
+"""
+
+
+class LibraryIndex:
+    """The search index and catalog cache of one store."""
+
+    def __init__(self, store: Store, partition_tokens: int, cache_dir: Path | None = None):
+        self.store = store
+        self.partition_tokens = partition_tokens
+        folder = ensure_private_dir(cache_dir or store_cache_dir(store.root))
+        self.path = folder / "index.sqlite"
+        self.db = self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
+            os.chmod(self.path, 0o600)
+        except OSError:
+            pass
+        db.executescript(_SCHEMA)
+        wanted = f"{INDEX_VERSION}:{self.partition_tokens}"
+        row = db.execute("SELECT value FROM info WHERE key='version'").fetchone()
+        if row is None or row[0] != wanted:
+            db.executescript("BEGIN; DELETE FROM docs; DELETE FROM parts; DELETE FROM postings; COMMIT;")
+            db.execute("INSERT OR REPLACE INTO info VALUES('version', ?)", (wanted,))
+        return db
+
+    def close(self) -> None:
+        self.db.close()
+
+    # ------------------------------------------------------------ refresh
+
+    def refresh(self) -> int:
+        """Re-index documents whose file changed; returns how many were re-indexed."""
+        on_disk: dict[str, tuple[int, int]] = {}
+        for doc_id in self.store.all_ids():
+            try:
+                st = self.store.doc_path(doc_id).stat()
+            except FileNotFoundError:
+                continue
+            on_disk[doc_id] = (st.st_mtime_ns, st.st_size)
+        cached = {d: (m, s) for d, m, s in self.db.execute("SELECT doc, mtime_ns, size FROM docs")}
+        stale = [d for d, sig in on_disk.items() if cached.get(d) != sig]
+        gone = [d for d in cached if d not in on_disk]
+        if not stale and not gone:
+            return 0
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            for doc_id in gone:
+                self._drop(doc_id)
+            for doc_id in stale:
+                self._drop(doc_id)
+                self._add(doc_id, on_disk[doc_id])
+            self.db.execute("DELETE FROM info WHERE key='avg_idf'")
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return len(stale) + len(gone)
+
+    def _drop(self, doc_id: str) -> None:
+        for table in ("docs", "parts", "postings"):
+            self.db.execute(f"DELETE FROM {table} WHERE doc=?", (doc_id,))
+
+    def _add(self, doc_id: str, sig: tuple[int, int]) -> None:
+        loaded = self.store.load(doc_id)
+        doc = loaded.doc
+        entries = sum(1 for _ in doc.entries())
+        summary = str(doc.meta.get("summary") or "")
+        tokens = doc.meta.get("token_count")
+        if not isinstance(tokens, int):
+            tokens = count_tokens("\n".join(t for _, t in doc.lines()))
+        updated = doc.meta.get("updated_time")
+        self.db.execute("INSERT INTO docs VALUES(?,?,?,?,?,?,?,?)", (
+            doc_id, sig[0], sig[1], summary, tokens,
+            str(updated) if updated is not None else None, entries, loaded.error))
+        postings: dict[str, tuple[array.array, array.array]] = {}
+        for part in partitions(doc, self.partition_tokens):
+            words = terms(part.text)
+            cur = self.db.execute("INSERT INTO parts(doc, start, end, heading, len) VALUES(?,?,?,?,?)",
+                                  (doc_id, part.start, part.end, part.heading, len(words)))
+            pid = cur.lastrowid
+            for term, tf in Counter(words).items():
+                ids, tfs = postings.setdefault(term, (array.array("q"), array.array("i")))
+                ids.append(pid)
+                tfs.append(tf)
+        self.db.executemany("INSERT INTO postings VALUES(?,?,?,?)", (
+            (term, doc_id, ids.tobytes(), tfs.tobytes()) for term, (ids, tfs) in postings.items()))
+
+    # ------------------------------------------------------------ catalog
+
+    def catalog(self) -> list[CatalogRow]:
+        self.refresh()
+        rows = [CatalogRow(*r) for r in self.db.execute(
+            "SELECT doc, summary, token_count, updated_time, entries, error FROM docs ORDER BY doc")]
+        rows.sort(key=lambda r: (r.id == CURRENT_ID, r.id))
+        return rows
+
+    # ------------------------------------------------------------ search
+
+    def _average_idf(self, n_parts: int) -> float:
+        row = self.db.execute("SELECT value FROM info WHERE key='avg_idf'").fetchone()
+        if row is not None:
+            return float(row[0])
+        by_term: Counter = Counter()
+        for term, ids in self.db.execute("SELECT term, pids FROM postings"):
+            by_term[term] += len(ids) // 8  # 8-byte partition ids
+        idfs = [log(n_parts - df + 0.5) - log(df + 0.5) for df in by_term.values()]
+        value = sum(idfs) / len(idfs) if idfs else 0.0
+        self.db.execute("INSERT OR REPLACE INTO info VALUES('avg_idf', ?)", (repr(value),))
+        return value
+
+    def search(self, query: str, k: int, doc: str | None = None) -> list[Hit]:
+        """The ``k`` best partitions for ``query`` (optionally within one document)."""
+        from rank_bm25 import BM25Okapi
+
+        self.refresh()
+        query_terms = terms(query)
+        if not query_terms:
+            return []
+        n_parts, total_len = self.db.execute("SELECT COUNT(*), COALESCE(SUM(len), 0) FROM parts").fetchone()
+        if not n_parts:
+            return []
+        unique = sorted(set(query_terms))
+        marks = ",".join("?" * len(unique))
+        freqs: dict[int, dict[str, int]] = {}
+        df: Counter = Counter()
+        for term, _doc, ids_blob, tfs_blob in self.db.execute(
+                f"SELECT term, doc, pids, tfs FROM postings WHERE term IN ({marks})", unique):
+            ids, tfs = array.array("q"), array.array("i")
+            ids.frombytes(ids_blob)
+            tfs.frombytes(tfs_blob)
+            df[term] += len(ids)
+            for pid, tf in zip(ids, tfs):
+                freqs.setdefault(pid, {})[term] = tf
+        if not freqs:
+            return []
+        idf = {t: log(n_parts - n + 0.5) - log(n + 0.5) for t, n in df.items()}
+        if any(v < 0 for v in idf.values()):  # rank-bm25's floor for very common terms
+            floor = EPSILON * self._average_idf(n_parts)
+            idf = {t: (floor if v < 0 else v) for t, v in idf.items()}
+
+        pids = list(freqs)
+        meta = {}
+        for start in range(0, len(pids), 900):
+            chunk = pids[start:start + 900]
+            for row in self.db.execute(
+                    f"SELECT pid, doc, start, end, heading, len FROM parts WHERE pid IN ({','.join('?' * len(chunk))})",
+                    chunk):
+                meta[row[0]] = row[1:]
+        if doc is not None:
+            pids = [p for p in pids if meta[p][0] == doc]
+            if not pids:
+                return []
+        scorer = BM25Okapi.__new__(BM25Okapi)  # statistics come from the index, not a corpus
+        scorer.k1, scorer.b, scorer.epsilon = K1, B, EPSILON
+        scorer.avgdl = total_len / n_parts
+        scorer.idf = idf
+        scorer.doc_freqs = [freqs[p] for p in pids]
+        scorer.doc_len = [meta[p][4] for p in pids]
+        scores = scorer.get_batch_scores(query_terms, list(range(len(pids))))
+        ranked = sorted(zip(scores, pids), key=lambda sp: (-sp[0], sp[1]))[:k]
+        wanted = set(unique)
+        docs: dict[str, Document] = {}
+        hits = []
+        for score, p in ranked:
+            doc_id, start, end, heading, _ = meta[p]
+            if doc_id not in docs:
+                docs[doc_id] = self.store.load(doc_id).doc
+            hits.append(Hit(doc=doc_id, heading=heading, start_line=start, end_line=end,
+                            score=float(score), snippet=_snippet(docs[doc_id], start, end, wanted)))
+        return hits
+
+
+def _snippet(doc: Document, start: int, end: int, wanted: set[str], width: int = 240) -> str:
+    """The line of a partition that holds the most query terms, shortened to ``width``."""
+    best, best_score = "", -1
+    for lineno, raw in doc.lines():
+        if start <= lineno <= end:
+            entry = parse_entry(raw)
+            text = entry.text if entry else raw
+            score = len(wanted.intersection(terms(text)))
+            if score > best_score:
+                best, best_score = text, score
+    best = " ".join(best.split())
+    return best if len(best) <= width else best[: width - 1] + "…"

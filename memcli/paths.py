@@ -1,0 +1,93 @@
+"""Where the store, the configuration and the caches live, and why.
+
+Precedence for each location: command-line flag > ``MEMCLI_*`` environment
+variable > (for the store) the nearest ``.memcli/`` directory made by
+``memcli init`` > the XDG base directory > the XDG fallback under ``~``.
+
+Data (the memory itself), configuration and caches live apart: deleting the
+cache directory loses nothing but time; the store is the only thing to back up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+PROJECT_STORE_DIRNAME = ".memcli"
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A resolved location and a human-readable account of where it came from."""
+
+    path: Path
+    source: str
+
+    def to_dict(self) -> dict:
+        return {"path": str(self.path), "source": self.source}
+
+
+def _xdg(var: str, fallback: str) -> Resolved:
+    value = os.environ.get(var)
+    if value and os.path.isabs(value):
+        return Resolved(Path(value) / "memcli", f"${var}")
+    return Resolved(Path.home() / fallback / "memcli", f"~/{fallback} (XDG default)")
+
+
+def find_project_store(start: Path | None = None) -> Path | None:
+    """The nearest ``.memcli/`` directory in ``start`` or one of its parents."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / PROJECT_STORE_DIRNAME
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def resolve_store(flag: str | os.PathLike | None = None) -> Resolved:
+    """The store directory: --store > MEMCLI_STORE > nearest .memcli/ > XDG data."""
+    if flag:
+        return Resolved(Path(flag).expanduser().absolute(), "--store")
+    env = os.environ.get("MEMCLI_STORE")
+    if env:
+        return Resolved(Path(env).expanduser().absolute(), "$MEMCLI_STORE")
+    project = find_project_store()
+    if project is not None:
+        return Resolved(project, f"nearest {PROJECT_STORE_DIRNAME}/ (memcli init)")
+    return _xdg("XDG_DATA_HOME", ".local/share")
+
+
+def resolve_config_file() -> Resolved:
+    """The user configuration file (TOML): MEMCLI_CONFIG > XDG config."""
+    env = os.environ.get("MEMCLI_CONFIG")
+    if env:
+        return Resolved(Path(env).expanduser().absolute(), "$MEMCLI_CONFIG")
+    base = _xdg("XDG_CONFIG_HOME", ".config")
+    return Resolved(base.path / "config.toml", base.source)
+
+
+def resolve_cache_dir() -> Resolved:
+    """Where rebuildable caches (search index) live: MEMCLI_CACHE > XDG cache."""
+    env = os.environ.get("MEMCLI_CACHE")
+    if env:
+        return Resolved(Path(env).expanduser().absolute(), "$MEMCLI_CACHE")
+    return _xdg("XDG_CACHE_HOME", ".cache")
+
+
+def store_cache_dir(store_root: Path) -> Path:
+    """The cache folder of one store, keyed by the store's absolute path."""
+    key = hashlib.sha256(str(store_root.resolve()).encode()).hexdigest()[:16]
+    return resolve_cache_dir().path / "stores" / key
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create ``path`` (and parents) with mode 0700: memory is personal data."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        if (path.stat().st_mode & 0o777) != 0o700:
+            path.chmod(0o700)
+    except PermissionError:
+        pass
+    return path

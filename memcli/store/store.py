@@ -1,0 +1,199 @@
+"""The store: a folder of topic documents, the CURRENT buffer and store state.
+
+Layout (directories 0700, files 0600)::
+
+    STORE/
+      docs/<id>.md      topic documents
+      CURRENT.md        new memories, not yet consolidated
+      state.json        {"format": 1, "next_seq": N}
+      ingested.txt      fingerprints of ingested turns (one per line)
+      config.toml       optional per-store settings
+      .lock  .txn/      the inter-process lock and the transaction folder
+
+Every read holds the shared lock and every write the exclusive one; writes go
+through a :class:`~memcli.store.atomic.Transaction`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Iterator
+
+from memcli.errors import NotFound, StoreError, UsageError
+from memcli.paths import Resolved, ensure_private_dir
+from memcli.store import atomic
+from memcli.store.format import Document, FormatError, parse_document
+from memcli.tokens import count_tokens
+
+CURRENT_ID = "CURRENT"
+STORE_FORMAT = 1
+DOC_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,150}$")
+
+
+def now_iso(timespec: str = "seconds") -> str:
+    return datetime.now().replace(microsecond=0).isoformat(timespec=timespec)
+
+
+@dataclass
+class LoadedDoc:
+    """A parsed document plus what the reader needs to know about its file."""
+
+    id: str
+    path: Path
+    doc: Document
+    error: str | None = None  # front matter unreadable: body is the whole file
+
+
+class Store:
+    def __init__(self, root: Path, source: str = ""):
+        self.root = root
+        self.source = source
+        self.docs_dir = root / "docs"
+        self.current_path = root / "CURRENT.md"
+        self.state_path = root / "state.json"
+        self.ingested_path = root / "ingested.txt"
+
+    # ------------------------------------------------------------ opening
+
+    @classmethod
+    def open(cls, where: Resolved, create: bool = False) -> "Store":
+        """Open the store at ``where``; with ``create`` make it if missing."""
+        store = cls(where.path, where.source)
+        if store.state_path.exists():
+            state = store.read_state()
+            if state.get("format", STORE_FORMAT) > STORE_FORMAT:
+                raise StoreError(f"{store.root}: store format {state['format']} is newer than this memcli")
+            return store
+        if not create:
+            raise StoreError(
+                f"no memcli store at {where.path} (chosen by {where.source})",
+                hint="run `memcli ingest FILE` or `memcli init` to create one, or pass --store DIR",
+            )
+        store.initialize()
+        return store
+
+    def initialize(self) -> None:
+        """Create an empty store (idempotent)."""
+        try:
+            ensure_private_dir(self.root)
+            ensure_private_dir(self.docs_dir)
+        except OSError as exc:
+            raise StoreError(f"cannot create store at {self.root}: {exc.strerror}") from None
+        with atomic.StoreLock(self.root, exclusive=True):
+            if self.state_path.exists():
+                return
+            txn = atomic.Transaction(self.root)
+            if not self.current_path.exists():
+                txn.write("CURRENT.md", new_current().render())
+            txn.write("state.json", json.dumps({"format": STORE_FORMAT, "next_seq": 1}) + "\n")
+            txn.commit()
+
+    # ------------------------------------------------------------ locking
+
+    @contextmanager
+    def reading(self) -> Iterator["Store"]:
+        """Hold the shared lock; finish an interrupted transaction first if there is one."""
+        if atomic.pending(self.root):
+            with atomic.StoreLock(self.root, exclusive=True):
+                atomic.recover(self.root)
+        with atomic.StoreLock(self.root, exclusive=False):
+            yield self
+
+    @contextmanager
+    def writing(self) -> Iterator[atomic.Transaction]:
+        """Hold the exclusive lock and yield a transaction, committed on success."""
+        with atomic.StoreLock(self.root, exclusive=True):
+            atomic.recover(self.root)
+            txn = atomic.Transaction(self.root)
+            try:
+                yield txn
+            except BaseException:
+                txn.abort()
+                raise
+            txn.commit()
+
+    # ------------------------------------------------------------ state
+
+    def read_state(self) -> dict:
+        try:
+            return json.loads(self.state_path.read_text("utf-8"))
+        except FileNotFoundError:
+            return {"format": STORE_FORMAT, "next_seq": 1}
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"{self.state_path}: unreadable store state: {exc}") from None
+
+    def read_fingerprints(self) -> set[str]:
+        try:
+            return set(self.ingested_path.read_text("utf-8").split())
+        except FileNotFoundError:
+            return set()
+
+    # ------------------------------------------------------------ documents
+
+    def doc_ids(self) -> list[str]:
+        """Ids of the topic documents (file stems), sorted; CURRENT not included."""
+        try:
+            names = [p.name for p in self.docs_dir.iterdir()]
+        except FileNotFoundError:
+            return []
+        return sorted(n[:-3] for n in names if n.endswith(".md") and DOC_ID_RE.match(n[:-3]))
+
+    def doc_path(self, doc_id: str) -> Path:
+        if doc_id == CURRENT_ID:
+            return self.current_path
+        if not DOC_ID_RE.match(doc_id or ""):
+            raise UsageError(f"invalid document id {doc_id!r}")
+        return self.docs_dir / f"{doc_id}.md"
+
+    def relpath(self, doc_id: str) -> str:
+        return str(self.doc_path(doc_id).relative_to(self.root))
+
+    def load(self, doc_id: str, strict: bool = False) -> LoadedDoc:
+        """Read a document. A hand-broken front matter is tolerated unless ``strict``."""
+        path = self.doc_path(doc_id)
+        try:
+            text = path.read_text("utf-8")
+        except FileNotFoundError:
+            raise NotFound(f"no document {doc_id!r} in {self.root}",
+                           hint="`memcli docs` lists the documents") from None
+        except UnicodeDecodeError as exc:
+            raise StoreError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        try:
+            return LoadedDoc(doc_id, path, parse_document(text))
+        except FormatError as exc:
+            where = f"{path}:{exc.line}" if exc.line else str(path)
+            if strict:
+                raise StoreError(f"{where}: {exc}") from None
+            doc = Document(meta={}, body=text.split("\n"))
+            doc.mark_loaded()
+            return LoadedDoc(doc_id, path, doc, error=f"{where}: {exc}")
+
+    def all_ids(self) -> list[str]:
+        """Every document id, CURRENT last."""
+        return [*self.doc_ids(), CURRENT_ID]
+
+
+def new_current() -> Document:
+    stamp = now_iso()
+    doc = Document(meta={
+        "id": CURRENT_ID,
+        "summary": "Recent memories not yet consolidated into topic documents",
+        "token_count": 0,
+        "created_time": stamp,
+        "updated_time": stamp,
+        "update_log": [],
+        "aux": {},
+    }, body=["# CURRENT", ""])
+    return doc
+
+
+def refresh_token_count(doc: Document) -> int:
+    """Recount a document's tokens (body text) into its front matter; returns the count."""
+    tokens = count_tokens("\n".join(line for _, line in doc.lines()))
+    doc.meta["token_count"] = tokens
+    return tokens

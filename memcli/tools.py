@@ -1,0 +1,196 @@
+"""The read-side tools: docs, read, grep, search.
+
+These functions are what ``memcli docs|read|grep|search`` print and what the
+retrieval agent calls. They only read, stay inside the store (document ids
+are validated, never joined into paths unchecked) and bound their output.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from memcli.errors import UsageError
+from memcli.index import CatalogRow, Hit, LibraryIndex
+from memcli.store import Store
+from memcli.store.format import parse_entry
+
+
+# ---------------------------------------------------------------- docs
+
+@dataclass
+class DocsResult:
+    total: int
+    offset: int
+    docs: list[CatalogRow]
+
+    def to_dict(self) -> dict:
+        return {"total": self.total, "offset": self.offset, "docs": [d.to_dict() for d in self.docs]}
+
+
+def list_docs(index: LibraryIndex, offset: int = 0, limit: int | None = None) -> DocsResult:
+    if offset < 0 or (limit is not None and limit < 0):
+        raise UsageError("--offset and --limit must not be negative")
+    rows = index.catalog()
+    page = rows[offset: None if limit is None else offset + limit]
+    return DocsResult(total=len(rows), offset=offset, docs=page)
+
+
+# ---------------------------------------------------------------- read
+
+@dataclass
+class Line:
+    line: int
+    text: str
+
+    def to_dict(self) -> dict:
+        out = {"line": self.line, "text": self.text}
+        entry = parse_entry(self.text)
+        if entry is not None:
+            out["entry"] = {"meta": entry.meta, "text": entry.text}
+        return out
+
+
+@dataclass
+class ReadResult:
+    doc: str
+    path: str
+    start_line: int
+    end_line: int
+    total_lines: int
+    lines: list[Line]
+    warning: str | None = None
+
+    def to_dict(self) -> dict:
+        out = {"doc": self.doc, "path": self.path, "start_line": self.start_line,
+               "end_line": self.end_line, "total_lines": self.total_lines,
+               "lines": [ln.to_dict() for ln in self.lines]}
+        if self.warning:
+            out["warning"] = self.warning
+        return out
+
+
+def parse_range(spec: str) -> tuple[int, int | None]:
+    """``"A-B"``, ``"A-"``, ``"A"`` -> (A, B or None); 1-based, inclusive."""
+    match = re.fullmatch(r"\s*(\d+)\s*(?:(-)\s*(\d+)?)?\s*", spec or "")
+    if not match:
+        raise UsageError(f"bad line range {spec!r} (expected A-B, A- or A)")
+    start = int(match.group(1))
+    end = int(match.group(3)) if match.group(3) else (None if match.group(2) else start)
+    if start < 1 or (end is not None and end < start):
+        raise UsageError(f"bad line range {spec!r}: lines are numbered from 1 and A <= B")
+    return start, end
+
+
+def read_lines(store: Store, doc_id: str, start: int = 1, end: int | None = None,
+               max_lines: int | None = None) -> ReadResult:
+    """Lines ``start..end`` (file line numbers, front matter included) of a document."""
+    loaded = store.load(doc_id)
+    text = loaded.doc.render()
+    all_lines = text.split("\n")
+    if all_lines and all_lines[-1] == "":
+        all_lines.pop()
+    total = len(all_lines)
+    last = total if end is None else min(end, total)
+    if max_lines is not None and last - start + 1 > max_lines:
+        last = start + max_lines - 1
+    if start > total and total:
+        raise UsageError(f"{doc_id} has {total} lines; range starts at {start}")
+    lines = [Line(n, all_lines[n - 1].rstrip("\r")) for n in range(start, last + 1)]
+    return ReadResult(doc=doc_id, path=str(loaded.path), start_line=start,
+                      end_line=max(start, last) if lines else start - 1, total_lines=total,
+                      lines=lines, warning=loaded.error)
+
+
+# ---------------------------------------------------------------- grep
+
+@dataclass
+class GrepMatch:
+    doc: str
+    line: int
+    text: str
+    before: list[Line] = field(default_factory=list)
+    after: list[Line] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        out = {"doc": self.doc, "line": self.line, "text": self.text}
+        if self.before or self.after:
+            out["before"] = [{"line": b.line, "text": b.text} for b in self.before]
+            out["after"] = [{"line": a.line, "text": a.text} for a in self.after]
+        return out
+
+
+@dataclass
+class GrepResult:
+    pattern: str
+    matches: list[GrepMatch]
+    truncated: bool
+    docs_searched: int
+
+    def to_dict(self) -> dict:
+        return {"pattern": self.pattern, "matches": [m.to_dict() for m in self.matches],
+                "count": len(self.matches), "truncated": self.truncated,
+                "docs_searched": self.docs_searched}
+
+
+def compile_pattern(pattern: str, ignore_case: bool) -> re.Pattern:
+    try:
+        return re.compile(pattern, re.MULTILINE | (re.IGNORECASE if ignore_case else 0))
+    except re.error as exc:
+        raise UsageError(f"bad regular expression {pattern!r}: {exc}") from None
+
+
+def grep(store: Store, pattern: str, *, doc: str | None = None, ignore_case: bool = False,
+         context: int = 0, limit: int = 100) -> GrepResult:
+    """Lines of document bodies (front matter excluded) that match ``pattern``."""
+    regex = compile_pattern(pattern, ignore_case)
+    if limit < 1 or context < 0:
+        raise UsageError("--limit must be at least 1 and --context not negative")
+    doc_ids = [doc] if doc else store.all_ids()
+    matches: list[GrepMatch] = []
+    truncated = False
+    for doc_id in doc_ids:
+        loaded = store.load(doc_id)
+        numbered = list(loaded.doc.lines())
+        if not numbered:
+            continue
+        body = "\n".join(text for _, text in numbered)
+        hit_lines: list[int] = []
+        pos_line, pos = 0, 0
+        for match in regex.finditer(body):
+            pos_line += body.count("\n", pos, match.start())
+            pos = match.start()
+            if not hit_lines or hit_lines[-1] != pos_line:
+                hit_lines.append(pos_line)
+                if len(matches) + len(hit_lines) > limit:
+                    hit_lines.pop()
+                    truncated = True
+                    break
+            if match.end() == match.start() and match.start() >= len(body):
+                break
+        for idx in hit_lines:
+            before = [Line(*numbered[i]) for i in range(max(0, idx - context), idx)]
+            after = [Line(*numbered[i]) for i in range(idx + 1, min(len(numbered), idx + 1 + context))]
+            matches.append(GrepMatch(doc_id, numbered[idx][0], numbered[idx][1], before, after))
+        if truncated:
+            break
+    return GrepResult(pattern=pattern, matches=matches, truncated=truncated, docs_searched=len(doc_ids))
+
+
+# ---------------------------------------------------------------- search
+
+@dataclass
+class SearchResult:
+    query: str
+    hits: list[Hit]
+
+    def to_dict(self) -> dict:
+        return {"query": self.query, "hits": [h.to_dict() for h in self.hits]}
+
+
+def search(index: LibraryIndex, query: str, k: int = 10, doc: str | None = None) -> SearchResult:
+    if k < 1:
+        raise UsageError("-k must be at least 1")
+    if doc is not None:
+        index.store.doc_path(doc)  # validates the id
+    return SearchResult(query=query, hits=index.search(query, k, doc=doc))

@@ -1,0 +1,361 @@
+"""Transcript formats -> turns.
+
+Supported shapes (detected, or forced with ``--format``):
+
+* ``locomo``: a LoCoMo conversation object (``speaker_a``, ``session_N``,
+  ``session_N_date_time``), a sample (``{"sample_id", "conversation", ...}``)
+  or the ``locomo10.json`` list of samples;
+* ``chat``: a JSON list of ``{role, content}`` messages (optional ``name``,
+  ``timestamp``) or ``{"messages": [...]}``;
+* ``jsonl``: one chat message per line;
+* ``text``: plain text or Markdown, one observation per paragraph.
+
+Parsing never writes anything; every problem raises :class:`InputError`
+naming the input and the place in it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from memcli.errors import InputError
+
+FORMATS = ("locomo", "chat", "jsonl", "text")
+SKIPPED_ROLES = ("system", "developer", "tool", "function")
+
+
+@dataclass
+class Turn:
+    """One observation, ready to become a CURRENT entry."""
+
+    text: str
+    time: str
+    speaker: str | None = None
+    source: str | None = None
+    ref: str | None = None
+    conv: str | None = None
+    time_given: bool = True  # False when the time is the ingest's default
+    fingerprint: str = ""
+
+    def meta(self) -> dict[str, str]:
+        """Entry metadata in signature order (seq is added by the store)."""
+        out = {"time": self.time}
+        for key in ("speaker", "source", "conv", "ref"):
+            value = getattr(self, key)
+            if value:
+                out[key] = value
+        return out
+
+
+@dataclass
+class Parsed:
+    format: str
+    turns: list[Turn]
+    ignored: int = 0  # system/tool messages, which are not memories
+
+
+# ---------------------------------------------------------------- times
+
+_MONTHS = {m: i for i, m in enumerate(
+    ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], 1)}
+_LOCOMO_TIME = re.compile(
+    r"^\s*(\d{1,2}):(\d{2})\s*([ap])\.?m\.?\s+on\s+(\d{1,2})\s+([A-Za-z]+)\.?,?\s+(\d{4})\s*$", re.I)
+
+
+def iso_minutes(moment: datetime) -> str:
+    return moment.replace(second=0, microsecond=0, tzinfo=None).isoformat(timespec="minutes")
+
+
+def parse_time(value, source: str, where: str) -> str:
+    """A LoCoMo date ("1:56 pm on 8 May, 2023"), an ISO string or epoch seconds -> ISO minutes."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return iso_minutes(datetime.fromtimestamp(value, tz=timezone.utc))
+        except (OverflowError, OSError, ValueError):
+            raise InputError(source, f"timestamp {value!r} is out of range", where=where) from None
+    if not isinstance(value, str):
+        raise InputError(source, f"date {value!r} is not a string", where=where)
+    match = _LOCOMO_TIME.match(value)
+    if match:
+        hour, minute, half, day, month, year = match.groups()
+        month_no = _MONTHS.get(month[:3].lower())
+        hour_no = int(hour) % 12 + (12 if half.lower() == "p" else 0)
+        try:
+            if month_no is None or int(hour) > 12:
+                raise ValueError
+            return iso_minutes(datetime(int(year), month_no, int(day), hour_no, int(minute)))
+        except ValueError:
+            raise InputError(source, f"date {value!r} does not parse", where=where) from None
+    try:
+        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(source, f"date {value!r} does not parse "
+                         "(expected e.g. '1:56 pm on 8 May, 2023' or ISO 8601)", where=where) from None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(timezone.utc)
+    return iso_minutes(moment)
+
+
+# ---------------------------------------------------------------- detection
+
+def _json_error(source: str, exc: json.JSONDecodeError) -> InputError:
+    return InputError(source, f"invalid JSON: {exc.msg}", where=f"line {exc.lineno}, column {exc.colno}")
+
+
+def _is_locomo_conversation(obj) -> bool:
+    return isinstance(obj, dict) and "speaker_a" in obj and any(
+        re.fullmatch(r"session_\d+", k) for k in obj)
+
+
+def _is_locomo_sample(obj) -> bool:
+    return isinstance(obj, dict) and _is_locomo_conversation(obj.get("conversation"))
+
+
+def _is_message(obj) -> bool:
+    return isinstance(obj, dict) and "role" in obj and "content" in obj
+
+
+def detect(text: str, name: str) -> tuple[str, object]:
+    """(format, decoded JSON or None) for an input's text."""
+    lowered = name.lower()
+    stripped = text.lstrip()
+    if lowered.endswith((".jsonl", ".ndjson")):
+        return "jsonl", None
+    if lowered.endswith((".md", ".markdown", ".txt")) or not stripped[:1] in ("[", "{"):
+        return "text", None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        first_line = stripped.split("\n", 1)[0]
+        try:
+            if _is_message(json.loads(first_line)):
+                return "jsonl", None
+        except json.JSONDecodeError:
+            pass
+        raise _json_error(name, exc) from None
+    if _is_locomo_conversation(data) or _is_locomo_sample(data):
+        return "locomo", data
+    if isinstance(data, list) and data and all(_is_locomo_sample(s) for s in data):
+        return "locomo", data
+    if isinstance(data, dict) and isinstance(data.get("messages"), list):
+        return "chat", data
+    if isinstance(data, list) and data and all(_is_message(m) for m in data):
+        return "chat", data
+    raise InputError(name, "unknown shape: expected a LoCoMo conversation or sample list, "
+                     "a list of {role, content} messages, {\"messages\": [...]}, or JSONL",
+                     where="top level")
+
+
+# ---------------------------------------------------------------- LoCoMo
+
+def _locomo_samples(data, source: str) -> list[tuple[str, dict]]:
+    if isinstance(data, list):
+        samples = data
+    elif _is_locomo_sample(data):
+        samples = [data]
+    else:
+        default_id = re.sub(r"\.json$", "", source.rsplit("/", 1)[-1]) or "conversation"
+        return [(str(data.get("sample_id") or default_id), data)]
+    out = []
+    for index, sample in enumerate(samples):
+        if not _is_locomo_sample(sample):
+            raise InputError(source, "not a LoCoMo sample (no 'conversation' with sessions)",
+                             where=f"[{index}]")
+        out.append((str(sample.get("sample_id") or f"sample-{index}"), sample["conversation"]))
+    return out
+
+
+def parse_locomo(data, source: str, sample: str | None = None) -> list[Turn]:
+    samples = _locomo_samples(data, source)
+    if sample is not None:
+        chosen = [s for s in samples if s[0] == sample]
+        if not chosen:
+            ids = ", ".join(s[0] for s in samples)
+            raise InputError(source, f"no sample {sample!r} (samples: {ids})")
+        samples = chosen
+    turns: list[Turn] = []
+    for conv_id, conv in samples:
+        prefix = f"[{conv_id}] " if len(samples) > 1 or isinstance(data, list) else ""
+        sessions = sorted((int(k.split("_")[1]), k) for k in conv if re.fullmatch(r"session_\d+", k))
+        for _, key in sessions:
+            session = conv[key]
+            if not isinstance(session, list):
+                raise InputError(source, "session is not a list of turns", where=f"{prefix}{key}")
+            if not session:
+                continue
+            if f"{key}_date_time" not in conv:
+                raise InputError(source, "session has no date", where=f"{prefix}{key}_date_time")
+            when = parse_time(conv[f"{key}_date_time"], source, f"{prefix}{key}_date_time")
+            for index, turn in enumerate(session):
+                where = f"{prefix}{key}[{index}]"
+                if not isinstance(turn, dict):
+                    raise InputError(source, "turn is not an object", where=where)
+                text = turn.get("text")
+                text = text.strip() if isinstance(text, str) else ""
+                caption = turn.get("blip_caption")
+                if isinstance(caption, str) and caption.strip():
+                    text = f"{text} [shared an image: {caption.strip()}]".strip()
+                if not text:
+                    raise InputError(source, "turn has no text", where=where)
+                speaker = turn.get("speaker")
+                turns.append(Turn(
+                    text=text, time=when,
+                    speaker=str(speaker) if speaker else None,
+                    ref=str(turn.get("dia_id") or f"{key}:{index + 1}"),
+                    conv=conv_id,
+                ))
+    return turns
+
+
+# ---------------------------------------------------------------- chat
+
+def _content_text(content, source: str, where: str) -> str:
+    if isinstance(content, str):
+        return content.strip()
+    if isinstance(content, list):  # OpenAI content parts
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+        return "\n".join(p.strip() for p in parts if p.strip())
+    if content is None:
+        return ""
+    raise InputError(source, f"message content of type {type(content).__name__} is not text", where=where)
+
+
+def _message_turn(message, source: str, where: str, default_time: str, conv: str | None) -> Turn | None:
+    if not _is_message(message):
+        raise InputError(source, "not a {role, content} message", where=where)
+    role = str(message["role"]).lower()
+    if role in SKIPPED_ROLES:
+        return None
+    text = _content_text(message["content"], source, where)
+    if not text:
+        raise InputError(source, "message has no text", where=where)
+    stamp = message.get("timestamp", message.get("time"))
+    when = parse_time(stamp, source, f"{where}.timestamp") if stamp is not None else default_time
+    name = message.get("name")
+    return Turn(
+        text=text, time=when,
+        speaker=str(name) if name else role,
+        source="AI" if role == "assistant" else None,
+        ref=where, conv=conv, time_given=stamp is not None,
+    )
+
+
+def parse_chat(data, source: str, default_time: str, conv: str | None) -> Parsed:
+    messages = data["messages"] if isinstance(data, dict) else data
+    if not isinstance(messages, list):
+        raise InputError(source, "expected a list of messages", where="top level")
+    turns, ignored = [], 0
+    base = source.rsplit("/", 1)[-1]
+    for index, message in enumerate(messages):
+        turn = _message_turn(message, source, f"{base}#{index + 1}", default_time, conv)
+        if turn is None:
+            ignored += 1
+        else:
+            turns.append(turn)
+    return Parsed("chat", turns, ignored)
+
+
+def parse_jsonl(text: str, source: str, default_time: str, conv: str | None) -> Parsed:
+    turns, ignored = [], 0
+    base = source.rsplit("/", 1)[-1]
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            message = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(source, f"invalid JSON: {exc.msg}", where=f"line {lineno}, column {exc.colno}") from None
+        turn = _message_turn(message, source, f"{base}:{lineno}", default_time, conv)
+        if turn is None:
+            ignored += 1
+        else:
+            turns.append(turn)
+    return Parsed("jsonl", turns, ignored)
+
+
+# ---------------------------------------------------------------- text
+
+def parse_text(text: str, source: str, default_time: str, conv: str | None) -> Parsed:
+    turns = []
+    base = source.rsplit("/", 1)[-1]
+    paragraph: list[str] = []
+    start = 0
+    lines = text.replace("\r\n", "\n").split("\n")
+    for lineno, line in enumerate([*lines, ""], 1):
+        if line.strip():
+            if not paragraph:
+                start = lineno
+            paragraph.append(line.strip())
+        elif paragraph:
+            turns.append(Turn(text="\n".join(paragraph), time=default_time,
+                              ref=f"{base}:{start}", conv=conv, time_given=False))
+            paragraph = []
+    return Parsed("text", turns)
+
+
+# ---------------------------------------------------------------- entry point
+
+def parse_input(raw: bytes, source: str, *, fmt: str | None = None, sample: str | None = None,
+                default_time: str, conv: str | None = None) -> Parsed:
+    """Decode and parse one input; ``source`` names it in messages ("-" for stdin)."""
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(source, f"not UTF-8 text (byte {exc.start})") from None
+    if not text.strip():
+        raise InputError(source, "input is empty")
+    data = None
+    if fmt is None:
+        fmt, data = detect(text, source)
+    elif fmt in ("locomo", "chat"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise _json_error(source, exc) from None
+    if sample is not None and fmt != "locomo":
+        raise InputError(source, f"--sample applies to LoCoMo input, but this is {fmt}")
+    if fmt == "locomo":
+        if not (_is_locomo_conversation(data) or _is_locomo_sample(data) or isinstance(data, list)):
+            raise InputError(source, "not a LoCoMo conversation or sample list", where="top level")
+        parsed = Parsed("locomo", parse_locomo(data, source, sample))
+    elif fmt == "chat":
+        if not isinstance(data, (list, dict)) or (isinstance(data, dict) and "messages" not in data):
+            raise InputError(source, "expected a list of messages or {\"messages\": [...]}", where="top level")
+        parsed = parse_chat(data, source, default_time, conv)
+    elif fmt == "jsonl":
+        parsed = parse_jsonl(text, source, default_time, conv)
+    else:
+        parsed = parse_text(text, source, default_time, conv)
+    if not parsed.turns:
+        raise InputError(source, "no turns to ingest")
+    _fingerprint(parsed.turns, source, fmt)
+    return parsed
+
+
+def _fingerprint(turns: list[Turn], source: str, fmt: str) -> None:
+    """Identity of each turn for duplicate detection across ingests.
+
+    LoCoMo turns are identified by conversation and dialog id; other turns by
+    their input's name (or ``--conv``), speaker, text and given time, with an
+    occurrence counter so a repeated "ok" in one chat is kept twice.
+    """
+    seen: dict[str, int] = {}
+    base = source.rsplit("/", 1)[-1]
+    for turn in turns:
+        if fmt == "locomo":
+            key = ["locomo", turn.conv, turn.ref, turn.speaker, turn.text]
+        else:
+            given = turn.time if turn.time_given else None
+            key = [fmt, turn.conv or base, turn.speaker, turn.source, turn.text, given]
+        digest = hashlib.sha256(json.dumps(key, ensure_ascii=False).encode()).hexdigest()[:32]
+        seen[digest] = seen.get(digest, 0) + 1
+        turn.fingerprint = f"{digest}.{seen[digest]}" if seen[digest] > 1 else digest

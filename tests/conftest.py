@@ -1,0 +1,80 @@
+"""Shared fixtures: an isolated environment and a way to run the real CLI."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+LOCOMO = SHARED / "data" / "locomo"
+EXAMPLES = REPO / "examples"
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path, monkeypatch):
+    """No test touches a real home: store, config and cache all live in tmp_path."""
+    for var in list(os.environ):
+        if var.startswith("MEMCLI_"):
+            monkeypatch.delenv(var)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    monkeypatch.chdir(tmp_path)
+    yield tmp_path
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def json(self):
+        return json.loads(self.stdout)
+
+
+@pytest.fixture
+def store_dir(tmp_path) -> Path:
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def cli(store_dir, capsys, monkeypatch):
+    """Run memcli in-process through its real entry point (argument parsing, error map)."""
+    from memcli.cli import run
+
+    def invoke(*args: str, stdin: bytes | None = None, store: bool = True) -> Result:
+        argv = (["--store", str(store_dir)] if store else []) + [str(a) for a in args]
+        if stdin is not None:
+            monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+        capsys.readouterr()
+        code = run(argv)
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    return invoke
+
+
+def run_memcli(*args: str, stdin: bytes | None = None, env: dict | None = None, cwd=None) -> Result:
+    """Run the installed ``memcli`` in a subprocess (real process, real exit code)."""
+    proc = subprocess.run([sys.executable, "-m", "memcli", *map(str, args)], input=stdin,
+                          capture_output=True, env={**os.environ, **(env or {})}, cwd=cwd)
+    return Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` (except the lock) with its bytes."""
+    if not folder.exists():
+        return {}
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name != ".lock"}
