@@ -298,9 +298,10 @@ def parse_document(text: str) -> Document:
                 try:
                     meta = load_yaml(yaml_text) if yaml_text.strip() else {}
                 except yaml.YAMLError as exc:
-                    mark = getattr(exc, "problem_mark", None)
-                    line = mark.line + 2 if mark is not None else None
-                    raise FormatError(f"invalid YAML front matter: {exc}", line) from None
+                    mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
+                    line = mark.line + 2 if mark is not None else None  # +1 for '---', +1 for 1-based
+                    problem = getattr(exc, "problem", None) or "not valid YAML"
+                    raise FormatError(f"invalid YAML front matter: {problem}", line) from None
                 if not isinstance(meta, dict):
                     raise FormatError("front matter is not a mapping", 2)
                 doc = Document(meta=meta, body=lines[index + 1:], front_raw=front_raw)

@@ -1,0 +1,84 @@
+"""Contract: every command has help, --json parses, errors are JSON, --help stays light."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import EXAMPLES, run_memcli
+from memcli import __version__
+
+COMMANDS = ["ingest", "docs", "read", "grep", "search", "init", "status"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help_and_json(command):
+    result = run_memcli(command, "--help")
+    assert result.code == 0
+    assert "--json" in result.stdout and "Usage" in result.stdout
+    assert len(result.stdout.strip().splitlines()) > 5
+
+
+def test_help_and_version_import_nothing_heavy():
+    for args in (["--help"], ["--version"], ["grep", "--help"]):
+        proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "memcli", *args],
+                              capture_output=True, text=True)
+        assert proc.returncode == 0
+        imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
+        assert "llama_cpp" not in imported and "numpy" not in imported, args
+
+
+def test_version():
+    assert run_memcli("--version").stdout.strip() == f"memcli {__version__}"
+
+
+def test_json_output_of_every_command_parses(tmp_path):
+    store = tmp_path / "s"
+    base = ["--store", str(store)]
+    assert run_memcli(*base, "ingest", EXAMPLES / "caroline-and-priya.json", "--json").code == 0
+    for args in (["docs"], ["read", "CURRENT", "--lines", "1-5"], ["grep", "Priya"],
+                 ["search", "minivan"], ["status"], ["init", tmp_path / "proj"]):
+        result = run_memcli(*base, *args, "--json")
+        assert result.code == 0, (args, result.stderr)
+        json.loads(result.stdout)
+        # global --json works as well as the per-command flag
+        glob = run_memcli("--json", *base, *args)
+        json.loads(glob.stdout)
+
+
+def test_usage_errors_exit_2_with_json_error(tmp_path):
+    result = run_memcli("grep", "--json", "--no-such-flag", "x")
+    assert result.code == 2
+    assert json.loads(result.stdout)["error"]["type"] == "usage"
+    assert "memcli: error:" in result.stderr
+    assert run_memcli("frobnicate").code == 2
+
+
+def test_missing_store_is_a_clear_error(tmp_path):
+    result = run_memcli("--store", tmp_path / "nowhere", "docs")
+    assert result.code == 1 and "no memcli store" in result.stderr and "hint" in result.stderr
+    assert result.stdout == ""
+
+
+def test_project_store_found_from_subdirectory(tmp_path):
+    project = tmp_path / "project"
+    (project / "deep" / "er").mkdir(parents=True)
+    assert run_memcli("init", cwd=project).code == 0
+    out = run_memcli("ingest", EXAMPLES / "chat-messages.json", "--json", cwd=project / "deep" / "er")
+    assert out.code == 0, out.stderr
+    assert json.loads(out.stdout)["store"] == str(project / ".memcli")
+    status = json.loads(run_memcli("status", "--json", cwd=project / "deep").stdout)
+    assert status["store_source"].startswith("nearest .memcli/")
+    env_store = run_memcli("status", "--json", cwd=project, env={"MEMCLI_STORE": str(tmp_path / "other")})
+    assert env_store.code == 1  # MEMCLI_STORE wins over .memcli/, and it does not exist
+
+
+def test_stdout_is_data_only(tmp_path):
+    store = tmp_path / "s"
+    result = run_memcli("--store", store, "ingest", EXAMPLES / "chat-messages.json", "-q", "--json")
+    assert result.code == 0 and result.stderr == ""
+    grep = run_memcli("--store", store, "grep", "ledgerd")
+    assert all(":" in line for line in grep.stdout.splitlines())
