@@ -313,26 +313,26 @@ class LibraryIndex:
         scores = scorer.get_batch_scores(query_terms, list(range(len(pids))))
         ranked = sorted(zip(scores, pids), key=lambda sp: (-sp[0], sp[1]))[:k]
         wanted = set(unique)
-        docs: dict[str, Document] = {}
+        texts: dict[str, str] = {}
         hits = []
         for score, p in ranked:
             doc_id, start, end, heading, _ = meta[p]
-            if doc_id not in docs:
-                docs[doc_id] = self.store.load(doc_id).doc
+            if doc_id not in texts:
+                texts[doc_id] = self.store.read_text(doc_id)
             hits.append(Hit(doc=doc_id, heading=heading, start_line=start, end_line=end,
-                            score=float(score), snippet=_snippet(docs[doc_id], start, end, wanted)))
+                            score=float(score), snippet=_snippet(texts[doc_id], start, end, wanted)))
         return hits
 
 
-def _snippet(doc: Document, start: int, end: int, wanted: set[str], width: int = 240) -> str:
-    """The line of a partition that holds the most query terms, shortened to ``width``."""
+def _snippet(text: str, start: int, end: int, wanted: set[str], width: int = 240) -> str:
+    """The line of a partition (file lines start..end) with the most query terms, shortened."""
+    lines = text.split("\n")[start - 1:end]
     best, best_score = "", -1
-    for lineno, raw in doc.lines():
-        if start <= lineno <= end:
-            entry = parse_entry(raw)
-            text = entry.text if entry else raw
-            score = len(wanted.intersection(terms(text)))
-            if score > best_score:
-                best, best_score = text, score
+    for raw in lines:
+        entry = parse_entry(raw)
+        line = entry.text if entry else raw.strip()
+        score = len(wanted.intersection(terms(line)))
+        if score > best_score:
+            best, best_score = line, score
     best = " ".join(best.split())
     return best if len(best) <= width else best[: width - 1] + "…"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from memcli.errors import UsageError
 from memcli.index import CatalogRow, Hit, LibraryIndex
 from memcli.store import Store
-from memcli.store.format import parse_entry
+from memcli.store.format import parse_entry, split_front_matter
 
 
 # ---------------------------------------------------------------- docs
@@ -142,7 +142,12 @@ def compile_pattern(pattern: str, ignore_case: bool) -> re.Pattern:
 
 def grep(store: Store, pattern: str, *, doc: str | None = None, ignore_case: bool = False,
          context: int = 0, limit: int = 100) -> GrepResult:
-    """Lines of document bodies (front matter excluded) that match ``pattern``."""
+    """Lines of document bodies (front matter excluded) that match ``pattern``.
+
+    Works on the raw text (no YAML parsing, no per-line loop) so a large
+    library is scanned at regex speed; line numbers are counted only up to
+    the matches.
+    """
     regex = compile_pattern(pattern, ignore_case)
     if limit < 1 or context < 0:
         raise UsageError("--limit must be at least 1 and --context not negative")
@@ -150,28 +155,30 @@ def grep(store: Store, pattern: str, *, doc: str | None = None, ignore_case: boo
     matches: list[GrepMatch] = []
     truncated = False
     for doc_id in doc_ids:
-        loaded = store.load(doc_id)
-        numbered = list(loaded.doc.lines())
-        if not numbered:
-            continue
-        body = "\n".join(text for _, text in numbered)
-        hit_lines: list[int] = []
-        pos_line, pos = 0, 0
+        first_line, body = split_front_matter(store.read_text(doc_id))
+        if body.endswith("\n"):
+            body = body[:-1]
+        hit_lines: list[int] = []  # 0-based body line indexes
+        line_no, scanned = 0, 0
         for match in regex.finditer(body):
-            pos_line += body.count("\n", pos, match.start())
-            pos = match.start()
-            if not hit_lines or hit_lines[-1] != pos_line:
-                hit_lines.append(pos_line)
-                if len(matches) + len(hit_lines) > limit:
-                    hit_lines.pop()
-                    truncated = True
-                    break
-            if match.end() == match.start() and match.start() >= len(body):
+            line_no += body.count("\n", scanned, match.start())
+            scanned = match.start()
+            if hit_lines and hit_lines[-1] == line_no:
+                continue
+            if len(matches) + len(hit_lines) >= limit:
+                truncated = True
                 break
-        for idx in hit_lines:
-            before = [Line(*numbered[i]) for i in range(max(0, idx - context), idx)]
-            after = [Line(*numbered[i]) for i in range(idx + 1, min(len(numbered), idx + 1 + context))]
-            matches.append(GrepMatch(doc_id, numbered[idx][0], numbered[idx][1], before, after))
+            hit_lines.append(line_no)
+        if hit_lines:
+            lines = body.split("\n")
+            for idx in hit_lines:
+                def numbered(i: int) -> Line:
+                    return Line(first_line + i, lines[i].rstrip("\r"))
+
+                matches.append(GrepMatch(
+                    doc_id, first_line + idx, lines[idx].rstrip("\r"),
+                    [numbered(i) for i in range(max(0, idx - context), idx)],
+                    [numbered(i) for i in range(idx + 1, min(len(lines), idx + 1 + context))]))
         if truncated:
             break
     return GrepResult(pattern=pattern, matches=matches, truncated=truncated, docs_searched=len(doc_ids))

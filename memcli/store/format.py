@@ -19,11 +19,11 @@ are kept as they are.
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-import yaml
 
 # ---------------------------------------------------------------- signatures
 
@@ -178,42 +178,57 @@ def parse_heading(line: str) -> tuple[int, str] | None:
 # ---------------------------------------------------------------- YAML
 
 
-_LoaderBase = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
-_DumperBase = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+@functools.cache
+def _yaml():
+    """PyYAML with a loader/dumper pair that keep ISO times as strings (imported on first use).
 
+    The safe loader would turn ``2023-05-25T13:14:00`` into a datetime and the
+    dumper would write it back in another form; to us times are strings. The
+    C (libyaml) classes are used when PyYAML was built with them.
+    """
+    import yaml
 
-class _Loader(_LoaderBase):
-    """Safe loader that keeps timestamps as the strings they were written as."""
-
-
-class _Dumper(_DumperBase):
-    """Safe dumper that writes ISO times unquoted (they are strings to us)."""
-
-
-for _cls in (_Loader, _Dumper):
-    _cls.yaml_implicit_resolvers = {
-        first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-    }
+    loader_base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    dumper_base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    loader = type("MemcliLoader", (loader_base,), {})
+    dumper = type("MemcliDumper", (dumper_base,), {})
+    for cls in (loader, dumper):
+        cls.yaml_implicit_resolvers = {
+            first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+            for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+        }
+    dumper.add_representer(_FlowDict, lambda d, data: d.represent_mapping(
+        "tag:yaml.org,2002:map", data.items(), flow_style=True))
+    return yaml, loader, dumper
 
 
 class _FlowDict(dict):
     """A mapping written on one line ({time: ..., op: ...}), as update_log items are."""
 
 
-_Dumper.add_representer(_FlowDict, lambda dumper, data: dumper.represent_mapping(
-    "tag:yaml.org,2002:map", data.items(), flow_style=True))
+class YAMLError(ValueError):
+    """Front matter that is not valid YAML; ``line`` is 0-based within the YAML text."""
+
+    def __init__(self, problem: str, line: int | None):
+        super().__init__(problem)
+        self.problem = problem
+        self.line = line
 
 
 def load_yaml(text: str) -> Any:
-    return yaml.load(text, Loader=_Loader)
+    yaml, loader, _ = _yaml()
+    try:
+        return yaml.load(text, Loader=loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
+        raise YAMLError(getattr(exc, "problem", None) or "not valid YAML",
+                        mark.line if mark is not None else None) from None
 
 
 def dump_yaml(data: Any) -> str:
-    return yaml.dump(
-        data, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
-        default_flow_style=None, width=1 << 30,
-    )
+    yaml, _, dumper = _yaml()
+    return yaml.dump(data, Dumper=dumper, sort_keys=False, allow_unicode=True,
+                     default_flow_style=None, width=1 << 30)
 
 
 # ---------------------------------------------------------------- documents
@@ -287,6 +302,22 @@ class Document:
         self._meta_snapshot = copy.deepcopy(self.meta)
 
 
+def split_front_matter(text: str) -> tuple[int, str]:
+    """(file line number of the body's first line, body text) without parsing YAML.
+
+    The cheap path for scanning many documents (grep): a front matter that is
+    never closed is treated as body, as :func:`parse_document`'s callers do.
+    """
+    if text.startswith("---\n") or text.startswith("---\r\n"):
+        match = _FRONT_END_RE.search(text, 3)
+        if match:
+            return text.count("\n", 0, match.end()) + 1, text[match.end():]
+    return 1, text
+
+
+_FRONT_END_RE = re.compile(r"\n---\r?(?:\n|$)")
+
+
 def parse_document(text: str) -> Document:
     """Parse a document; raises FormatError for a broken front-matter block."""
     if text.startswith("---\n") or text.startswith("---\r\n"):
@@ -297,11 +328,9 @@ def parse_document(text: str) -> Document:
                 yaml_text = "\n".join(lines[1:index])
                 try:
                     meta = load_yaml(yaml_text) if yaml_text.strip() else {}
-                except yaml.YAMLError as exc:
-                    mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
-                    line = mark.line + 2 if mark is not None else None  # +1 for '---', +1 for 1-based
-                    problem = getattr(exc, "problem", None) or "not valid YAML"
-                    raise FormatError(f"invalid YAML front matter: {problem}", line) from None
+                except YAMLError as exc:
+                    line = exc.line + 2 if exc.line is not None else None  # +1 for '---', +1 for 1-based
+                    raise FormatError(f"invalid YAML front matter: {exc.problem}", line) from None
                 if not isinstance(meta, dict):
                     raise FormatError("front matter is not a mapping", 2)
                 doc = Document(meta=meta, body=lines[index + 1:], front_raw=front_raw)

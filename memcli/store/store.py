@@ -153,16 +153,21 @@ class Store:
     def relpath(self, doc_id: str) -> str:
         return str(self.doc_path(doc_id).relative_to(self.root))
 
-    def load(self, doc_id: str, strict: bool = False) -> LoadedDoc:
-        """Read a document. A hand-broken front matter is tolerated unless ``strict``."""
+    def read_text(self, doc_id: str) -> str:
+        """A document's raw text."""
         path = self.doc_path(doc_id)
         try:
-            text = path.read_text("utf-8")
+            return path.read_text("utf-8")
         except FileNotFoundError:
             raise NotFound(f"no document {doc_id!r} in {self.root}",
                            hint="`memcli docs` lists the documents") from None
         except UnicodeDecodeError as exc:
             raise StoreError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+    def load(self, doc_id: str, strict: bool = False) -> LoadedDoc:
+        """Read and parse a document. A hand-broken front matter is tolerated unless ``strict``."""
+        path = self.doc_path(doc_id)
+        text = self.read_text(doc_id)
         try:
             return LoadedDoc(doc_id, path, parse_document(text))
         except FormatError as exc:
@@ -174,8 +179,9 @@ class Store:
             return LoadedDoc(doc_id, path, doc, error=f"{where}: {exc}")
 
     def all_ids(self) -> list[str]:
-        """Every document id, CURRENT last."""
-        return [*self.doc_ids(), CURRENT_ID]
+        """Every document id, CURRENT last (when it exists: a person may have removed it)."""
+        ids = self.doc_ids()
+        return [*ids, CURRENT_ID] if self.current_path.exists() else ids
 
 
 def new_current() -> Document:

@@ -33,9 +33,17 @@ def init(
         help="Where to create .memcli/ (default: the current directory).")] = None,
     json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
 ) -> None:
-    """Create a project store, DIR/.memcli/, used by memcli anywhere below DIR."""
+    """Create a project store, DIR/.memcli/, used by memcli anywhere below DIR.
+
+    Without DIR, the store named by --store or $MEMCLI_STORE is created if one
+    is given, else ./.memcli/.
+    """
     out = output(ctx, json, quiet, verbose)
-    root = (directory or Path.cwd()).absolute() / PROJECT_STORE_DIRNAME
+    chosen = where(ctx)
+    if directory is None and chosen.source in ("--store", "$MEMCLI_STORE"):
+        root = chosen.path
+    else:
+        root = (directory or Path.cwd()).absolute() / PROJECT_STORE_DIRNAME
     existed = (root / "state.json").exists()
     Store.open(Resolved(root, "memcli init"), create=True)
     out.emit(InitResult(str(root), not existed))
