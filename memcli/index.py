@@ -24,6 +24,7 @@ from collections import Counter
 from dataclasses import dataclass
 from math import log
 from pathlib import Path
+from typing import Callable
 
 from memcli.paths import ensure_private_dir, store_cache_dir
 from memcli.store import CURRENT_ID, Store
@@ -41,6 +42,8 @@ just me more most my myself no nor not now of off on once only or other our ours
 over own same she should so some such than that the their theirs them themselves then there
 these they this those through to too under until up very was we were what when where which
 while who whom why will with would you your yours yourself yourselves s t don ll re ve d m o y
+isn aren wasn weren hasn haven hadn doesn didn won wouldn shan shouldn couldn mustn ain
+oh hey hi hello yeah yep yes ok okay wow lol btw fyi aww hmm gonna wanna gotta
 """.split())
 _TERM_RE = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -159,7 +162,7 @@ class LibraryIndex:
     def __init__(self, store: Store, partition_tokens: int, cache_dir: Path | None = None):
         self.store = store
         self.partition_tokens = partition_tokens
-        folder = ensure_private_dir(cache_dir or store_cache_dir(store.root))
+        folder = ensure_private_dir(cache_dir or store.index_dir or store_cache_dir(store.root))
         self.path = folder / "index.sqlite"
         self.db = self._connect()
 
@@ -247,6 +250,37 @@ class LibraryIndex:
             "SELECT doc, summary, token_count, updated_time, entries, error FROM docs ORDER BY doc")]
         rows.sort(key=lambda r: (r.id == CURRENT_ID, r.id))
         return rows
+
+    # ------------------------------------------------------------ statistics
+
+    def idf(self) -> Callable[[str], float]:
+        """A smoothed inverse partition frequency over the whole library (cached per term).
+
+        ``log(1 + N / (1 + df))``: positive for every term, so similarity
+        weights never flip sign on very common words.
+        """
+        self.refresh()
+        (n_parts,) = self.db.execute("SELECT COUNT(*) FROM parts").fetchone()
+        cache: dict[str, float] = {}
+
+        def lookup(term: str) -> float:
+            if term not in cache:
+                df = sum(len(ids) // 8 for (ids,) in self.db.execute(
+                    "SELECT pids FROM postings WHERE term=?", (term,)))
+                cache[term] = log(1 + (n_parts + 1) / (1 + df))
+            return cache[term]
+
+        return lookup
+
+    def candidate_docs(self, query_terms: list[str], k: int, exclude: set[str] = frozenset()) -> list[str]:
+        """Ids of the ``k`` documents whose best partition ranks highest for ``query_terms``."""
+        if not query_terms or k < 1:
+            return []
+        best: dict[str, float] = {}
+        for hit in self.search(" ".join(query_terms), k * 4):
+            if hit.doc != CURRENT_ID and hit.doc not in exclude:
+                best[hit.doc] = max(best.get(hit.doc, 0.0), hit.score)
+        return [d for d, _ in sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:k]]
 
     # ------------------------------------------------------------ search
 

@@ -37,7 +37,21 @@ def main_options(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only data and errors.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="More diagnostics on stderr.")] = False,
     debug: Annotated[bool, typer.Option("--debug", help="Tracebacks on errors (or MEMCLI_DEBUG=1).")] = False,
+    model: Annotated[Optional[str], typer.Option(
+        "--model", metavar="GGUF", help="Local GGUF model file (else $MEMCLI_MODEL; default SmolLM2-135M).")] = None,
+    base_url: Annotated[Optional[str], typer.Option(
+        "--base-url", metavar="URL", help="Use an OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1.")] = None,
+    model_name: Annotated[Optional[str], typer.Option("--model-name", help="Model name sent to the server.")] = None,
+    gpu_layers: Annotated[Optional[int], typer.Option(
+        "--gpu-layers", metavar="N", help="Layers to offload to the GPU (-1 all; CUDA builds).")] = None,
+    threads: Annotated[Optional[int], typer.Option("--threads", metavar="N", help="CPU threads (0: all).")] = None,
+    n_ctx: Annotated[Optional[int], typer.Option("--n-ctx", metavar="N", help="Context window.")] = None,
     version: Annotated[bool, typer.Option(
         "--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
 ) -> None:
-    ctx.obj = AppState(store=store, json=json, quiet=quiet, verbose=verbose, debug=debug)
+    overrides = {"model.path": model, "model.base_url": base_url, "model.name": model_name,
+                 "model.gpu_layers": gpu_layers, "model.threads": threads, "model.n_ctx": n_ctx}
+    if base_url:
+        overrides["model.backend"] = "openai"
+    ctx.obj = AppState(store=store, json=json, quiet=quiet, verbose=verbose, debug=debug,
+                       overrides={k: v for k, v in overrides.items() if v is not None})

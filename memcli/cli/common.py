@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Optional
 
 import typer
@@ -25,6 +25,7 @@ class AppState:
     quiet: bool = False
     verbose: bool = False
     debug: bool = False
+    overrides: dict = field(default_factory=dict)  # settings given as global flags
 
 
 def state(ctx: typer.Context) -> AppState:
@@ -49,4 +50,14 @@ def open_store(ctx: typer.Context, create: bool = False) -> Store:
 
 
 def settings(ctx: typer.Context, store: Store | None = None, **overrides) -> Settings:
-    return Settings.load(store.root if store else None, overrides or None)
+    """Effective settings: defaults < config files < environment < global flags < ``overrides``."""
+    merged = {**state(ctx).overrides, **{k: v for k, v in overrides.items() if v is not None}}
+    return Settings.load(store.root if store else None, merged or None)
+
+
+def load_model(cfg: Settings, out: Output):
+    """Open the configured model (a note on stderr, since a large model takes a while)."""
+    from memcli.llm import open_model
+
+    out.debug("loading the model")
+    return open_model(cfg, verbose=out.verbose)

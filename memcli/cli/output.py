@@ -98,6 +98,33 @@ class Output:
             task = bar.add_task(description, total=total)
             yield lambda done: bar.update(task, completed=done)
 
+    @contextmanager
+    def stages(self) -> Iterator[_Stages]:
+        """Per-stage progress bars on stderr (terminal only); yields ``progress(stage, done, total)``."""
+        if self.quiet or self.json or not sys.stderr.isatty():
+            yield _Stages(None)
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=self._console(stderr=True), transient=True) as bar:
+            yield _Stages(bar)
+
+
+class _Stages:
+    """Progress of a multi-stage operation: one bar per stage, created when it starts."""
+
+    def __init__(self, bar):
+        self.bar = bar
+        self.tasks: dict[str, int] = {}
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if self.bar is None:
+            return
+        if stage not in self.tasks:
+            self.tasks[stage] = self.bar.add_task(stage, total=total)
+        self.bar.update(self.tasks[stage], completed=done, total=total)
+
 
 @singledispatch
 def render(result: Any, out: Output) -> None:

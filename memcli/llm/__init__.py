@@ -1,1 +1,47 @@
-"""Model layer: where models come from and the one module that owns llama.cpp."""
+"""Model layer: where models come from, the backends, schema-constrained JSON.
+
+``open_model(settings)`` builds the configured backend; nothing here imports
+``llama_cpp`` until a local model is actually opened.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memcli.config import Settings
+from memcli.errors import ConfigError
+from memcli.llm.base import CallStats, ChatModel, Completion, ModelError
+from memcli.tokens import use_tokenizer
+
+__all__ = ["CallStats", "ChatModel", "Completion", "ModelError", "model_path", "open_model"]
+
+
+def model_path(settings: Settings) -> Path:
+    """The GGUF file the llama backend will load."""
+    from memcli.llm.models import default_model_path
+
+    if settings.model_path:
+        return Path(settings.model_path).expanduser()
+    return default_model_path()
+
+
+def open_model(settings: Settings, *, verbose: bool = False) -> ChatModel:
+    """The configured model; registers its tokenizer as the store-wide token counter."""
+    backend = settings.model_backend
+    if backend == "openai" or (backend == "llama" and settings.model_base_url and not settings.model_path):
+        if not settings.model_base_url:
+            raise ConfigError("model.backend is openai but model.base_url is not set",
+                              hint="pass --base-url URL or set MEMCLI_BASE_URL")
+        from memcli.llm.openai_compat import OpenAICompatModel
+
+        return OpenAICompatModel(settings.model_base_url, settings.model_name,
+                                 api_key_env=settings.model_api_key_env, json_format=settings.model_json_format,
+                                 timeout=settings.model_timeout, seed=settings.model_seed)
+    if backend != "llama":
+        raise ConfigError(f"unknown model.backend {backend!r} (llama or openai)")
+    from memcli.llm.llamacpp import LlamaCppModel
+
+    model = LlamaCppModel(model_path(settings), n_ctx=settings.model_n_ctx, threads=settings.model_threads,
+                          gpu_layers=settings.model_gpu_layers, seed=settings.model_seed, verbose=verbose)
+    use_tokenizer(model.count_tokens, model.name)
+    return model

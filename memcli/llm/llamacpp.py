@@ -1,18 +1,101 @@
-"""The only module that imports ``llama_cpp`` (lazily: --help and --version stay light)."""
+"""The only module that imports ``llama_cpp`` (lazily: --help and --version stay light).
+
+:class:`LlamaCppModel` runs a local GGUF file; the chat template comes from
+the GGUF's metadata. JSON answers are constrained by a grammar compiled from
+the schema (llama-cpp-python's ``response_format``).
+"""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
+
+from memcli.errors import ConfigError
+from memcli.llm.base import Completion, ModelError
+
+
+def _quiet_llama_logs(verbose: bool) -> None:
+    import logging
+
+    logging.getLogger("llama-cpp-python").setLevel(logging.DEBUG if verbose else logging.CRITICAL)
 
 
 def tokenizer_counter(model_path: Path) -> Callable[[str], int]:
     """A token-counting function backed by the model's own tokenizer (vocabulary only)."""
     import llama_cpp
 
+    _quiet_llama_logs(False)
     vocab = llama_cpp.Llama(model_path=str(model_path), vocab_only=True, verbose=False)
 
     def count(text: str) -> int:
         return len(vocab.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
     return count
+
+
+def gpu_offload_supported() -> bool:
+    """Whether this llama.cpp build can offload layers to a GPU (CUDA, Metal, Vulkan...)."""
+    import llama_cpp
+
+    return bool(llama_cpp.llama_supports_gpu_offload())
+
+
+def library_version() -> str:
+    import llama_cpp
+
+    return getattr(llama_cpp, "__version__", "unknown")
+
+
+class LlamaCppModel:
+    """A local GGUF model through llama-cpp-python."""
+
+    def __init__(self, path: Path, *, n_ctx: int = 8192, threads: int = 0, gpu_layers: int = -1,
+                 seed: int = 0, verbose: bool = False):
+        import llama_cpp
+
+        if not path.is_file():
+            raise ConfigError(f"model file {path} does not exist",
+                              hint="pass --model PATH to a GGUF file, or unset MEMCLI_MODEL for the default model")
+        _quiet_llama_logs(verbose)
+        threads = threads or os.cpu_count() or 1
+        try:
+            self.llm = llama_cpp.Llama(
+                model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
+                n_gpu_layers=gpu_layers, seed=seed, verbose=verbose,
+            )
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise ConfigError(f"cannot load model {path}: {exc}") from None
+        self.path = path
+        self.name = path.name
+        self.seed = seed
+        self.settings = {"n_ctx": n_ctx, "threads": threads, "gpu_layers": gpu_layers}
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    def chat(self, messages: list[dict], *, schema: dict | None = None, max_tokens: int = 512,
+             temperature: float = 0.0) -> Completion:
+        kwargs: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "seed": self.seed}
+        if schema is not None:
+            kwargs["response_format"] = {"type": "json_object", "schema": schema}
+            kwargs["repeat_penalty"] = 1.3  # small models loop inside JSON strings without it
+        start = time.perf_counter()
+        try:
+            result = self.llm.create_chat_completion(messages=messages, **kwargs)
+        except ValueError as exc:  # e.g. the prompt does not fit the context window
+            raise ModelError(str(exc)) from None
+        choice = result["choices"][0]
+        usage = result.get("usage") or {}
+        return Completion(
+            text=choice["message"].get("content") or "",
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+            finish_reason=choice.get("finish_reason"),
+            seconds=time.perf_counter() - start,
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": "llama", "path": str(self.path), **self.settings,
+                "n_ctx_train": self.llm.n_ctx_train() if hasattr(self.llm, "n_ctx_train") else None}

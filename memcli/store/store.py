@@ -57,6 +57,7 @@ class Store:
         self.current_path = root / "CURRENT.md"
         self.state_path = root / "state.json"
         self.ingested_path = root / "ingested.txt"
+        self.index_dir: Path | None = None  # None: the per-store folder in the cache directory
 
     # ------------------------------------------------------------ opening
 

@@ -1,0 +1,141 @@
+"""Apply: write planned blocks into their documents, mark superseded entries, refresh summaries.
+
+Entries are copied exactly as they were in CURRENT (text and metadata); an
+entry replaced by a newer one moves under the document's ``## Superseded``
+heading with ``superseded_by=<seq>`` added to its signature. Summaries come
+from the model (one validated line) or, as the fallback, from the document's
+people and salient terms.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from memcli.consolidate.draft import Block, Draft, entry_line, exact_duplicates, resolve_chains
+from memcli.consolidate.layout import Layout, superseded_line
+from memcli.consolidate.lexical import normalized, salient_terms, term_counts
+from memcli.consolidate.workspace import Workspace, doc_texts
+from memcli.llm.base import CallStats, ChatModel
+from memcli.llm.prompts import SUMMARY_SCHEMA, SUMMARY_SYSTEM
+from memcli.llm.structured import Invalid, ask_json
+from memcli.store.format import Document, Entry, parse_entry
+from memcli.store.store import now_iso, refresh_token_count
+
+
+def new_document(doc_id: str, title: str) -> Document:
+    stamp = now_iso()
+    return Document(meta={"id": doc_id, "summary": title, "token_count": 0, "created_time": stamp,
+                          "updated_time": stamp, "update_log": [], "aux": {}},
+                    body=[f"# {title}", ""])
+
+
+def apply_blocks(ws: Workspace, draft: Draft) -> dict[str, list[int]]:
+    """Write every block into its target document; returns seqs added per document."""
+    added: dict[str, list[int]] = {}
+    by_doc: dict[str, list[Block]] = {}
+    for block in draft.blocks:
+        by_doc.setdefault(block.target, []).append(block)
+    for doc_id, blocks in by_doc.items():
+        if ws.exists(doc_id) or doc_id in ws.docs:
+            doc = ws.load(doc_id)
+        else:
+            doc = new_document(doc_id, blocks[0].new_title or blocks[0].title)
+            ws.create(doc_id, doc)
+        layout = Layout.of(doc)
+        superseded = dict(draft.superseded)
+        # exact duplicates of facts already in the document
+        incoming = [e for b in blocks for e in b.entries]
+        known = {normalized(e.text) for e in incoming}
+        existing = [e for e in layout.live_entries() if normalized(e.text) in known and e.seq is not None]
+        superseded.update(exact_duplicates(existing + incoming))
+        superseded = resolve_chains(superseded)
+        _retire_existing(layout, superseded)
+        for block in blocks:
+            live, retired = [], []
+            for entry in block.entries:
+                if entry.seq in superseded:
+                    retired.append(superseded_line(entry, superseded[entry.seq]))
+                else:
+                    live.append(entry.render())
+            if live:
+                layout.add(block.title, live)
+            layout.superseded.extend(retired)
+            added.setdefault(doc_id, []).extend(block.seqs)
+        doc.body = layout.body()
+        ws.forget_profile(doc_id)
+    return added
+
+
+def _retire_existing(layout: Layout, superseded: dict[int, int]) -> None:
+    """Move entries of the document that a newer entry supersedes under Superseded."""
+    def keep(lines: list[str]) -> list[str]:
+        out = []
+        for line in lines:
+            entry = parse_entry(line)
+            if entry is not None and entry.seq in superseded and "superseded_by" not in entry.meta:
+                layout.superseded.append(superseded_line(entry, superseded[entry.seq]))
+            else:
+                out.append(line)
+        return out
+
+    layout.preamble[:] = keep(layout.preamble)
+    for section in layout.sections:
+        section.lines[:] = keep(section.lines)
+
+
+# ---------------------------------------------------------------- summaries
+
+def deterministic_summary(doc: Document, idf: Callable[[str], float]) -> str:
+    layout = Layout.of(doc)
+    entries = layout.live_entries() or [e for e in map(parse_entry, layout.superseded) if e]
+    people = sorted({e.meta.get("speaker") for e in entries if e.meta.get("speaker")} - {"user", "assistant"})
+    words = salient_terms(term_counts(doc_texts(doc)[1:]), idf, 6, exclude=people)
+    times = sorted(e.time[:10] for e in entries if e.time)
+    span = f" ({times[0]} to {times[-1]})" if times and times[0] != times[-1] else (f" ({times[0]})" if times else "")
+    head = ", ".join(people[:3])
+    return (f"{head}: " if head else "") + ", ".join(words) + span
+
+
+def _validate_summary(data) -> str:
+    if not isinstance(data, dict) or not isinstance(data.get("summary"), str):
+        raise Invalid("expected {\"summary\": \"...\"}")
+    text = re.sub(r"\s+", " ", data["summary"]).strip()
+    if len(text) < 8 or not re.search(r"[^\W\d_]{3}", text):
+        raise Invalid("the summary is empty or too short")
+    if re.search(r"[\x00-\x1f\x7f]", data["summary"].replace("\n", " ")):
+        raise Invalid("the summary has control characters")
+    return text[:200]
+
+
+def refresh_summary(ws: Workspace, doc_id: str, *, model: ChatModel | None, stats: CallStats) -> None:
+    doc = ws.docs[doc_id]
+    summary = None
+    if model is not None:
+        layout = Layout.of(doc)
+        lines = [f"Title: {layout.title or doc_id}", "Sections: " + "; ".join(s.title for s in layout.sections[:12])]
+        lines += [entry_line(e)[:160] for e in layout.live_entries()[:8]]
+        messages = [{"role": "system", "content": SUMMARY_SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
+        summary = ask_json(model, messages, SUMMARY_SCHEMA, _validate_summary, step="summary",
+                           stats=stats, max_tokens=96)
+        if summary is None:
+            stats.fell_back("summary")
+    doc.meta["summary"] = summary or deterministic_summary(doc, ws.idf)
+
+
+def finish(ws: Workspace, doc_id: str) -> None:
+    """Recount tokens, stamp the update and append this flush's update_log items."""
+    doc = ws.docs[doc_id]
+    refresh_token_count(doc)
+    doc.meta["id"] = doc_id
+    doc.meta["updated_time"] = now_iso()
+    log = doc.meta.get("update_log")
+    if not isinstance(log, list):
+        log = []
+    doc.meta["update_log"] = [*log, *ws.log.get(doc_id, [])]
+    doc.meta.setdefault("aux", {})
+    ws.forget_profile(doc_id)
+
+
+def entries_of(doc: Document) -> list[Entry]:
+    return [e for _, e in doc.entries()]

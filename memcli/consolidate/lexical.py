@@ -1,0 +1,74 @@
+"""Deterministic text helpers for consolidation: term vectors, similarity, salient terms, slugs.
+
+These carry the deterministic path (``--no-llm`` and every fallback), so
+memory stays organised with any model or none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections import Counter
+from math import log, sqrt
+from typing import Callable, Iterable
+
+from memcli.index import terms
+
+Vector = dict[str, float]
+
+
+def term_counts(texts: Iterable[str]) -> Counter:
+    counts: Counter = Counter()
+    for text in texts:
+        counts.update(terms(text))
+    return counts
+
+
+def tfidf(counts: Counter, idf: Callable[[str], float]) -> Vector:
+    return {t: (1 + log(c)) * idf(t) for t, c in counts.items() if c > 0}
+
+
+def cosine(a: Vector, b: Vector) -> float:
+    if not a or not b:
+        return 0.0
+    if len(a) > len(b):
+        a, b = b, a
+    dot = sum(w * b.get(t, 0.0) for t, w in a.items())
+    if not dot:
+        return 0.0
+    return dot / (sqrt(sum(w * w for w in a.values())) * sqrt(sum(w * w for w in b.values())))
+
+
+def salient_terms(counts: Counter, idf: Callable[[str], float], n: int = 5,
+                  exclude: Iterable[str] = ()) -> list[str]:
+    """The ``n`` terms with the highest tf-idf weight (ties by term), skipping ``exclude``."""
+    skip = {t.lower() for t in exclude}
+    ranked = sorted(((-(1 + log(c)) * idf(t), t) for t, c in counts.items()
+                     if t not in skip and len(t) > 2 and not t.isdigit()))
+    return [t for _, t in ranked[:n]]
+
+
+def normalized(text: str) -> str:
+    """Text reduced for exact-duplicate detection: case, punctuation and spacing ignored."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join(re.findall(r"[^\W_]+", folded))
+
+
+def slug(title: str, max_len: int = 40) -> str:
+    """A file-name-safe slug (ASCII letters, digits, hyphens) made from any text."""
+    ascii_text = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
+    words = re.findall(r"[a-z0-9]+", ascii_text.lower())
+    out = "-".join(words)[:max_len].strip("-")
+    return out or "topic"
+
+
+def make_doc_id(title: str, salt: str, taken: Callable[[str], bool]) -> str:
+    """``slug-hash6``: made by memcli, never a path a model wrote; unique in the store."""
+    base = slug(title)
+    for attempt in range(1000):
+        digest = hashlib.sha256(f"{title}\x00{salt}\x00{attempt}".encode()).hexdigest()[:6]
+        candidate = f"{base}-{digest}"
+        if not taken(candidate):
+            return candidate
+    raise RuntimeError("could not find a free document id")

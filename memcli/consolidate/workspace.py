@@ -1,0 +1,118 @@
+"""The view of the library one consolidation works on: disk plus the changes not yet written.
+
+Documents are read from the store, and replaced in memory as the flush
+rewrites, creates, splits and merges them; nothing touches the disk until the
+whole flush passes the conservation guard and is committed in one
+transaction. Costs stay bounded by what a flush touches: candidates come from
+the search index, never from a scan of the library.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+from memcli.consolidate.lexical import Vector, make_doc_id, term_counts, tfidf
+from memcli.index import LibraryIndex
+from memcli.store import CURRENT_ID, Store
+from memcli.store.format import Document, parse_entry, parse_heading
+
+
+@dataclass
+class Workspace:
+    store: Store
+    index: LibraryIndex
+    docs: dict[str, Document] = field(default_factory=dict)  # new versions, by id
+    originals: dict[str, Document | None] = field(default_factory=dict)  # as on disk (None: new)
+    deleted: set[str] = field(default_factory=set)
+    created: set[str] = field(default_factory=set)
+    log: dict[str, list[dict]] = field(default_factory=dict)  # update_log items to add, by id
+
+    def __post_init__(self) -> None:
+        self.idf = self.index.idf()
+        self._profiles: dict[str, list[Vector]] = {}
+
+    # ------------------------------------------------------------ documents
+
+    def exists(self, doc_id: str) -> bool:
+        if doc_id in self.deleted:
+            return False
+        return doc_id in self.docs or self.store.doc_path(doc_id).exists()
+
+    def load(self, doc_id: str) -> Document:
+        """The current version of a document (a private copy the flush may change)."""
+        if doc_id in self.docs:
+            return self.docs[doc_id]
+        doc = self.store.load(doc_id, strict=True).doc
+        self.originals[doc_id] = copy.deepcopy(doc)
+        self.docs[doc_id] = doc
+        return doc
+
+    def create(self, doc_id: str, doc: Document) -> None:
+        self.docs[doc_id] = doc
+        self.originals.setdefault(doc_id, None)
+        self.created.add(doc_id)
+        self._profiles.pop(doc_id, None)
+
+    def delete(self, doc_id: str) -> None:
+        self.load(doc_id)
+        self.deleted.add(doc_id)
+        self.docs.pop(doc_id, None)
+
+    def touched(self) -> list[str]:
+        return sorted(d for d in self.docs if d not in self.deleted)
+
+    def new_id(self, title: str, salt: str) -> str:
+        return make_doc_id(title, salt, lambda candidate: self.exists(candidate) or candidate in self.deleted
+                           or candidate == CURRENT_ID)
+
+    def note(self, doc_id: str, item: dict) -> None:
+        self.log.setdefault(doc_id, []).append(item)
+
+    # ------------------------------------------------------------ similarity
+
+    def summary(self, doc_id: str) -> str:
+        if doc_id in self.docs:
+            return str(self.docs[doc_id].meta.get("summary") or "")
+        return str(self.store.load(doc_id).doc.meta.get("summary") or "")
+
+    def profile(self, doc_id: str) -> list[Vector]:
+        """tf-idf vectors of a document's parts: its summary and each section.
+
+        Routing compares a block with the most similar part, so a large
+        document does not attract every block just because it has many words.
+        """
+        if doc_id not in self._profiles:
+            doc = self.docs.get(doc_id) or self.store.load(doc_id).doc
+            self._profiles[doc_id] = [tfidf(term_counts(part), self.idf) for part in doc_parts(doc)]
+        return self._profiles[doc_id]
+
+    def forget_profile(self, doc_id: str) -> None:
+        self._profiles.pop(doc_id, None)
+
+    def candidates(self, texts: list[str], k: int) -> list[str]:
+        """Existing documents most like ``texts`` (by the index), at most ``k``."""
+        counts = term_counts(texts)
+        ranked = sorted(counts, key=lambda t: (-counts[t] * self.idf(t), t))[:20]
+        found = self.index.candidate_docs(ranked, k, exclude=self.deleted)
+        return [d for d in found if self.exists(d)]
+
+
+def doc_texts(doc: Document) -> list[str]:
+    """Summary, headings and entry texts of a document."""
+    return [text for part in doc_parts(doc) for text in part]
+
+
+def doc_parts(doc: Document) -> list[list[str]]:
+    """The texts of a document in parts: [summary], then one part per heading section."""
+    parts: list[list[str]] = [[str(doc.meta.get("summary") or "")]]
+    for _, line in doc.lines():
+        head = parse_heading(line)
+        if head:
+            parts.append([head[1]])
+            continue
+        entry = parse_entry(line)
+        if len(parts) == 1:
+            parts.append([])
+        parts[-1].append(entry.text if entry else line)
+    return parts

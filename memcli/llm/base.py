@@ -1,0 +1,69 @@
+"""What every model backend provides, and the accounting of calls."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class ModelError(Exception):
+    """A model call failed (server unreachable, context overflow, bad response)."""
+
+
+@dataclass
+class Completion:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str | None = None
+    seconds: float = 0.0
+
+
+class ChatModel(Protocol):
+    """A chat model: local llama.cpp, an OpenAI-compatible server, or a scripted fake."""
+
+    name: str
+
+    def chat(self, messages: list[dict], *, schema: dict | None = None, max_tokens: int = 512,
+             temperature: float = 0.0) -> Completion:
+        """One completion; with ``schema`` the output is constrained to that JSON schema."""
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        ...
+
+
+@dataclass
+class CallStats:
+    """Model calls made by one operation: how many, tokens in and out, time, failures."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    invalid: int = 0  # answers rejected by validation
+    errors: int = 0  # calls that failed outright
+    fallbacks: dict[str, int] = field(default_factory=dict)  # step -> deterministic fallbacks
+    problems: list[str] = field(default_factory=list)  # the first few rejection reasons
+
+    def record(self, completion: Completion) -> None:
+        self.calls += 1
+        self.prompt_tokens += completion.prompt_tokens
+        self.completion_tokens += completion.completion_tokens
+        self.seconds += completion.seconds
+
+    def note_problem(self, step: str, reason: str) -> None:
+        if len(self.problems) < 20:
+            self.problems.append(f"{step}: {reason}")
+
+    def fell_back(self, step: str) -> None:
+        self.fallbacks[step] = self.fallbacks.get(step, 0) + 1
+
+    def to_dict(self) -> dict:
+        return {"calls": self.calls, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "seconds": round(self.seconds, 3),
+                "invalid": self.invalid, "errors": self.errors, "fallbacks": dict(self.fallbacks),
+                "problems": list(self.problems)}
