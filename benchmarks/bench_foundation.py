@@ -101,7 +101,7 @@ def main() -> None:
         ingest_runs = []
         for i in range(args.repeat):
             store = work / f"ingest-{i}"
-            _, [elapsed], proc = timed([*memcli, "--store", str(store), "ingest", str(LOCOMO), "--json"], env, 1)
+            _, [elapsed], proc = timed([*memcli, "--store", str(store), "ingest", str(LOCOMO), "--no-auto", "--json"], env, 1)
             ingest_runs.append(elapsed)
         results["ingest_conv26"] = {"median_s": statistics.median(ingest_runs), "runs": ingest_runs,
                                     "added": json.loads(proc.stdout)["added"]}

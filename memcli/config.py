@@ -46,6 +46,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("grep.limit", "MEMCLI_GREP_LIMIT", 100, "matches returned by grep"),
     Setting("ingest.progress_min", "MEMCLI_PROGRESS_MIN", 200,
             "inputs with at least this many turns show a progress bar on a terminal"),
+    Setting("ingest.extract", "MEMCLI_EXTRACT", False,
+            "ingest extracts durable facts with the model instead of one entry per turn"),
     Setting("consolidate.auto", "MEMCLI_AUTO_CONSOLIDATE", True,
             "consolidate after an ingest that crosses a threshold"),
     Setting("consolidate.llm", "MEMCLI_CONSOLIDATE_LLM", True,
@@ -75,6 +77,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("model.gpu_layers", "MEMCLI_GPU_LAYERS", -1,
             "layers offloaded to the GPU (-1: all; ignored by a CPU-only llama.cpp build)"),
     Setting("model.seed", "MEMCLI_SEED", 0, "sampling seed (generation is greedy at temperature 0)"),
+    Setting("model.flash_attn", "MEMCLI_FLASH_ATTN", False, "use flash attention in llama.cpp"),
+    Setting("model.extra_buffers", "MEMCLI_EXTRA_BUFFERS", "auto",
+            "llama.cpp's extra CPU buffer types (weight repacking, AMX): on, off, or auto "
+            "(off when the llama.cpp build has AMX kernels, which crash on some models)"),
 )
 
 _BY_KEY = {s.key: s for s in SETTINGS}

@@ -28,14 +28,21 @@ class IngestResult:
     current_entries: int
     store: str
     warnings: list[str] = field(default_factory=list)
+    consolidation: dict | None = None  # the automatic consolidation this ingest triggered
+    extraction: dict | None = None  # model calls of --extract
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 def ingest_turns(store: Store, turns: list[Turn], *, source: str, fmt: str, ignored: int = 0,
+                 consumed: list[str] = (), input_turns: int | None = None,
                  progress: Callable[[int], None] | None = None) -> IngestResult:
-    """Append every turn not ingested before to CURRENT, in one transaction."""
+    """Append every turn not ingested before to CURRENT, in one transaction.
+
+    ``consumed`` are fingerprints of input turns that ``turns`` (extracted
+    facts) stand for: recorded as ingested so the same input is skipped next time.
+    """
     with store.writing() as txn:
         loaded = store.load(CURRENT_ID, strict=True) if store.current_path.exists() else None
         current = loaded.doc if loaded else new_current()
@@ -68,26 +75,31 @@ def ingest_turns(store: Store, turns: list[Turn], *, source: str, fmt: str, igno
             stamp = now_iso()
             current.append_lines(new_lines)
             current.meta["updated_time"] = stamp
-            current.meta.setdefault("update_log", [])
-            if not isinstance(current.meta["update_log"], list):
+            if not isinstance(current.meta.get("update_log"), list):
                 current.meta["update_log"] = []
             current.meta["update_log"].append({
                 "time": stamp, "op": "ingest", "seq_range": [first_seq, next_seq - 1],
                 "count": added, "note": source,
             })
-            current_tokens = refresh_token_count(current)
+            refresh_token_count(current)
             txn.write("CURRENT.md", current.render())
             state["next_seq"] = next_seq
             txn.write("state.json", json.dumps(state) + "\n")
+        new_prints += [p for p in consumed if p not in known]
+        if new_prints:
             previous = store.ingested_path.read_text("utf-8") if store.ingested_path.exists() else ""
             txn.write("ingested.txt", previous + "".join(p + "\n" for p in new_prints))
-        else:
-            current_tokens = int(current.meta.get("token_count") or refresh_token_count(current))
+        current_tokens = current.meta.get("token_count")
+        if not isinstance(current_tokens, int):
+            current_tokens = refresh_token_count(current)
         entries = sum(1 for _ in current.entries())
 
+    # with extraction, the input's turns are what was consumed, the facts what was added
+    total = len(turns) if input_turns is None else input_turns
+    skipped = len(turns) - added if input_turns is None else input_turns - len(consumed)
     return IngestResult(
-        source=source, format=fmt, turns=len(turns), added=added,
-        skipped=len(turns) - added, ignored=ignored,
+        source=source, format=fmt, turns=total, added=added,
+        skipped=max(0, total - added) if input_turns is None else total - len(consumed), ignored=ignored,
         first_seq=first_seq if added else None, last_seq=next_seq - 1 if added else None,
         tokens_added=tokens_added, current_tokens=current_tokens,
         current_entries=entries, store=str(store.root),

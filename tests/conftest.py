@@ -28,6 +28,8 @@ def isolated_env(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    # automatic consolidation is tested on its own; elsewhere an ingest only ingests
+    monkeypatch.setenv("MEMCLI_AUTO_CONSOLIDATE", "false")
     monkeypatch.chdir(tmp_path)
     yield tmp_path
 

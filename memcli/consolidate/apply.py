@@ -14,7 +14,7 @@ from typing import Callable
 
 from memcli.consolidate.draft import Block, Draft, entry_line, exact_duplicates, resolve_chains
 from memcli.consolidate.layout import Layout, superseded_line
-from memcli.consolidate.lexical import normalized, salient_terms, term_counts
+from memcli.consolidate.lexical import grounded, normalized, salient_terms, term_counts
 from memcli.consolidate.workspace import Workspace, doc_texts
 from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.prompts import SUMMARY_SCHEMA, SUMMARY_SYSTEM
@@ -97,15 +97,22 @@ def deterministic_summary(doc: Document, idf: Callable[[str], float]) -> str:
     return (f"{head}: " if head else "") + ", ".join(words) + span
 
 
-def _validate_summary(data) -> str:
-    if not isinstance(data, dict) or not isinstance(data.get("summary"), str):
-        raise Invalid("expected {\"summary\": \"...\"}")
-    text = re.sub(r"\s+", " ", data["summary"]).strip()
-    if len(text) < 8 or not re.search(r"[^\W\d_]{3}", text):
-        raise Invalid("the summary is empty or too short")
-    if re.search(r"[\x00-\x1f\x7f]", data["summary"].replace("\n", " ")):
-        raise Invalid("the summary has control characters")
-    return text[:200]
+def _summary_validator(doc: Document):
+    sources = doc_texts(doc)
+
+    def validate(data) -> str:
+        if not isinstance(data, dict) or not isinstance(data.get("summary"), str):
+            raise Invalid("expected {\"summary\": \"...\"}")
+        text = re.sub(r"\s+", " ", data["summary"]).strip()
+        if len(text) < 8 or not re.search(r"[^\W\d_]{3}", text):
+            raise Invalid("the summary is empty or too short")
+        if re.search(r"[\x00-\x1f\x7f]", data["summary"].replace("\n", " ")):
+            raise Invalid("the summary has control characters")
+        if not grounded(text, sources, min_shared=2, min_ratio=0.3):
+            raise Invalid("the summary is not about the document's entries")
+        return text[:200]
+
+    return validate
 
 
 def refresh_summary(ws: Workspace, doc_id: str, *, model: ChatModel | None, stats: CallStats) -> None:
@@ -116,7 +123,7 @@ def refresh_summary(ws: Workspace, doc_id: str, *, model: ChatModel | None, stat
         lines = [f"Title: {layout.title or doc_id}", "Sections: " + "; ".join(s.title for s in layout.sections[:12])]
         lines += [entry_line(e)[:160] for e in layout.live_entries()[:8]]
         messages = [{"role": "system", "content": SUMMARY_SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
-        summary = ask_json(model, messages, SUMMARY_SCHEMA, _validate_summary, step="summary",
+        summary = ask_json(model, messages, SUMMARY_SCHEMA, _summary_validator(doc), step="summary",
                            stats=stats, max_tokens=96)
         if summary is None:
             stats.fell_back("summary")

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from memcli.consolidate.lexical import Vector, cosine, normalized, salient_terms, term_counts, tfidf
+from memcli.consolidate.lexical import Vector, cosine, grounded, normalized, salient_terms, term_counts, tfidf
 from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.prompts import REWRITE_SCHEMA, REWRITE_SYSTEM
 from memcli.llm.structured import Invalid, ask_json
@@ -188,8 +188,11 @@ def _validator(window: list[Entry], idf: Idf, stats: CallStats):
         blocks = []
         for index, title in enumerate(titles):
             members = [by_seq[s] for s in order if owner.get(s) == index]
-            if members:
-                blocks.append(Block(title or block_title(members, idf), members))
+            if not members:
+                continue
+            if title and not grounded(title, [e.text for e in members] + [e.meta.get("speaker", "") for e in members]):
+                raise Invalid(f"topic {title!r} has no word in common with its entries")
+            blocks.append(Block(title or block_title(members, idf), members))
         superseded: dict[int, int] = {}
         for pair in data.get("superseded") or []:
             if not isinstance(pair, dict):

@@ -72,3 +72,16 @@ def make_doc_id(title: str, salt: str, taken: Callable[[str], bool]) -> str:
         if not taken(candidate):
             return candidate
     raise RuntimeError("could not find a free document id")
+
+
+def grounded(text: str, sources: Iterable[str], *, min_shared: int = 1, min_ratio: float = 0.0) -> bool:
+    """Whether model-written ``text`` (a title, a summary) is about ``sources``.
+
+    At least ``min_shared`` of its terms, and ``min_ratio`` of them, must occur
+    in the sources: a small model's invented or off-topic text is rejected.
+    """
+    own = set(terms(text))
+    if not own:
+        return False
+    shared = own & set(term_counts(sources))
+    return len(shared) >= min_shared and len(shared) / len(own) >= min_ratio

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Callable
 
 from memcli.consolidate.draft import Block, clean_title, entry_line
-from memcli.consolidate.lexical import Vector, cosine, salient_terms, term_counts, tfidf
+from memcli.consolidate.lexical import Vector, cosine, grounded, salient_terms, term_counts, tfidf
 from memcli.consolidate.workspace import Workspace
 from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.prompts import PLAN_SYSTEM, plan_schema
@@ -115,7 +115,11 @@ class Planner:
                     raise Invalid(f"document {doc!r} is not in the list")
                 if group in out:
                     raise Invalid(f"group {group} has two actions")
-                out[group] = (doc, clean_title(action.get("title") or ""))
+                title = clean_title(action.get("title") or "")
+                sources = [e.text for e in blocks[group].entries] + [blocks[group].title]
+                if doc == "new" and title and not grounded(title, sources):
+                    title = ""  # an off-topic title is replaced by salient terms
+                out[group] = (doc, title)
             return out
 
         messages = [{"role": "system", "content": PLAN_SYSTEM}, {"role": "user", "content": "\n".join(lines)}]

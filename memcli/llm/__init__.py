@@ -42,6 +42,8 @@ def open_model(settings: Settings, *, verbose: bool = False) -> ChatModel:
     from memcli.llm.llamacpp import LlamaCppModel
 
     model = LlamaCppModel(model_path(settings), n_ctx=settings.model_n_ctx, threads=settings.model_threads,
-                          gpu_layers=settings.model_gpu_layers, seed=settings.model_seed, verbose=verbose)
+                          gpu_layers=settings.model_gpu_layers, seed=settings.model_seed,
+                          extra_buffers=settings.model_extra_buffers, flash_attn=settings.model_flash_attn,
+                          verbose=verbose)
     use_tokenizer(model.count_tokens, model.name)
     return model

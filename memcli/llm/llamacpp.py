@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
@@ -42,6 +43,47 @@ def gpu_offload_supported() -> bool:
     return bool(llama_cpp.llama_supports_gpu_offload())
 
 
+def system_info() -> str:
+    """llama.cpp's own description of the CPU features it was built with."""
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info()
+    return info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)
+
+
+def extra_buffers_wanted(setting: str) -> bool:
+    """Whether to let llama.cpp use extra CPU buffer types (repacked weights, AMX).
+
+    "auto" turns them off when the build has AMX kernels: on this project's
+    machines the AMX matrix multiply crashes (SIGSEGV) on SmolLM2's Q4_1
+    weights, while plain repacking is a large prefill speed-up elsewhere.
+    """
+    if setting in ("on", "off"):
+        return setting == "on"
+    if setting != "auto":
+        raise ConfigError(f"model.extra_buffers must be on, off or auto, not {setting!r}")
+    return "AMX_INT8 = 1" not in system_info()
+
+
+@contextmanager
+def _model_params(extra_buffers: bool):
+    """Default model parameters with ``use_extra_bufts`` set (the ``Llama`` class has no argument for it)."""
+    import llama_cpp.llama_cpp as low
+
+    original = low.llama_model_default_params
+
+    def patched():
+        params = original()
+        params.use_extra_bufts = extra_buffers
+        return params
+
+    low.llama_model_default_params = patched
+    try:
+        yield
+    finally:
+        low.llama_model_default_params = original
+
+
 def library_version() -> str:
     import llama_cpp
 
@@ -52,7 +94,7 @@ class LlamaCppModel:
     """A local GGUF model through llama-cpp-python."""
 
     def __init__(self, path: Path, *, n_ctx: int = 8192, threads: int = 0, gpu_layers: int = -1,
-                 seed: int = 0, verbose: bool = False):
+                 seed: int = 0, extra_buffers: str = "auto", flash_attn: bool = False, verbose: bool = False):
         import llama_cpp
 
         if not path.is_file():
@@ -60,17 +102,20 @@ class LlamaCppModel:
                               hint="pass --model PATH to a GGUF file, or unset MEMCLI_MODEL for the default model")
         _quiet_llama_logs(verbose)
         threads = threads or os.cpu_count() or 1
+        extra = extra_buffers_wanted(extra_buffers)
         try:
-            self.llm = llama_cpp.Llama(
-                model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
-                n_gpu_layers=gpu_layers, seed=seed, verbose=verbose,
-            )
+            with _model_params(extra):
+                self.llm = llama_cpp.Llama(
+                    model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
+                    n_gpu_layers=gpu_layers, seed=seed, flash_attn=flash_attn, verbose=verbose,
+                )
         except (ValueError, RuntimeError, OSError) as exc:
             raise ConfigError(f"cannot load model {path}: {exc}") from None
         self.path = path
         self.name = path.name
         self.seed = seed
-        self.settings = {"n_ctx": n_ctx, "threads": threads, "gpu_layers": gpu_layers}
+        self.settings = {"n_ctx": n_ctx, "threads": threads, "gpu_layers": gpu_layers,
+                         "extra_buffers": extra, "flash_attn": flash_attn}
 
     def count_tokens(self, text: str) -> int:
         return len(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))

@@ -9,8 +9,9 @@ from typing import Annotated, Optional
 import typer
 
 from memcli.cli.app import app
-from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, open_store, output, settings
+from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, load_model, open_store, output, settings
 from memcli.cli.output import Output, register
+from memcli.consolidate.run import consolidate, due
 from memcli.errors import InputError, UsageError
 from memcli.ingest import IngestResult, ingest_turns
 from memcli.store.store import now_iso
@@ -29,6 +30,10 @@ def ingest(
         "--conv", help="Conversation label stored as conv= on chat/text entries.")] = None,
     when: Annotated[Optional[str], typer.Option(
         "--time", help="Observation time for turns without one (ISO 8601; default now).")] = None,
+    extract: Annotated[Optional[bool], typer.Option(
+        "--extract/--raw", help="Let the model extract durable facts (default: ingest.extract, off: one entry per turn).")] = None,
+    no_auto: Annotated[bool, typer.Option(
+        "--no-auto", help="Do not consolidate afterwards, even if CURRENT crossed a threshold.")] = False,
     json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
 ) -> None:
     """Append a transcript's turns to CURRENT, one entry per turn.
@@ -37,6 +42,11 @@ def ingest(
     chat messages (a JSON list of {role, content}, {"messages": [...]}, or
     JSONL), and plain text or Markdown (one entry per paragraph). Turns already
     ingested are skipped. Bad input changes nothing and exits with code 4.
+
+    When CURRENT then reaches consolidate.threshold_tokens (5000) or its oldest
+    entry was added more than consolidate.threshold_age seconds ago, it is
+    consolidated right away (see `memcli consolidate`), unless --no-auto or
+    consolidate.auto = false.
     """
     out = output(ctx, json, quiet, verbose)
     if fmt is not None and fmt not in FORMATS:
@@ -47,11 +57,40 @@ def ingest(
     store = open_store(ctx, create=True)
     cfg = settings(ctx, store)
     out.debug(f"{source}: {parsed.format}, {len(parsed.turns)} turns -> {store.root}")
-    with out.progress("ingesting", len(parsed.turns),
-                      enabled=len(parsed.turns) >= cfg.ingest_progress_min) as advance:
-        result = ingest_turns(store, parsed.turns, source=source, fmt=parsed.format,
-                              ignored=parsed.ignored, progress=advance)
+    if extract if extract is not None else cfg.ingest_extract:
+        result = _ingest_extracted(store, parsed, source, cfg, out)
+    else:
+        with out.progress("ingesting", len(parsed.turns),
+                          enabled=len(parsed.turns) >= cfg.ingest_progress_min) as advance:
+            result = ingest_turns(store, parsed.turns, source=source, fmt=parsed.format,
+                                  ignored=parsed.ignored, progress=advance)
+    reason = None if no_auto or not cfg.consolidate_auto else due(store, cfg)
+    if reason:
+        out.info(f"memcli: consolidating: {reason}")
+        model = load_model(cfg, out) if cfg.consolidate_llm else None
+        with out.stages() as stages:
+            result.consolidation = consolidate(store, cfg, model=model, progress=stages, reason=reason).to_dict()
     out.emit(result)
+
+
+def _ingest_extracted(store, parsed, source: str, cfg, out: Output) -> IngestResult:
+    """Facts from the turns not ingested before, written in place of the raw turns."""
+    from memcli.extract import extract_facts
+    from memcli.llm.base import CallStats
+
+    known = store.read_fingerprints()
+    fresh = [t for t in parsed.turns if t.fingerprint not in known]
+    facts = []
+    stats = CallStats()
+    if fresh:
+        model = load_model(cfg, out)
+        with out.stages() as stages:
+            facts = extract_facts(fresh, model=model, stats=stats,
+                                  progress=lambda d, t: stages("extracting facts", d, t))
+    result = ingest_turns(store, facts, source=source, fmt=parsed.format, ignored=parsed.ignored,
+                          consumed=[t.fingerprint for t in fresh], input_turns=len(parsed.turns))
+    result.extraction = stats.to_dict()
+    return result
 
 
 def _read_input(file: str) -> tuple[bytes, str]:
@@ -80,3 +119,7 @@ def _render(result: IngestResult, out: Output) -> None:
     if result.ignored:
         out.write(f"ignored {result.ignored} system/tool messages")
     out.write(f"CURRENT: {result.current_entries} entries, {result.current_tokens} tokens ({result.store})")
+    if result.consolidation:
+        done = result.consolidation
+        out.write(f"consolidated {done['entries_consolidated']} entries ({done['reason']}); "
+                  f"library: {len(done['documents'])} documents")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -12,6 +11,7 @@ import typer
 from memcli.cli.app import app
 from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, open_store, output, settings, where
 from memcli.cli.output import Output, register
+from memcli.consolidate.run import due
 from memcli.index import LibraryIndex
 from memcli.paths import PROJECT_STORE_DIRNAME, Resolved, resolve_config_file, store_cache_dir
 from memcli.store import CURRENT_ID, Store
@@ -65,7 +65,7 @@ class StatusResult:
     current_tokens: int
     current_oldest: str | None
     next_seq: int
-    consolidation_due: bool
+    consolidation_due: str | None  # why CURRENT is due for consolidation, or None
     settings: dict
     config_file: str
     index_cache: str
@@ -91,20 +91,14 @@ def status(
         state = store.read_state()
     cur = next((r for r in rows if r.id == CURRENT_ID), None)
     oldest = min(times) if times else None
-    due = bool(cur and cur.token_count >= cfg.consolidate_threshold_tokens)
-    if oldest and not due:
-        try:
-            age = (datetime.now() - datetime.fromisoformat(oldest)).total_seconds()
-            due = age >= cfg.consolidate_threshold_age
-        except ValueError:
-            pass
+    reason = due(store, cfg)
     out.emit(StatusResult(
         store=str(store.root), store_source=where(ctx).source,
         documents=sum(1 for r in rows if r.id != CURRENT_ID),
         entries=sum(r.entries for r in rows),
         library_tokens=sum(r.token_count for r in rows if r.id != CURRENT_ID),
         current_entries=cur.entries if cur else 0, current_tokens=cur.token_count if cur else 0,
-        current_oldest=oldest, next_seq=int(state.get("next_seq", 1)), consolidation_due=due,
+        current_oldest=oldest, next_seq=int(state.get("next_seq", 1)), consolidation_due=reason,
         settings=cfg.to_dict(), config_file=str(resolve_config_file().path),
         index_cache=str(store_cache_dir(store.root)),
     ))
@@ -121,6 +115,6 @@ def _render_status(result: StatusResult, out: Output) -> None:
     out.write(f"consolidate:  at {s['consolidate.threshold_tokens']['value']} tokens or "
               f"{s['consolidate.threshold_age']['value']} s; split > {s['consolidate.split_tokens']['value']}, "
               f"merge < {s['consolidate.merge_tokens']['value']} tokens"
-              + ("  (due now)" if result.consolidation_due else ""))
+              + (f"  (due now: {result.consolidation_due})" if result.consolidation_due else ""))
     out.write(f"config file:  {result.config_file}")
     out.write(f"index cache:  {result.index_cache}")

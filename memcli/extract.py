@@ -1,0 +1,85 @@
+"""Extraction on ingest (``memcli ingest --extract``): turns -> durable facts, by the model.
+
+The model sees a window of turns with short ids and returns facts, each
+citing the turns it came from (an enum of the ids shown, checked again in
+code). A fact keeps its turns' ``ref``s (joined with ``;``), the time of its
+first turn, the speaker when all its turns have one speaker, and
+``source=AI`` when all of them are the assistant's. A window whose answer is
+rejected twice is kept as raw turns: nothing is lost.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Callable
+
+from memcli.llm.base import CallStats, ChatModel
+from memcli.llm.prompts import EXTRACT_SYSTEM, extract_schema
+from memcli.llm.structured import Invalid, ask_json
+from memcli.tokens import count_tokens
+from memcli.transcripts import Turn
+
+
+def _windows(turns: list[Turn], window_tokens: int) -> list[list[Turn]]:
+    out: list[list[Turn]] = [[]]
+    size = 0
+    for turn in turns:
+        cost = count_tokens(turn.text) + 8
+        if out[-1] and (size + cost > window_tokens or len(out[-1]) >= 40):
+            out.append([])
+            size = 0
+        out[-1].append(turn)
+        size += cost
+    return [w for w in out if w]
+
+
+def _fact(text: str, sources: list[Turn]) -> Turn:
+    speakers = {t.speaker for t in sources}
+    refs = [t.ref for t in sources if t.ref]
+    key = "\x00".join([text, *(t.fingerprint for t in sources)])
+    return Turn(
+        text=text, time=sources[0].time,
+        speaker=sources[0].speaker if len(speakers) == 1 else None,
+        source="AI" if all(t.source == "AI" for t in sources) else None,
+        ref=";".join(dict.fromkeys(refs)) or None, conv=sources[0].conv,
+        fingerprint="x" + hashlib.sha256(key.encode()).hexdigest()[:31],
+    )
+
+
+def extract_facts(turns: list[Turn], *, model: ChatModel, stats: CallStats, window_tokens: int = 900,
+                  progress: Callable[[int, int], None] | None = None) -> list[Turn]:
+    """Facts for ``turns`` (raw turns where the model's answer was rejected)."""
+    out: list[Turn] = []
+    parts = _windows(turns, window_tokens)
+    for done, window in enumerate(parts, 1):
+        ids = [f"t{i}" for i in range(len(window))]
+        lines = [f"{tid} [{t.speaker or 'unknown'}, {t.time}]: {' '.join(t.text.split())}"
+                 for tid, t in zip(ids, window)]
+
+        def validate(data, window=window, ids=ids) -> list[Turn]:
+            if not isinstance(data, dict) or not isinstance(data.get("facts"), list):
+                raise Invalid("expected {\"facts\": [...]}")
+            facts = []
+            for item in data["facts"]:
+                if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+                    raise Invalid("a fact has no text")
+                text = re.sub(r"\s+", " ", item["text"]).strip()
+                cited = item.get("turns")
+                if not isinstance(cited, list) or not cited or any(c not in ids for c in cited):
+                    raise Invalid(f"fact {text[:40]!r} cites turns that were not given")
+                if len(text) < 5:
+                    continue
+                facts.append(_fact(text, [window[ids.index(c)] for c in dict.fromkeys(cited)]))
+            return facts
+
+        messages = [{"role": "system", "content": EXTRACT_SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
+        facts = ask_json(model, messages, extract_schema(ids), validate, step="extract", stats=stats,
+                         max_tokens=900)
+        if facts is None:
+            stats.fell_back("extract")
+            facts = list(window)
+        out.extend(facts)
+        if progress:
+            progress(done, len(parts))
+    return out

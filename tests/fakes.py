@@ -1,0 +1,49 @@
+"""A scripted model behind the same interface as the real backends, for edge cases."""
+
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+from memcli.llm.base import Completion
+from memcli.llm.prompts import EXTRACT_SYSTEM, PLAN_SYSTEM, REWRITE_SYSTEM, SUMMARY_SYSTEM
+from memcli.tokens import approx_tokens
+
+STEPS = {REWRITE_SYSTEM: "rewrite", PLAN_SYSTEM: "plan", SUMMARY_SYSTEM: "summary", EXTRACT_SYSTEM: "extract"}
+
+
+def step_of(messages: list[dict]) -> str:
+    return STEPS.get(messages[0]["content"], "other")
+
+
+class ScriptedModel:
+    """Answers each call with ``responder(step, messages, schema)`` (a str, or an object to JSON-encode)."""
+
+    name = "scripted"
+
+    def __init__(self, responder: Callable[[str, list[dict], dict | None], object]):
+        self.responder = responder
+        self.calls: list[tuple[str, list[dict]]] = []
+
+    def chat(self, messages, *, schema=None, max_tokens=512, temperature=0.0) -> Completion:
+        step = step_of(messages)
+        self.calls.append((step, messages))
+        answer = self.responder(step, messages, schema)
+        text = answer if isinstance(answer, str) else json.dumps(answer)
+        return Completion(text, approx_tokens(json.dumps(messages)), approx_tokens(text), "stop")
+
+    def count_tokens(self, text: str) -> int:
+        return approx_tokens(text)
+
+    def describe(self) -> dict:
+        return {"backend": "scripted"}
+
+    def steps(self) -> list[str]:
+        return [s for s, _ in self.calls]
+
+
+def seqs_in(messages: list[dict]) -> list[int]:
+    """The seqs a rewrite prompt shows, in order."""
+    import re
+
+    return [int(m) for m in re.findall(r"^\[(\d+)\]", messages[-1]["content"], re.M)]

@@ -1,0 +1,346 @@
+"""Consolidation: every stage through a scripted model's good and bad answers, and the guard."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+
+import pytest
+
+from conftest import EXAMPLES, LOCOMO, snapshot
+from fakes import ScriptedModel, seqs_in
+from memcli.config import Settings
+from memcli.consolidate import guard
+from memcli.consolidate.run import consolidate
+from memcli.paths import Resolved
+from memcli.store import CURRENT_ID, Store
+from memcli.store.format import parse_document, parse_entry
+
+
+def open_store(store_dir) -> Store:
+    return Store.open(Resolved(store_dir, "test"))
+
+
+def all_entries(store: Store):
+    """(doc id, entry, under Superseded) for every entry in the store."""
+    from memcli.consolidate.layout import Layout
+
+    out = []
+    for doc_id in store.all_ids():
+        doc = parse_document(store.doc_path(doc_id).read_text())
+        layout = Layout.of(doc)
+        out += [(doc_id, parse_entry(line), False) for line in layout.live_lines() if parse_entry(line)]
+        out += [(doc_id, parse_entry(line), True) for line in layout.superseded if parse_entry(line)]
+    return out
+
+
+def assert_conserved(store: Store, expected_seqs, originals=None):
+    entries = all_entries(store)
+    counts = Counter(e.seq for _, e, _ in entries)
+    assert sorted(counts) == sorted(expected_seqs), "seqs lost or invented"
+    assert all(n == 1 for n in counts.values()), "a seq appears twice"
+    if originals:
+        for _, entry, retired in entries:
+            meta = dict(entry.meta)
+            if retired:
+                assert int(meta.pop("superseded_by")) in counts
+            assert (meta, entry.text) == originals[entry.seq]
+
+
+def ingest(cli, path, *extra):
+    result = cli("ingest", path, "--json", *extra)
+    assert result.code == 0, result.stderr
+    return result.json
+
+
+def current_originals(store: Store):
+    return {e.seq: (dict(e.meta), e.text) for _, e in store.load(CURRENT_ID).doc.entries()}
+
+
+def cfg_for(store: Store, **overrides) -> Settings:
+    return Settings.load(store.root, overrides)
+
+
+def test_deterministic_consolidation_of_conv26_conserves_everything(cli, store_dir):
+    ingest(cli, LOCOMO / "conv-26.json")
+    store = open_store(store_dir)
+    originals = current_originals(store)
+    result = cli("consolidate", "--no-llm", "--json")
+    assert result.code == 0, result.stderr
+    report = result.json
+    assert report["entries_consolidated"] == len(originals) and report["current_entries_left"] == 0
+    assert report["llm"] is False and len(report["flushes"]) > 1
+    assert_conserved(store, originals, originals)
+    docs = store.doc_ids()
+    assert len(docs) == len(report["documents"]) >= 5
+    for doc_id in docs:
+        loaded = store.load(doc_id, strict=True)
+        meta = loaded.doc.meta
+        assert meta["id"] == doc_id and meta["summary"] and meta["update_log"]
+        assert re.fullmatch(r"[a-z0-9-]+-[0-9a-f]{6}", doc_id)
+        assert meta["token_count"] <= 5000
+    assert all(op["op"] in ("create", "update", "split", "merge") for d in docs
+               for op in store.load(d).doc.meta["update_log"])
+    # the library is searchable right away
+    assert cli("search", "adoption agency", "--json").json["hits"][0]["doc"] != CURRENT_ID
+
+
+def test_dry_run_writes_nothing_and_reports_the_plan(cli, store_dir):
+    ingest(cli, LOCOMO / "conv-30.json")
+    before = snapshot(store_dir)
+    result = cli("consolidate", "--no-llm", "--dry-run", "--json")
+    assert result.code == 0, result.stderr
+    assert result.json["dry_run"] is True and result.json["flushes"][0]["created"]
+    assert snapshot(store_dir) == before
+    text = cli("consolidate", "--no-llm", "--dry-run")
+    assert text.stdout.startswith("dry run: would consolidate")
+
+
+def test_good_model_answers_are_used(cli, store_dir):
+    ingest(cli, EXAMPLES / "caroline-and-priya.json")
+    store = open_store(store_dir)
+    originals = current_originals(store)
+    adoption = [s for s, (m, t) in originals.items() if re.search(r"adopt|home study|Open Door|Harbor", t)]
+
+    def respond(step, messages, schema):
+        if step == "rewrite":
+            seqs = seqs_in(messages)
+            mine = [s for s in seqs if s in adoption]
+            rest = [s for s in seqs if s not in adoption]
+            groups = [{"topic": "Caroline's adoption plans", "seqs": mine}] if mine else []
+            groups += [{"topic": "Priya and the pottery class", "seqs": rest}] if rest else []
+            return {"groups": groups, "superseded": [{"seq": 6, "by": 15}]}
+        if step == "plan":
+            n = len(re.findall(r"^\d+\. ", messages[-1]["content"], re.M))
+            return {"actions": [{"group": i, "doc": "new", "title": f"Topic {i}"} for i in range(n)]}
+        if step == "summary":
+            if "adopt" in messages[-1]["content"]:
+                return {"summary": "Caroline's path to adopting a sibling pair through Open Door Adoptions"}
+            return {"summary": "Priya's pottery class, the bowls for her sister, and catching up with Caroline"}
+        raise AssertionError(step)
+
+    model = ScriptedModel(respond)
+    result = consolidate(store, cfg_for(store), model=model)
+    assert set(model.steps()) == {"rewrite", "plan", "summary"}
+    assert result.calls["fallbacks"] == {} and result.calls["invalid"] == 0, result.calls
+    assert_conserved(store, originals, originals)
+    texts = {d: store.doc_path(d).read_text() for d in store.doc_ids()}
+    home = [d for d, t in texts.items() if "## Caroline's adoption plans" in t]
+    assert len(home) == 1
+    doc = store.load(home[0]).doc
+    assert doc.meta["summary"].startswith("Caroline's path")
+    retired = [(e, r) for d, e, r in all_entries(store) if e.seq == 6]
+    assert retired[0][1] is True and retired[0][0].meta["superseded_by"] == "15"
+
+
+@pytest.mark.parametrize("bad", ["not json at all", '{"groups": [', "{}", '{"groups": "x", "superseded": []}',
+                                 '{"groups": [{"topic": "x", "seqs": [999999]}], "superseded": []}',
+                                 "x" * 5000])
+def test_rejected_answers_fall_back_to_the_deterministic_path(cli, store_dir, bad):
+    ingest(cli, EXAMPLES / "caroline-and-priya.json")
+    store = open_store(store_dir)
+    originals = current_originals(store)
+    model = ScriptedModel(lambda step, messages, schema: bad)
+    result = consolidate(store, cfg_for(store), model=model)
+    calls = result.calls
+    assert calls["fallbacks"].get("rewrite") and calls["fallbacks"].get("plan") and calls["fallbacks"].get("summary")
+    assert calls["invalid"] >= 2 and calls["calls"] >= 2
+    # each step was asked twice (one retry) before falling back
+    assert model.steps().count("rewrite") == 2 * calls["fallbacks"]["rewrite"]
+    assert_conserved(store, originals, originals)
+    assert store.doc_ids()
+
+
+def test_dropped_seqs_stay_with_their_neighbours_and_hostile_titles_never_become_paths(cli, store_dir):
+    ingest(cli, EXAMPLES / "caroline-and-priya.json")
+    store = open_store(store_dir)
+    originals = current_originals(store)
+    hostile = ["../../../etc/passwd", "/tmp/evil", "..", "CURRENT", "a\nb# c", "\x00\x1b[31m", "x" * 500]
+
+    def respond(step, messages, schema):
+        if step == "rewrite":
+            seqs = seqs_in(messages)
+            return {"groups": [{"topic": hostile[0], "seqs": seqs[::2]}], "superseded": []}  # half left out
+        if step == "plan":
+            n = len(re.findall(r"^\d+\. ", messages[-1]["content"], re.M))
+            return {"actions": [{"group": i, "doc": "new", "title": hostile[i % len(hostile)]} for i in range(n)]}
+        return {"summary": "../../etc/shadow\nsecond line"}
+
+    result = consolidate(store, cfg_for(store), model=ScriptedModel(respond))
+    assert any("left out" in p for p in result.calls["problems"])
+    assert_conserved(store, originals, originals)
+    files = sorted(p.name for p in (store_dir / "docs").iterdir())
+    assert files and all(re.fullmatch(r"[a-z0-9-]+-[0-9a-f]{6}\.md", f) for f in files)
+    assert not (store_dir.parent / "etc").exists()
+    for doc_id in store.doc_ids():
+        summary = store.load(doc_id).doc.meta["summary"]
+        assert "\n" not in summary
+
+
+def test_invented_document_ids_are_rejected(cli, store_dir):
+    ingest(cli, EXAMPLES / "caroline-and-priya.json")
+    store = open_store(store_dir)
+    consolidate(store, cfg_for(store), model=None)
+    before_ids = set(store.doc_ids())
+    ingest(cli, EXAMPLES / "chat-messages.json")
+    originals = {**current_originals(store)}
+
+    def respond(step, messages, schema):
+        if step == "rewrite":
+            return {"groups": [{"topic": "stuff", "seqs": seqs_in(messages)}], "superseded": []}
+        if step == "plan":
+            return {"actions": [{"group": 0, "doc": "made-up-doc-123456", "title": "x"}]}
+        return {"summary": "A summary that is long enough"}
+
+    result = consolidate(store, cfg_for(store), model=ScriptedModel(respond))
+    assert result.calls["fallbacks"].get("plan") == 1
+    assert not (store_dir / "docs" / "made-up-doc-123456.md").exists()
+    assert set(store.doc_ids()) >= before_ids
+    seqs = {e.seq for _, e, _ in all_entries(store)}
+    assert set(originals) <= seqs
+
+
+def test_a_flush_that_fails_the_guard_is_redone_deterministically(cli, store_dir, monkeypatch):
+    import memcli.consolidate.run as run
+
+    ingest(cli, EXAMPLES / "caroline-and-priya.json")
+    store = open_store(store_dir)
+    originals = current_originals(store)
+    real_apply = run.apply_blocks
+    calls = {"n": 0}
+
+    def lossy_apply(ws, draft):  # the first (model-assisted) attempt loses an entry
+        added = real_apply(ws, draft)
+        calls["n"] += 1
+        if calls["n"] == 1:
+            doc = ws.docs[sorted(added)[0]]
+            victim = next(i for i, line in enumerate(doc.body) if parse_entry(line))
+            del doc.body[victim]
+        return added
+
+    monkeypatch.setattr(run, "apply_blocks", lossy_apply)
+    model = ScriptedModel(lambda step, messages, schema: "{}")
+    result = consolidate(store, cfg_for(store), model=model)
+    assert result.flushes[0].deterministic_redo is True
+    assert any("lost" in p for p in result.flushes[0].guard_problems)
+    assert_conserved(store, originals, originals)
+
+
+def test_guard_catches_every_kind_of_damage():
+    from memcli.store.format import Document, Entry
+
+    def doc(*lines):
+        d = Document(meta={"id": "d"}, body=["# T", "## A", *lines, ""])
+        d.mark_loaded()
+        return d
+
+    e1 = Entry({"seq": "1", "time": "2024-01-01T00:00", "speaker": "A"}, "one")
+    e2 = Entry({"seq": "2", "time": "2024-01-01T00:00", "speaker": "B"}, "two")
+    good = doc(e1.render(), e2.render(), "a note written by hand")
+    assert guard.check([e2], [doc(e1.render(), "a note written by hand")], {"d": good}) == []
+    assert "seq 2 lost" in guard.check([e2], [doc(e1.render())], {"d": doc(e1.render())})
+    assert any("invented" in p for p in guard.check([], [doc(e1.render())], {"d": good}))
+    assert any("duplicated" in p for p in guard.check([e1], [], {"d": doc(e1.render(), e1.render())}))
+    changed = Entry(dict(e1.meta), "ONE")
+    assert any("text changed" in p for p in guard.check([e1], [], {"d": doc(changed.render())}))
+    retagged = Entry({**e1.meta, "speaker": "Z"}, "one")
+    assert any("metadata changed" in p for p in guard.check([e1], [], {"d": doc(retagged.render())}))
+    retired = Entry({**e1.meta, "superseded_by": "2"}, "one")
+    misplaced = guard.check([e1, e2], [], {"d": doc(retired.render(), e2.render())})
+    assert any("not under Superseded" in p for p in misplaced)
+    placed = Document(meta={"id": "d"}, body=["# T", "## A", e2.render(), "## Superseded", retired.render(), ""])
+    assert guard.check([e1, e2], [], {"d": placed}) == []
+    dangling = Entry({**e1.meta, "superseded_by": "7"}, "one")
+    bad = Document(meta={"id": "d"}, body=["# T", "## Superseded", dangling.render(), ""])
+    assert any("not a live entry" in p for p in guard.check([e1], [], {"d": bad}))
+    assert any("line lost" in p for p in guard.check([], [good], {"d": doc(e1.render(), e2.render())}))
+
+
+def test_split_and_merge(cli, store_dir):
+    ingest(cli, LOCOMO / "conv-30.json")
+    store = open_store(store_dir)
+    originals = current_originals(store)
+    result = cli("consolidate", "--no-llm", "--split", "600", "--merge", "400", "--json")
+    assert result.code == 0, result.stderr
+    report = result.json
+    assert any(f["split"] for f in report["flushes"]) and any(f["merged"] for f in report["flushes"])
+    assert_conserved(store, originals, originals)
+    for doc_id in store.doc_ids():
+        doc = store.load(doc_id).doc
+        assert doc.meta["token_count"] <= 600 or sum(1 for _ in doc.entries()) == 1
+    merged = [g for f in report["flushes"] for g in f["merged"]]
+    for group in merged:
+        assert 2 <= len(group) <= 4
+        for gone in group[1:]:  # merged-away documents are deleted
+            assert not (store_dir / "docs" / f"{gone}.md").exists()
+
+
+def test_updates_existing_documents_and_supersedes_repeats(cli, store_dir, tmp_path):
+    ingest(cli, EXAMPLES / "caroline-and-priya.json")
+    assert cli("consolidate", "--no-llm").code == 0
+    store = open_store(store_dir)
+    first_docs = set(store.doc_ids())
+    repeat = tmp_path / "more.json"
+    repeat.write_text(json.dumps([
+        {"role": "user", "name": "Caroline", "content": "I've started researching adoption agencies. I want to "
+         "build a family on my own, and I'm tired of waiting for the perfect moment."},
+    ]))
+    ingest(cli, repeat)
+    result = cli("consolidate", "--no-llm", "--json").json
+    assert result["flushes"][0]["superseded"] == 0  # not within the flush...
+    retired = [(d, e) for d, e, r in all_entries(store) if r]
+    assert len(retired) == 1  # ...but against the document it was filed into
+    doc_id, old = retired[0]
+    assert doc_id in first_docs and old.seq == 4
+    new_seq = int(old.meta["superseded_by"])
+    assert any(e.seq == new_seq and d == doc_id and not r for d, e, r in all_entries(store))
+
+
+def test_hand_written_lines_in_current_become_entries(cli, store_dir):
+    ingest(cli, EXAMPLES / "chat-messages.json")
+    store = open_store(store_dir)
+    path = store.current_path
+    path.write_text(path.read_text() + "- Sam's cat is called Pixel.\nA note without a bullet.\n")
+    result = cli("consolidate", "--no-llm", "--json")
+    assert result.code == 0, result.stderr
+    texts = {e.text: e for _, e, _ in all_entries(store)}
+    assert texts["Sam's cat is called Pixel."].meta["source"] == "hand"
+    assert texts["A note without a bullet."].seq == 7
+    assert store.read_state()["next_seq"] == 8
+
+
+def test_automatic_consolidation_after_ingest(cli, store_dir, monkeypatch):
+    monkeypatch.setenv("MEMCLI_AUTO_CONSOLIDATE", "true")
+    monkeypatch.setenv("MEMCLI_CONSOLIDATE_LLM", "false")
+    monkeypatch.setenv("MEMCLI_CONSOLIDATE_TOKENS", "1000")
+    small = ingest(cli, EXAMPLES / "chat-messages.json")
+    assert small["consolidation"] is None  # under both thresholds
+    big = ingest(cli, EXAMPLES / "caroline-and-priya.json")
+    assert big["consolidation"]["entries_consolidated"] == 30
+    assert "tokens" in big["consolidation"]["reason"]
+    store = open_store(store_dir)
+    assert not list(store.load(CURRENT_ID).doc.entries())
+    no_auto = cli("ingest", "-", "--format", "text", "--no-auto", "--json", stdin=("word " * 1500).encode())
+    assert no_auto.json["consolidation"] is None
+    status = cli("status", "--json").json
+    assert status["consolidation_due"].startswith("CURRENT has")
+
+
+def test_off_topic_model_text_is_rejected(cli, store_dir):
+    ingest(cli, EXAMPLES / "caroline-and-priya.json")
+    store = open_store(store_dir)
+
+    def respond(step, messages, schema):
+        if step == "rewrite":
+            return {"groups": [{"topic": "2018-39", "seqs": seqs_in(messages)}], "superseded": []}
+        if step == "plan":
+            return {"actions": [{"group": 0, "doc": "new", "title": "Quarterly tax filing"}]}
+        return {"summary": "Same old story, different directions. A one-line summary of a memory document."}
+
+    result = consolidate(store, cfg_for(store), model=ScriptedModel(respond))
+    assert result.calls["fallbacks"].get("rewrite") == 1 and result.calls["fallbacks"].get("summary")
+    assert any("no word in common" in p for p in result.calls["problems"])
+    for doc_id in store.doc_ids():
+        text = store.doc_path(doc_id).read_text()
+        assert "2018-39" not in text and "Same old story" not in text and "tax" not in doc_id
