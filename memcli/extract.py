@@ -75,7 +75,7 @@ def extract_facts(turns: list[Turn], *, model: ChatModel, stats: CallStats, wind
 
         messages = [{"role": "system", "content": EXTRACT_SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
         facts = ask_json(model, messages, extract_schema(ids), validate, step="extract", stats=stats,
-                         max_tokens=900)
+                         max_tokens=min(900, 96 + 40 * len(window)))
         if facts is None:
             stats.fell_back("extract")
             facts = list(window)

@@ -11,7 +11,7 @@ import pytest
 from conftest import EXAMPLES, run_memcli
 from memcli import __version__
 
-COMMANDS = ["ingest", "docs", "read", "grep", "search", "init", "status"]
+COMMANDS = ["ingest", "docs", "read", "grep", "search", "init", "status", "consolidate", "doctor"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -82,3 +82,16 @@ def test_stdout_is_data_only(tmp_path):
     assert result.code == 0 and result.stderr == ""
     grep = run_memcli("--store", store, "grep", "ledgerd")
     assert all(":" in line for line in grep.stdout.splitlines())
+
+
+def test_doctor_checks_the_real_default_model(tmp_path):
+    result = run_memcli("--store", tmp_path / "s", "doctor", "--json")
+    assert result.code == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert report["ok"] is True
+    assert report["model"]["path"].endswith("SmolLM2-135M-Instruct.Q4_1.gguf")
+    assert len(report["model"]["sha256"]) == 64 and isinstance(report["model"]["gpu_offload"], bool)
+    assert {c["name"] for c in report["checks"]} >= {"model file", "gpu offload", "generation"}
+    assert report["paths"]["store"]["source"] == "--store"
+    missing = run_memcli("--model", tmp_path / "nope.gguf", "doctor", "--json")
+    assert missing.code == 3 and json.loads(missing.stdout)["ok"] is False

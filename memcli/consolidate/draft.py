@@ -16,7 +16,7 @@ from typing import Callable
 
 from memcli.consolidate.lexical import Vector, cosine, grounded, normalized, salient_terms, term_counts, tfidf
 from memcli.llm.base import CallStats, ChatModel
-from memcli.llm.prompts import REWRITE_SCHEMA, REWRITE_SYSTEM
+from memcli.llm.prompts import REWRITE_SYSTEM, rewrite_schema
 from memcli.llm.structured import Invalid, ask_json
 from memcli.store.format import Entry
 from memcli.tokens import count_tokens
@@ -217,8 +217,10 @@ def rewrite(entries: list[Entry], *, model: ChatModel | None, stats: CallStats, 
         if model is not None:
             messages = [{"role": "system", "content": REWRITE_SYSTEM},
                         {"role": "user", "content": "\n".join(entry_line(e) for e in window)}]
-            result = ask_json(model, messages, REWRITE_SCHEMA, _validator(window, idf, stats),
-                              step="rewrite", stats=stats, max_tokens=768)
+            seqs = [e.seq for e in window]
+            # room for every seq once plus titles; a longer answer is a looping one
+            result = ask_json(model, messages, rewrite_schema(seqs), _validator(window, idf, stats),
+                              step="rewrite", stats=stats, max_tokens=min(768, 96 + 6 * len(window)))
             if result is None:
                 stats.fell_back("rewrite")
         if result is None:

@@ -80,7 +80,7 @@ def grounded(text: str, sources: Iterable[str], *, min_shared: int = 1, min_rati
     At least ``min_shared`` of its terms, and ``min_ratio`` of them, must occur
     in the sources: a small model's invented or off-topic text is rejected.
     """
-    own = set(terms(text))
+    own = {t for t in terms(text) if t.isalpha() and len(t) > 2}  # numbers prove nothing
     if not own:
         return False
     shared = own & set(term_counts(sources))

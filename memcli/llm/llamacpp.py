@@ -66,7 +66,7 @@ def extra_buffers_wanted(setting: str) -> bool:
 
 
 @contextmanager
-def _model_params(extra_buffers: bool):
+def extra_buffer_params(extra_buffers: bool):
     """Default model parameters with ``use_extra_bufts`` set (the ``Llama`` class has no argument for it)."""
     import llama_cpp.llama_cpp as low
 
@@ -104,7 +104,7 @@ class LlamaCppModel:
         threads = threads or os.cpu_count() or 1
         extra = extra_buffers_wanted(extra_buffers)
         try:
-            with _model_params(extra):
+            with extra_buffer_params(extra):
                 self.llm = llama_cpp.Llama(
                     model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
                     n_gpu_layers=gpu_layers, seed=seed, flash_attn=flash_attn, verbose=verbose,

@@ -68,9 +68,10 @@ class OpenAICompatModel:
         try:
             data = self._post("/chat/completions", payload)
         except _HTTPStatus as exc:
-            if schema is None or self.json_format != "json_schema" or exc.code not in (400, 422):
+            rejected_format = exc.code in (400, 422) or "response_format" in exc.body
+            if schema is None or self.json_format != "json_schema" or not rejected_format:
                 raise ModelError(f"{self.base_url}: HTTP {exc.code}: {exc.body}") from None
-            self.json_format = "json_object"  # e.g. llama-cpp-python's server
+            self.json_format = "json_object"  # e.g. llama-cpp-python's server (which answers 500)
             payload["response_format"] = self._format(schema)
             try:
                 data = self._post("/chat/completions", payload)

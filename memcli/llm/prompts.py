@@ -23,21 +23,22 @@ If a newer entry replaces or contradicts an older one (a changed plan, a correct
 list it under "superseded" as {"seq": older, "by": newer}. Prefer the user's words over the assistant's.
 Answer with JSON only."""
 
-REWRITE_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "groups": {"type": "array", "maxItems": 16, "items": {
-            "type": "object",
-            "properties": {"topic": _string(60),
-                           "seqs": {"type": "array", "maxItems": 80, "items": {"type": "integer"}}},
-            "required": ["topic", "seqs"]}},
-        "superseded": {"type": "array", "maxItems": 16, "items": {
-            "type": "object",
-            "properties": {"seq": {"type": "integer"}, "by": {"type": "integer"}},
-            "required": ["seq", "by"]}},
-    },
-    "required": ["groups", "superseded"],
-}
+def rewrite_schema(seqs: list[int]) -> dict:
+    """Groups of the window's seqs (an enum: no other seq can be written) and superseded pairs."""
+    n = max(1, len(seqs))
+    seq = {"type": "integer", "enum": list(seqs)}
+    return {
+        "type": "object",
+        "properties": {
+            "groups": {"type": "array", "maxItems": min(8, n), "items": {
+                "type": "object",
+                "properties": {"topic": _string(48), "seqs": {"type": "array", "maxItems": n, "items": seq}},
+                "required": ["topic", "seqs"]}},
+            "superseded": {"type": "array", "maxItems": min(6, n), "items": {
+                "type": "object", "properties": {"seq": seq, "by": seq}, "required": ["seq", "by"]}},
+        },
+        "required": ["groups", "superseded"],
+    }
 
 
 # ---------------------------------------------------------------- plan
@@ -81,9 +82,9 @@ For each fact list the ids of the turns it comes from. Answer with JSON only."""
 def extract_schema(turn_ids: list[str]) -> dict:
     return {
         "type": "object",
-        "properties": {"facts": {"type": "array", "maxItems": 24, "items": {
+        "properties": {"facts": {"type": "array", "maxItems": 12, "items": {
             "type": "object",
-            "properties": {"text": _string(300),
+            "properties": {"text": _string(200),
                            "turns": {"type": "array", "minItems": 1, "maxItems": 8,
                                      "items": {"type": "string", "enum": turn_ids}}},
             "required": ["text", "turns"]}}},

@@ -143,7 +143,11 @@ def recover(root: Path) -> str | None:
 
 def _apply(root: Path, ops: list[dict]) -> None:
     touched: set[Path] = set()
+    # a test hook: widen the window between renames so fault-injection kills land inside it
+    pause = float(os.environ.get("MEMCLI_TEST_COMMIT_PAUSE", "0") or 0)
     for op in ops:
+        if pause:
+            time.sleep(pause)
         dest = root / op["path"]
         if op["op"] == "write":
             staged = root / TXN_DIR / op["staged"]
