@@ -273,11 +273,15 @@ class LibraryIndex:
         return lookup
 
     def candidate_docs(self, query_terms: list[str], k: int, exclude: set[str] = frozenset()) -> list[str]:
-        """Ids of the ``k`` documents whose best partition ranks highest for ``query_terms``."""
+        """Ids of the ``k`` documents whose best partition ranks highest for ``query_terms``.
+
+        Uses the index as last refreshed: callers that change no file in between
+        (a consolidation flush) refresh once instead of stat-ing the library per call.
+        """
         if not query_terms or k < 1:
             return []
         best: dict[str, float] = {}
-        for hit in self.search(" ".join(query_terms), k * 4):
+        for hit in self.search(" ".join(query_terms), k * 4, refresh=False):
             if hit.doc != CURRENT_ID and hit.doc not in exclude:
                 best[hit.doc] = max(best.get(hit.doc, 0.0), hit.score)
         return [d for d, _ in sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:k]]
@@ -296,11 +300,12 @@ class LibraryIndex:
         self.db.execute("INSERT OR REPLACE INTO info VALUES('avg_idf', ?)", (repr(value),))
         return value
 
-    def search(self, query: str, k: int, doc: str | None = None) -> list[Hit]:
+    def search(self, query: str, k: int, doc: str | None = None, refresh: bool = True) -> list[Hit]:
         """The ``k`` best partitions for ``query`` (optionally within one document)."""
         from rank_bm25 import BM25Okapi
 
-        self.refresh()
+        if refresh:
+            self.refresh()
         query_terms = terms(query)
         if not query_terms:
             return []

@@ -249,37 +249,40 @@ def _message_turn(message, source: str, where: str, default_time: str, conv: str
     )
 
 
+def _messages(fmt: str, items, source: str, default_time: str, conv: str | None) -> Parsed:
+    """Turns from (message, where) pairs; system and tool messages are counted, not kept."""
+    turns, ignored = [], 0
+    for message, where in items:
+        turn = _message_turn(message, source, where, default_time, conv)
+        if turn is None:
+            ignored += 1
+        else:
+            turns.append(turn)
+    return Parsed(fmt, turns, ignored)
+
+
 def parse_chat(data, source: str, default_time: str, conv: str | None) -> Parsed:
     messages = data["messages"] if isinstance(data, dict) else data
     if not isinstance(messages, list):
         raise InputError(source, "expected a list of messages", where="top level")
-    turns, ignored = [], 0
     base = source.rsplit("/", 1)[-1]
-    for index, message in enumerate(messages):
-        turn = _message_turn(message, source, f"{base}#{index + 1}", default_time, conv)
-        if turn is None:
-            ignored += 1
-        else:
-            turns.append(turn)
-    return Parsed("chat", turns, ignored)
+    return _messages("chat", ((m, f"{base}#{i}") for i, m in enumerate(messages, 1)), source, default_time, conv)
 
 
 def parse_jsonl(text: str, source: str, default_time: str, conv: str | None) -> Parsed:
-    turns, ignored = [], 0
     base = source.rsplit("/", 1)[-1]
-    for lineno, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            message = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(source, f"invalid JSON: {exc.msg}", where=f"line {lineno}, column {exc.colno}") from None
-        turn = _message_turn(message, source, f"{base}:{lineno}", default_time, conv)
-        if turn is None:
-            ignored += 1
-        else:
-            turns.append(turn)
-    return Parsed("jsonl", turns, ignored)
+
+    def items():
+        for lineno, line in enumerate(text.split("\n"), 1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line), f"{base}:{lineno}"
+            except json.JSONDecodeError as exc:
+                raise InputError(source, f"invalid JSON: {exc.msg}",
+                                 where=f"line {lineno}, column {exc.colno}") from None
+
+    return _messages("jsonl", items(), source, default_time, conv)
 
 
 # ---------------------------------------------------------------- text

@@ -15,7 +15,7 @@ from memcli.consolidate import guard
 from memcli.consolidate.run import consolidate
 from memcli.paths import Resolved
 from memcli.store import CURRENT_ID, Store
-from memcli.store.format import parse_document, parse_entry
+from memcli.store.format import parse_entry
 
 
 def open_store(store_dir) -> Store:
@@ -28,8 +28,7 @@ def all_entries(store: Store):
 
     out = []
     for doc_id in store.all_ids():
-        doc = parse_document(store.doc_path(doc_id).read_text())
-        layout = Layout.of(doc)
+        layout = Layout.of(store.load(doc_id).doc)
         out += [(doc_id, parse_entry(line), False) for line in layout.live_lines() if parse_entry(line)]
         out += [(doc_id, parse_entry(line), True) for line in layout.superseded if parse_entry(line)]
     return out
@@ -344,3 +343,17 @@ def test_off_topic_model_text_is_rejected(cli, store_dir):
     for doc_id in store.doc_ids():
         text = store.doc_path(doc_id).read_text()
         assert "2018-39" not in text and "Same old story" not in text and "tax" not in doc_id
+
+
+def test_documents_with_broken_front_matter_are_left_alone(cli, store_dir):
+    ingest(cli, EXAMPLES / "caroline-and-priya.json")
+    store = open_store(store_dir)
+    broken = store_dir / "docs" / "adoption-notes-000000.md"
+    text = "---\nsummary: [unclosed\n---\n# Adoption\n- Caroline researches adoption agencies like Open Door.\n"
+    broken.write_text(text)
+    originals = current_originals(store)
+    result = cli("consolidate", "--no-llm", "--json")
+    assert result.code == 0, result.stderr
+    assert broken.read_text() == text
+    seqs = {e.seq for d, e, _ in all_entries(store) if d != "adoption-notes-000000"}
+    assert seqs == set(originals)

@@ -95,7 +95,11 @@ class Workspace:
         counts = term_counts(texts)
         ranked = sorted(counts, key=lambda t: (-counts[t] * self.idf(t), t))[:20]
         found = self.index.candidate_docs(ranked, k, exclude=self.deleted)
-        return [d for d in found if self.exists(d)]
+        return [d for d in found if self.exists(d) and self._readable(d)]
+
+    def _readable(self, doc_id: str) -> bool:
+        """A document whose front matter a person broke is left alone (never rewritten)."""
+        return doc_id in self.docs or self.store.load(doc_id).error is None
 
 
 def doc_texts(doc: Document) -> list[str]:

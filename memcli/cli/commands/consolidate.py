@@ -11,6 +11,7 @@ from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, load_model, open_st
 from memcli.cli.output import Output, register
 from memcli.consolidate.run import ConsolidationResult, consolidate as run_consolidation
 from memcli.errors import UsageError
+from memcli.store import CURRENT_ID
 
 
 @app.command()
@@ -42,7 +43,8 @@ def consolidate(
         raise UsageError("--merge must not be negative")
     store = open_store(ctx)
     cfg = settings(ctx, store, **{"consolidate.split_tokens": split, "consolidate.merge_tokens": merge})
-    model = None if no_llm or not cfg.consolidate_llm else load_model(cfg, out)
+    pending = store.current_path.exists() and any(True for _ in store.load(CURRENT_ID).doc.entries())
+    model = None if no_llm or not cfg.consolidate_llm or not pending else load_model(cfg, out)
     with out.stages() as progress:
         result = run_consolidation(store, cfg, model=model, dry_run=dry_run, progress=progress,
                                    split_limit=cfg.consolidate_split_tokens,
