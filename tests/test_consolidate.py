@@ -357,3 +357,31 @@ def test_documents_with_broken_front_matter_are_left_alone(cli, store_dir):
     assert broken.read_text() == text
     seqs = {e.seq for d, e, _ in all_entries(store) if d != "adoption-notes-000000"}
     assert seqs == set(originals)
+
+
+def test_replacements_retired_in_another_document_are_followed(cli, store_dir, tmp_path):
+    first = tmp_path / "first.json"
+    first.write_text(json.dumps([{"role": "user", "content": "I like tea."}]))
+    ingest(cli, first)
+    assert cli("consolidate", "--no-llm").code == 0
+    store = open_store(store_dir)
+    (tea_doc,) = store.doc_ids()
+    later = tmp_path / "later.json"
+    later.write_text(json.dumps([{"role": "user", "content": "These days my favourite drink is green tea."},
+                                 {"role": "assistant", "content": "I like tea."}]))
+    ingest(cli, later)  # seqs 2 (user) and 3 (assistant, a copy of seq 1's words)
+
+    def respond(step, messages, schema):
+        if step == "rewrite":
+            return {"groups": [{"topic": "Green tea", "seqs": [2]}, {"topic": "Tea", "seqs": [3]}],
+                    "superseded": [{"seq": 2, "by": 3}]}
+        if step == "plan":
+            return {"actions": [{"group": 0, "doc": "new", "title": "Green tea"},
+                                {"group": 1, "doc": tea_doc, "title": "Tea"}]}
+        return {"summary": "What the user likes to drink: tea, green tea"}
+
+    result = consolidate(store, cfg_for(store), model=ScriptedModel(respond))
+    assert not result.flushes[0].deterministic_redo, result.flushes[0].guard_problems
+    retired = {e.seq: e.meta["superseded_by"] for _, e, r in all_entries(store) if r}
+    # seq 3 (assistant) repeats seq 1 (user): the user's words win; seq 2 then points past 3 to 1
+    assert retired == {3: "1", 2: "1"}

@@ -33,6 +33,7 @@ def new_document(doc_id: str, title: str) -> Document:
 def apply_blocks(ws: Workspace, draft: Draft) -> dict[str, list[int]]:
     """Write every block into its target document; returns seqs added per document."""
     added: dict[str, list[int]] = {}
+    newly_retired: set[int] = set()
     by_doc: dict[str, list[Block]] = {}
     for block in draft.blocks:
         by_doc.setdefault(block.target, []).append(block)
@@ -50,12 +51,13 @@ def apply_blocks(ws: Workspace, draft: Draft) -> dict[str, list[int]]:
         existing = [e for e in layout.live_entries() if normalized(e.text) in known and e.seq is not None]
         superseded.update(exact_duplicates(existing + incoming))
         superseded = resolve_chains(superseded)
-        _retire_existing(layout, superseded)
+        newly_retired |= _retire_existing(layout, superseded)
         for block in blocks:
             live, retired = [], []
             for entry in block.entries:
                 if entry.seq in superseded:
                     retired.append(superseded_line(entry, superseded[entry.seq]))
+                    newly_retired.add(entry.seq)
                 else:
                     live.append(entry.render())
             if live:
@@ -64,17 +66,45 @@ def apply_blocks(ws: Workspace, draft: Draft) -> dict[str, list[int]]:
             added.setdefault(doc_id, []).extend(block.seqs)
         doc.body = layout.body()
         ws.forget_profile(doc_id)
+    _follow_chains(ws, list(by_doc), newly_retired)
     return added
 
 
-def _retire_existing(layout: Layout, superseded: dict[int, int]) -> None:
-    """Move entries of the document that a newer entry supersedes under Superseded."""
+def _follow_chains(ws: Workspace, doc_ids: list[str], newly_retired: set[int]) -> None:
+    """Point every retired entry at a live one: when its replacement was itself retired in
+    another document (a duplicate of an older fact there), follow on to that one's replacement."""
+    layouts = {d: Layout.of(ws.docs[d]) for d in doc_ids}
+    retired: dict[int, int] = {}
+    for layout in layouts.values():
+        for entry in map(parse_entry, layout.superseded):
+            if entry is not None and entry.seq is not None and entry.meta.get("superseded_by", "").isdigit():
+                retired[entry.seq] = int(entry.meta["superseded_by"])
+    final = resolve_chains(retired)
+    for doc_id, layout in layouts.items():
+        changed = False
+        for index, line in enumerate(layout.superseded):
+            entry = parse_entry(line)
+            if entry is None or entry.seq not in newly_retired or final.get(entry.seq) == retired[entry.seq]:
+                continue
+            if entry.seq in final:
+                meta = {k: v for k, v in entry.meta.items() if k != "superseded_by"}
+                layout.superseded[index] = superseded_line(Entry(meta, entry.text), final[entry.seq])
+                changed = True
+        if changed:
+            ws.docs[doc_id].body = layout.body()
+
+
+def _retire_existing(layout: Layout, superseded: dict[int, int]) -> set[int]:
+    """Move entries of the document that a newer entry supersedes under Superseded; returns their seqs."""
+    moved: set[int] = set()
+
     def keep(lines: list[str]) -> list[str]:
         out = []
         for line in lines:
             entry = parse_entry(line)
             if entry is not None and entry.seq in superseded and "superseded_by" not in entry.meta:
                 layout.superseded.append(superseded_line(entry, superseded[entry.seq]))
+                moved.add(entry.seq)
             else:
                 out.append(line)
         return out
@@ -82,6 +112,7 @@ def _retire_existing(layout: Layout, superseded: dict[int, int]) -> None:
     layout.preamble[:] = keep(layout.preamble)
     for section in layout.sections:
         section.lines[:] = keep(section.lines)
+    return moved
 
 
 # ---------------------------------------------------------------- summaries
