@@ -31,7 +31,7 @@ from memcli.store import CURRENT_ID, Store
 from memcli.store.format import Document, parse_entry, parse_heading
 from memcli.tokens import count_tokens
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 K1, B, EPSILON = 1.5, 0.75, 0.25  # rank-bm25's BM25Okapi defaults
 
 _STOPWORDS = frozenset("""
@@ -48,14 +48,63 @@ oh hey hi hello yeah yep yes ok okay wow lol btw fyi aww hmm gonna wanna gotta
 _TERM_RE = re.compile(r"[^\W_]+", re.UNICODE)
 
 
+_VOWELS = frozenset("aeiou")
+
+
+def _cons(word: str, i: int) -> bool:
+    ch = word[i]
+    if ch in _VOWELS:
+        return False
+    if ch == "y":
+        return i == 0 or not _cons(word, i - 1)
+    return True
+
+
+def _measure(stem_: str) -> int:
+    """Porter's m: the number of vowel-consonant sequences."""
+    pattern = "".join("c" if _cons(stem_, i) else "v" for i in range(len(stem_)))
+    return pattern.count("vc")
+
+
+def _has_vowel(stem_: str) -> bool:
+    return any(not _cons(stem_, i) for i in range(len(stem_)))
+
+
+def _cvc(word: str) -> bool:
+    return (len(word) >= 3 and _cons(word, len(word) - 3) and not _cons(word, len(word) - 2)
+            and _cons(word, len(word) - 1) and word[-1] not in "wxy")
+
+
 def stem(word: str) -> str:
-    """A light plural/possessive folding: 'agencies' -> 'agency', 'books' -> 'book'."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 4 and word.endswith("sses"):
-        return word[:-2]
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        return word[:-1]
+    """Porter's step 1: plurals, -ed, -ing and final -y ('camped', 'camping' -> 'camp').
+
+    Enough to match the inflections of everyday English without the
+    over-merging of the full algorithm.
+    """
+    if len(word) <= 3 or not word.isalpha():
+        return word
+    if word.endswith("sses"):
+        word = word[:-2]
+    elif word.endswith("ies"):
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith("ss") and not word.endswith(("us", "is")):
+        word = word[:-1]
+    if word.endswith("eed"):
+        if _measure(word[:-3]) > 0:
+            word = word[:-1]
+    else:
+        for suffix in ("ed", "ing"):
+            if word.endswith(suffix) and _has_vowel(word[: -len(suffix)]) and len(word) - len(suffix) >= 3:
+                word = word[: -len(suffix)]
+                if word.endswith(("at", "bl", "iz")):
+                    word += "e"
+                elif len(word) >= 2 and word[-1] == word[-2] and word[-1] not in "lsz" and _cons(word, len(word) - 1):
+                    word = word[:-1]
+                elif _measure(word) == 1 and _cvc(word):
+                    word += "e"
+                break
+    if word.endswith("y") and _has_vowel(word[:-1]) and len(word) > 3:
+        word = word[:-1] + "i"
     return word
 
 

@@ -11,7 +11,7 @@ import pytest
 from conftest import EXAMPLES, run_memcli
 from memcli import __version__
 
-COMMANDS = ["ingest", "docs", "read", "grep", "search", "init", "status", "consolidate", "doctor"]
+COMMANDS = ["ingest", "docs", "read", "grep", "search", "init", "status", "consolidate", "doctor", "ask"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -40,7 +40,7 @@ def test_json_output_of_every_command_parses(tmp_path):
     base = ["--store", str(store)]
     assert run_memcli(*base, "ingest", EXAMPLES / "caroline-and-priya.json", "--json").code == 0
     for args in (["docs"], ["read", "CURRENT", "--lines", "1-5"], ["grep", "Priya"],
-                 ["search", "minivan"], ["status"], ["init", tmp_path / "proj"]):
+                 ["search", "minivan"], ["status"], ["init", tmp_path / "proj"], ["ask", "minivan", "--evidence-only"]):
         result = run_memcli(*base, *args, "--json")
         assert result.code == 0, (args, result.stderr)
         json.loads(result.stdout)

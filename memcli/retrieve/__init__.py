@@ -1,0 +1,1 @@
+"""Retrieval: evidence for a question from the topic library and CURRENT."""

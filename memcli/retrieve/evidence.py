@@ -1,0 +1,127 @@
+"""Evidence: cited line ranges of documents, with the entries' times, seqs and refs, in a budget.
+
+Every piece of evidence is a range of file lines of one document (so it can be
+cited as ``doc:start-end`` and read back with ``memcli read``), rendered for a
+model as ``[time] speaker: text`` lines. The budget counts those rendered
+tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from memcli.store import Store
+from memcli.store.format import Document, Entry, parse_entry, parse_heading
+from memcli.tokens import count_tokens
+
+
+@dataclass
+class Evidence:
+    doc: str
+    start_line: int
+    end_line: int
+    seqs: list[int] = field(default_factory=list)
+    refs: list[str] = field(default_factory=list)
+    time: str | None = None
+    text: str = ""
+    tokens: int = 0
+
+    def to_dict(self) -> dict:
+        return {"doc": self.doc, "start_line": self.start_line, "end_line": self.end_line, "seqs": self.seqs,
+                "refs": self.refs, "time": self.time, "text": self.text, "tokens": self.tokens}
+
+
+def render_entry(entry: Entry) -> str:
+    """``[2023-05-25 13:14] Caroline: text`` (the time is what lets "last Sunday" be resolved)."""
+    when = (entry.time or "").replace("T", " ")
+    who = entry.meta.get("speaker") or ("assistant" if entry.meta.get("source") == "AI" else "note")
+    return f"[{when}] {who}: {' '.join(entry.text.split())}"
+
+
+class DocLines:
+    """A document's entries by file line number, and its heading sections, loaded once."""
+
+    def __init__(self, doc_id: str, doc: Document):
+        self.id = doc_id
+        self.entries: dict[int, Entry] = {}
+        self.sections: list[tuple[int, int]] = []  # (first line, last line) of each heading block
+        start = None
+        last = 0
+        for lineno, line in doc.lines():
+            last = lineno
+            head = parse_heading(line)
+            if head:
+                if start is not None:
+                    self.sections.append((start, lineno - 1))
+                start = lineno
+                continue
+            entry = parse_entry(line)
+            if entry is not None and "superseded_by" not in entry.meta:
+                self.entries[lineno] = entry
+        if start is not None:
+            self.sections.append((start, last))
+        self.lines = sorted(self.entries)
+
+    def section_of(self, line: int) -> tuple[int, int] | None:
+        for first, last in self.sections:
+            if first <= line <= last:
+                return first, last
+        return None
+
+    def neighbours(self, line: int, radius: int) -> list[int]:
+        """Entry lines within ``radius`` entries of ``line`` (itself included)."""
+        if line not in self.entries:
+            return []
+        at = self.lines.index(line)
+        return self.lines[max(0, at - radius): at + radius + 1]
+
+
+class Library:
+    """Documents loaded on demand for one question."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self._docs: dict[str, DocLines] = {}
+
+    def doc(self, doc_id: str) -> DocLines:
+        if doc_id not in self._docs:
+            self._docs[doc_id] = DocLines(doc_id, self.store.load(doc_id).doc)
+        return self._docs[doc_id]
+
+
+def assemble(library: Library, picks: list[tuple[str, int]], budget: int) -> list[Evidence]:
+    """Evidence for picked entry lines, best first until ``budget`` tokens, then in document order.
+
+    Consecutive picked lines of one document merge into one range.
+    """
+    chosen: dict[str, set[int]] = {}
+    used = 0
+    for doc_id, line in picks:
+        doc = library.doc(doc_id)
+        if line in chosen.get(doc_id, set()) or line not in doc.entries:
+            continue
+        cost = count_tokens(render_entry(doc.entries[line]))
+        if used + cost > budget:
+            continue
+        chosen.setdefault(doc_id, set()).add(line)
+        used += cost
+    out: list[Evidence] = []
+    for doc_id in sorted(chosen, key=lambda d: (d == "CURRENT", d)):
+        doc = library.doc(doc_id)
+        run: list[int] = []
+        for line in sorted(chosen[doc_id]):
+            if run and doc.lines.index(line) != doc.lines.index(run[-1]) + 1:
+                out.append(_evidence(doc, run))
+                run = []
+            run.append(line)
+        if run:
+            out.append(_evidence(doc, run))
+    return out
+
+
+def _evidence(doc: DocLines, lines: list[int]) -> Evidence:
+    entries = [doc.entries[n] for n in lines]
+    text = "\n".join(render_entry(e) for e in entries)
+    refs = [r for e in entries for r in (e.ref or "").split(";") if r]
+    return Evidence(doc=doc.id, start_line=lines[0], end_line=lines[-1], seqs=[e.seq for e in entries],
+                    refs=refs, time=entries[0].time, text=text, tokens=count_tokens(text))

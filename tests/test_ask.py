@@ -1,0 +1,54 @@
+"""memcli ask: evidence with no model at all, and an answer from the real default model."""
+
+from __future__ import annotations
+
+from conftest import EXAMPLES
+from memcli.tokens import count_tokens
+
+QUESTION = "Which adoption agency did Caroline apply to?"
+
+
+def setup_store(cli):
+    assert cli("ingest", EXAMPLES / "caroline-and-priya.json").code == 0
+
+
+def test_evidence_only_needs_no_model(cli, monkeypatch, tmp_path):
+    setup_store(cli)
+    monkeypatch.setenv("MEMCLI_MODEL", str(tmp_path / "no-such-model.gguf"))  # would fail if loaded
+    result = cli("ask", QUESTION, "--evidence-only", "--json")
+    assert result.code == 0, result.stderr
+    data = result.json
+    assert data["mode"] == "evidence-only" and data["answer"] is None
+    assert set(data) >= {"question", "answer", "evidence", "citations", "rounds", "tool_calls", "tokens", "timings"}
+    refs = {r for item in data["evidence"] for r in item["refs"]}
+    assert "D2:5" in refs  # the turn that answers it
+    for item in data["evidence"]:
+        assert set(item) == {"doc", "start_line", "end_line", "seqs", "refs", "time", "text", "tokens"}
+        read = cli("read", item["doc"], "--lines", f"{item['start_line']}-{item['end_line']}", "--json").json
+        assert [int(line["entry"]["meta"]["seq"]) for line in read["lines"]] == item["seqs"]
+    assert data["tokens"]["evidence"] <= 2000 and data["tokens"]["prompt"] == 0
+
+
+def test_budget_stdin_and_no_evidence(cli):
+    setup_store(cli)
+    small = cli("ask", "-", "--evidence-only", "--budget", "120", "--json", stdin=QUESTION.encode())
+    assert small.code == 0 and small.json["question"] == QUESTION
+    assert sum(count_tokens(e["text"]) for e in small.json["evidence"]) <= 120
+    nothing = cli("ask", "xylophone quartz", "--evidence-only", "--json")
+    assert nothing.code == 1 and nothing.json["evidence"] == []
+    assert cli("ask", "  ", "--evidence-only").code == 2
+    assert cli("ask", QUESTION, "--budget", "10").code == 2
+    text = cli("ask", QUESTION, "--evidence-only")
+    assert text.stdout.startswith("CURRENT:") and "Open Door" in text.stdout
+
+
+def test_answer_with_the_real_default_model(cli):
+    setup_store(cli)
+    result = cli("ask", QUESTION, "--json")
+    assert result.code == 0, result.stderr
+    data = result.json
+    assert data["mode"] == "answer" and isinstance(data["answer"], str) and data["answer"]
+    assert data["citations"] and data["tokens"]["prompt"] > data["tokens"]["evidence"] > 0
+    assert data["tokens"]["generated"] > 0 and data["timings"]["answer_s"] > 0
+    text = cli("ask", QUESTION)
+    assert "sources: CURRENT:" in text.stdout
