@@ -108,6 +108,11 @@ def stem(word: str) -> str:
     return word
 
 
+def words(text: str) -> list[tuple[str, str]]:
+    """(term, the word it came from) pairs: what :func:`terms` keeps, with the surface form."""
+    return [(stem(w), w) for w in _TERM_RE.findall(text.lower()) if w not in _STOPWORDS]
+
+
 def terms(text: str) -> list[str]:
     """BM25 terms: lower-cased words, stop words dropped, plurals folded."""
     return [stem(w) for w in _TERM_RE.findall(text.lower()) if w not in _STOPWORDS]

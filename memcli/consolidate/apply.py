@@ -14,7 +14,7 @@ from typing import Callable
 
 from memcli.consolidate.draft import Block, Draft, entry_line, exact_duplicates, resolve_chains
 from memcli.consolidate.layout import Layout, superseded_line
-from memcli.consolidate.lexical import grounded, normalized, salient_terms, term_counts
+from memcli.consolidate.lexical import grounded, normalized, salient_words
 from memcli.consolidate.workspace import Workspace, doc_texts
 from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.prompts import SUMMARY_SCHEMA, SUMMARY_SYSTEM
@@ -121,7 +121,7 @@ def deterministic_summary(doc: Document, idf: Callable[[str], float]) -> str:
     layout = Layout.of(doc)
     entries = layout.live_entries() or [e for e in map(parse_entry, layout.superseded) if e]
     people = sorted({e.meta.get("speaker") for e in entries if e.meta.get("speaker")} - {"user", "assistant"})
-    words = salient_terms(term_counts(doc_texts(doc)[1:]), idf, 6, exclude=people)
+    words = salient_words(doc_texts(doc)[1:], idf, 6, exclude=people)
     times = sorted(e.time[:10] for e in entries if e.time)
     span = f" ({times[0]} to {times[-1]})" if times and times[0] != times[-1] else (f" ({times[0]})" if times else "")
     head = ", ".join(people[:3])

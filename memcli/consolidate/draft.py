@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from memcli.consolidate.lexical import Vector, cosine, grounded, normalized, salient_terms, term_counts, tfidf
+from memcli.consolidate.lexical import Vector, cosine, grounded, normalized, salient_words, term_counts, tfidf
 from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.prompts import REWRITE_SYSTEM, rewrite_schema
 from memcli.llm.structured import Invalid, ask_json
@@ -133,7 +133,7 @@ def _sum(vectors) -> Vector:
 def block_title(entries: list[Entry], idf: Idf) -> str:
     """``2023-05-25 · adoption, agency, family``: the session date and salient terms."""
     speakers = {e.meta.get("speaker", "") for e in entries}
-    words = salient_terms(term_counts(e.text for e in entries), idf, 3, exclude=speakers)
+    words = salient_words((e.text for e in entries), idf, 3, exclude=speakers)
     date = (entries[0].time or "")[:10]
     label = ", ".join(words) or "notes"
     return clean_title(f"{date} · {label}" if date else label)

@@ -13,7 +13,7 @@ from collections import Counter
 from math import log, sqrt
 from typing import Callable, Iterable
 
-from memcli.index import terms
+from memcli.index import terms, words
 
 Vector = dict[str, float]
 
@@ -43,10 +43,23 @@ def cosine(a: Vector, b: Vector) -> float:
 def salient_terms(counts: Counter, idf: Callable[[str], float], n: int = 5,
                   exclude: Iterable[str] = ()) -> list[str]:
     """The ``n`` terms with the highest tf-idf weight (ties by term), skipping ``exclude``."""
-    skip = {t.lower() for t in exclude}
+    skip = {t for name in exclude for t in terms(name or "")}
     ranked = sorted(((-(1 + log(c)) * idf(t), t) for t, c in counts.items()
                      if t not in skip and len(t) > 2 and not t.isdigit()))
     return [t for _, t in ranked[:n]]
+
+
+def salient_words(texts: Iterable[str], idf: Callable[[str], float], n: int = 5,
+                  exclude: Iterable[str] = ()) -> list[str]:
+    """Like :func:`salient_terms`, but each term as the word people wrote ('family', not 'famili')."""
+    texts = list(texts)
+    surface: Counter = Counter()
+    for text in texts:
+        surface.update(words(text))
+    best: dict[str, str] = {}
+    for (term, word), _ in surface.most_common():
+        best.setdefault(term, word)
+    return [best.get(t, t) for t in salient_terms(term_counts(texts), idf, n, exclude)]
 
 
 def normalized(text: str) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Callable
 
 from memcli.consolidate.draft import Block, clean_title, entry_line
-from memcli.consolidate.lexical import Vector, cosine, grounded, salient_terms, term_counts, tfidf
+from memcli.consolidate.lexical import Vector, cosine, grounded, salient_words, term_counts, tfidf
 from memcli.consolidate.workspace import Workspace
 from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.prompts import PLAN_SYSTEM, plan_schema
@@ -46,7 +46,7 @@ class Planner:
     def _new_document(self, block: Block, title: str | None) -> None:
         if not title:
             speakers = [e.meta.get("speaker", "") for e in block.entries]
-            words = salient_terms(term_counts(e.text for e in block.entries), self.ws.idf, 4, exclude=speakers)
+            words = salient_words((e.text for e in block.entries), self.ws.idf, 4, exclude=speakers)
             people = sorted({s for s in speakers if s and s not in ("user", "assistant")})
             label = ", ".join(words[:3]).capitalize() or "Notes"
             title = clean_title(label + (f" ({', '.join(people[:2])})" if people else ""))
