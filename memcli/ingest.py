@@ -99,7 +99,7 @@ def ingest_turns(store: Store, turns: list[Turn], *, source: str, fmt: str, igno
     skipped = len(turns) - added if input_turns is None else input_turns - len(consumed)
     return IngestResult(
         source=source, format=fmt, turns=total, added=added,
-        skipped=max(0, total - added) if input_turns is None else total - len(consumed), ignored=ignored,
+        skipped=skipped, ignored=ignored,
         first_seq=first_seq if added else None, last_seq=next_seq - 1 if added else None,
         tokens_added=tokens_added, current_tokens=current_tokens,
         current_entries=entries, store=str(store.root),

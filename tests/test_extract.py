@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from conftest import EXAMPLES
 from fakes import ScriptedModel
 from memcli.extract import extract_facts

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import platform
-import sys
 import time
 from dataclasses import dataclass, field
 from importlib import metadata
