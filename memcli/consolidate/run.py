@@ -16,7 +16,6 @@ import json
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Callable
@@ -24,6 +23,7 @@ from typing import Callable
 from memcli.config import Settings
 from memcli.consolidate import guard
 from memcli.consolidate.apply import apply_blocks, finish, refresh_summary
+from memcli.consolidate.report import ConsolidationResult, FlushReport
 from memcli.consolidate.draft import rewrite
 from memcli.consolidate.plan import Planner, plan
 from memcli.consolidate.reshape import merge_small, split_document
@@ -38,42 +38,6 @@ from memcli.store.store import new_current, now_iso, refresh_token_count
 from memcli.tokens import count_tokens
 
 Progress = Callable[[str, int, int], None]
-
-
-@dataclass
-class FlushReport:
-    first_seq: int
-    last_seq: int
-    entries: int
-    blocks: int
-    created: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    split: dict[str, list[str]] = field(default_factory=dict)
-    merged: list[list[str]] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    superseded: int = 0
-    token_delta: dict[str, int] = field(default_factory=dict)
-    deterministic_redo: bool = False
-    guard_problems: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-
-
-@dataclass
-class ConsolidationResult:
-    store: str
-    dry_run: bool
-    llm: bool
-    model: str | None
-    flushes: list[FlushReport]
-    calls: dict
-    seconds: float
-    entries_consolidated: int
-    current_entries_left: int
-    documents: list[dict]
-    reason: str | None = None
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 # ---------------------------------------------------------------- when

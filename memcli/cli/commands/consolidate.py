@@ -9,7 +9,7 @@ import typer
 from memcli.cli.app import app
 from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, load_model, open_store, output, settings
 from memcli.cli.output import Output, register
-from memcli.consolidate.run import ConsolidationResult, consolidate as run_consolidation
+from memcli.consolidate.report import ConsolidationResult
 from memcli.errors import UsageError
 from memcli.store import CURRENT_ID
 
@@ -45,6 +45,8 @@ def consolidate(
     cfg = settings(ctx, store, **{"consolidate.split_tokens": split, "consolidate.merge_tokens": merge})
     pending = store.current_path.exists() and any(True for _ in store.load(CURRENT_ID).doc.entries())
     model = None if no_llm or not cfg.consolidate_llm or not pending else load_model(cfg, out)
+    from memcli.consolidate.run import consolidate as run_consolidation
+
     with out.stages() as progress:
         result = run_consolidation(store, cfg, model=model, dry_run=dry_run, progress=progress,
                                    split_limit=cfg.consolidate_split_tokens,

@@ -11,7 +11,6 @@ import typer
 from memcli.cli.app import app
 from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, load_model, open_store, output, settings
 from memcli.cli.output import Output, register
-from memcli.consolidate.run import consolidate, due
 from memcli.errors import InputError, UsageError
 from memcli.ingest import IngestResult, ingest_turns
 from memcli.store.store import now_iso
@@ -64,6 +63,8 @@ def ingest(
                           enabled=len(parsed.turns) >= cfg.ingest_progress_min) as advance:
             result = ingest_turns(store, parsed.turns, source=source, fmt=parsed.format,
                                   ignored=parsed.ignored, progress=advance)
+    from memcli.consolidate.run import consolidate, due
+
     reason = None if no_auto or not cfg.consolidate_auto else due(store, cfg)
     if reason:
         out.info(f"memcli: consolidating: {reason}")

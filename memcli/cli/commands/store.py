@@ -11,7 +11,6 @@ import typer
 from memcli.cli.app import app
 from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, open_store, output, settings, where
 from memcli.cli.output import Output, register
-from memcli.consolidate.run import due
 from memcli.index import LibraryIndex
 from memcli.paths import PROJECT_STORE_DIRNAME, Resolved, resolve_config_file, store_cache_dir
 from memcli.store import CURRENT_ID, Store
@@ -91,6 +90,8 @@ def status(
         state = store.read_state()
     cur = next((r for r in rows if r.id == CURRENT_ID), None)
     oldest = min(times) if times else None
+    from memcli.consolidate.run import due
+
     reason = due(store, cfg)
     out.emit(StatusResult(
         store=str(store.root), store_source=where(ctx).source,

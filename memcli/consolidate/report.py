@@ -1,0 +1,41 @@
+"""What a consolidation did: kept apart from the pipeline so commands can render it cheaply."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class FlushReport:
+    first_seq: int
+    last_seq: int
+    entries: int
+    blocks: int
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    split: dict[str, list[str]] = field(default_factory=dict)
+    merged: list[list[str]] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    superseded: int = 0
+    token_delta: dict[str, int] = field(default_factory=dict)
+    deterministic_redo: bool = False
+    guard_problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+@dataclass
+class ConsolidationResult:
+    store: str
+    dry_run: bool
+    llm: bool
+    model: str | None
+    flushes: list[FlushReport]
+    calls: dict
+    seconds: float
+    entries_consolidated: int
+    current_entries_left: int
+    documents: list[dict]
+    reason: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
