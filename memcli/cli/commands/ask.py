@@ -14,10 +14,6 @@ from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, load_model, open_st
 from memcli.cli.output import Output, register
 from memcli.errors import EXIT_NO_MATCH, UsageError
 from memcli.index import LibraryIndex
-from memcli.llm.base import CallStats
-from memcli.retrieve.answer import answer as answer_from
-from memcli.retrieve.evidence import Evidence
-from memcli.retrieve.policy import evidence_only as retrieve_evidence
 
 
 @dataclass
@@ -25,7 +21,7 @@ class AskResult:
     question: str
     mode: str
     answer: str | None
-    evidence: list[Evidence]
+    evidence: list  # of memcli.retrieve.evidence.Evidence
     tool_calls: list[dict] = field(default_factory=list)
     rounds: int = 0
     tokens: dict = field(default_factory=dict)
@@ -58,6 +54,10 @@ def ask(
     loaded: outer agents get the evidence (doc, lines, seqs, refs, time, text)
     and answer themselves. Exit 1 when no evidence is found.
     """
+    from memcli.llm.base import CallStats
+    from memcli.retrieve.answer import answer as answer_from
+    from memcli.retrieve.policy import evidence_only as retrieve_evidence
+
     out = output(ctx, json, quiet, verbose)
     if question == "-":
         question = sys.stdin.read().strip()

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import platform
 import time
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 
 import typer
@@ -42,6 +40,8 @@ class DoctorResult:
 
 
 def _version(package: str) -> str | None:
+    from importlib import metadata
+
     try:
         return metadata.version(package)
     except metadata.PackageNotFoundError:
@@ -58,6 +58,8 @@ def doctor(
     Loads the configured model and generates one token. Exits 0 when every
     check passes, 3 when the model or configuration is missing, 1 otherwise.
     """
+    import platform
+
     out = output(ctx, json, quiet, verbose)
     checks: list[Check] = []
     versions = {"memcli": __version__, "python": platform.python_version(), "platform": platform.platform()}
