@@ -45,6 +45,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("search.k", "MEMCLI_SEARCH_K", 10, "hits returned by search"),
     Setting("grep.limit", "MEMCLI_GREP_LIMIT", 100, "matches returned by grep"),
     Setting("ask.budget", "MEMCLI_ASK_BUDGET", 2000, "evidence budget of ask, in tokens"),
+    Setting("ask.max_rounds", "MEMCLI_ASK_MAX_ROUNDS", 7, "tool-calling rounds of ask's agentic reader"),
     Setting("ingest.progress_min", "MEMCLI_PROGRESS_MIN", 200,
             "inputs with at least this many turns show a progress bar on a terminal"),
     Setting("ingest.extract", "MEMCLI_EXTRACT", False,

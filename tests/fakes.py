@@ -7,9 +7,13 @@ from typing import Callable
 
 from memcli.llm.base import Completion
 from memcli.llm.prompts import EXTRACT_SYSTEM, PLAN_SYSTEM, REWRITE_SYSTEM, SUMMARY_SYSTEM
+from memcli.retrieve.agent import AGENT_SYSTEM
+from memcli.retrieve.answer import ANSWER_SYSTEM
+from memcli.retrieve.hybrid import SELECT_SYSTEM
 from memcli.tokens import approx_tokens
 
-STEPS = {REWRITE_SYSTEM: "rewrite", PLAN_SYSTEM: "plan", SUMMARY_SYSTEM: "summary", EXTRACT_SYSTEM: "extract"}
+STEPS = {REWRITE_SYSTEM: "rewrite", PLAN_SYSTEM: "plan", SUMMARY_SYSTEM: "summary", EXTRACT_SYSTEM: "extract",
+         AGENT_SYSTEM: "agent", SELECT_SYSTEM: "select", ANSWER_SYSTEM: "answer"}
 
 
 def step_of(messages: list[dict]) -> str:

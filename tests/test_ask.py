@@ -47,7 +47,7 @@ def test_answer_with_the_real_default_model(cli):
     result = cli("ask", QUESTION, "--json")
     assert result.code == 0, result.stderr
     data = result.json
-    assert data["mode"] == "answer" and isinstance(data["answer"], str) and data["answer"]
+    assert data["mode"] == "agent" and isinstance(data["answer"], str) and data["answer"]
     assert data["citations"] and data["tokens"]["prompt"] > data["tokens"]["evidence"] > 0
     assert data["tokens"]["generated"] > 0 and data["timings"]["answer_s"] > 0
     text = cli("ask", QUESTION)

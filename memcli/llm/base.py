@@ -17,6 +17,7 @@ class Completion:
     completion_tokens: int
     finish_reason: str | None = None
     seconds: float = 0.0
+    prefilled_tokens: int | None = None  # prompt tokens actually computed (None: not known, all of them)
 
 
 class ChatModel(Protocol):
@@ -42,6 +43,7 @@ class CallStats:
 
     calls: int = 0
     prompt_tokens: int = 0
+    prefilled_tokens: int = 0  # prompt tokens computed, not reused from the model's cached prefix
     completion_tokens: int = 0
     seconds: float = 0.0
     invalid: int = 0  # answers rejected by validation
@@ -52,6 +54,8 @@ class CallStats:
     def record(self, completion: Completion) -> None:
         self.calls += 1
         self.prompt_tokens += completion.prompt_tokens
+        self.prefilled_tokens += (completion.prompt_tokens if completion.prefilled_tokens is None
+                                  else completion.prefilled_tokens)
         self.completion_tokens += completion.completion_tokens
         self.seconds += completion.seconds
 
@@ -63,7 +67,7 @@ class CallStats:
         self.fallbacks[step] = self.fallbacks.get(step, 0) + 1
 
     def to_dict(self) -> dict:
-        return {"calls": self.calls, "prompt_tokens": self.prompt_tokens,
+        return {"calls": self.calls, "prompt_tokens": self.prompt_tokens, "prefilled_tokens": self.prefilled_tokens,
                 "completion_tokens": self.completion_tokens, "seconds": round(self.seconds, 3),
                 "invalid": self.invalid, "errors": self.errors, "fallbacks": dict(self.fallbacks),
                 "problems": list(self.problems)}

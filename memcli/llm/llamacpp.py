@@ -90,6 +90,16 @@ def library_version() -> str:
     return getattr(llama_cpp, "__version__", "unknown")
 
 
+def _reused_prefix(before: list[int], prompt: list[int]) -> int:
+    """Prompt tokens llama-cpp-python kept from the previous call (it re-evaluates at least one)."""
+    same = 0
+    for a, b in zip(before, prompt):
+        if a != b:
+            break
+        same += 1
+    return max(0, min(same, len(prompt) - 1))
+
+
 class LlamaCppModel:
     """A local GGUF model through llama-cpp-python."""
 
@@ -126,6 +136,7 @@ class LlamaCppModel:
         if schema is not None:
             kwargs["response_format"] = {"type": "json_object", "schema": schema}
             kwargs["repeat_penalty"] = 1.3  # small models loop inside JSON strings without it
+        cached = list(self.llm._input_ids[: self.llm.n_tokens])  # what the context holds before the call
         start = time.perf_counter()
         try:
             result = self.llm.create_chat_completion(messages=messages, **kwargs)
@@ -133,12 +144,14 @@ class LlamaCppModel:
             raise ModelError(str(exc)) from None
         choice = result["choices"][0]
         usage = result.get("usage") or {}
+        prompt_tokens = int(usage.get("prompt_tokens", 0))
         return Completion(
             text=choice["message"].get("content") or "",
-            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            prompt_tokens=prompt_tokens,
             completion_tokens=int(usage.get("completion_tokens", 0)),
             finish_reason=choice.get("finish_reason"),
             seconds=time.perf_counter() - start,
+            prefilled_tokens=prompt_tokens - _reused_prefix(cached, list(self.llm._input_ids[:prompt_tokens])),
         )
 
     def describe(self) -> dict[str, Any]:

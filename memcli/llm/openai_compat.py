@@ -83,9 +83,12 @@ class OpenAICompatModel:
         except (KeyError, IndexError, TypeError, AttributeError):
             raise ModelError(f"{self.base_url}: unexpected answer shape") from None
         usage = data.get("usage") or {}
-        return Completion(text=text, prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                          completion_tokens=int(usage.get("completion_tokens") or 0),
-                          finish_reason=choice.get("finish_reason"), seconds=time.perf_counter() - start)
+        prompt = int(usage.get("prompt_tokens") or 0)
+        details = usage.get("prompt_tokens_details") or {}
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        return Completion(text=text, prompt_tokens=prompt, completion_tokens=int(usage.get("completion_tokens") or 0),
+                          finish_reason=choice.get("finish_reason"), seconds=time.perf_counter() - start,
+                          prefilled_tokens=prompt - int(cached) if isinstance(cached, int) else None)
 
     def count_tokens(self, text: str) -> int:
         return approx_tokens(text)  # the server's tokenizer is not available here

@@ -8,7 +8,7 @@ from memcli.llm.base import CallStats, ChatModel, ModelError
 from memcli.retrieve.evidence import Evidence
 
 ANSWER_SYSTEM = """You answer questions from an assistant's long-term memory.
-You get numbered excerpts; each line starts with [date time] and who said it.
+You get excerpts; each line starts with [date time] and who said it.
 Answer from the excerpts only, in a short phrase or one sentence.
 Resolve relative dates ("yesterday", "last Sunday") against the date of the line that says them.
 If the excerpts do not contain the answer, say: I don't know."""
@@ -17,7 +17,7 @@ If the excerpts do not contain the answer, say: I don't know."""
 def answer(model: ChatModel, question: str, evidence: list[Evidence], stats: CallStats,
            max_tokens: int = 64) -> str | None:
     """The model's answer (one paragraph, bounded), or None when the call fails."""
-    excerpts = "\n\n".join(f"({i}) {e.doc}:{e.start_line}-{e.end_line}\n{e.text}" for i, e in enumerate(evidence, 1))
+    excerpts = "\n".join(e.text for e in evidence)  # citations are added by memcli, not written by the model
     messages = [{"role": "system", "content": ANSWER_SYSTEM},
                 {"role": "user", "content": f"Excerpts:\n{excerpts or '(none)'}\n\nQuestion: {question}"}]
     try:

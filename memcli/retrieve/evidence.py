@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memcli.store import Store
+from memcli.store import CURRENT_ID, Store
 from memcli.store.format import Document, Entry, parse_entry, parse_heading
 from memcli.tokens import count_tokens
 
@@ -125,3 +125,36 @@ def _evidence(doc: DocLines, lines: list[int]) -> Evidence:
     refs = [r for e in entries for r in (e.ref or "").split(";") if r]
     return Evidence(doc=doc.id, start_line=lines[0], end_line=lines[-1], seqs=[e.seq for e in entries],
                     refs=refs, time=entries[0].time, text=text, tokens=count_tokens(text))
+
+
+def snippet_lines(library: Library, doc_id: str, start: int, end: int, budget: int) -> list[tuple[str, int]]:
+    """Entry lines for a cited range, expanded to its enclosing heading block.
+
+    The cited entries come first (they survive a tight budget); the rest of
+    the block follows when the whole block costs at most a quarter of
+    ``budget``, otherwise only the two entries either side of the range.
+    """
+    doc = library.doc(doc_id)
+    inside = [n for n in doc.lines if start <= n <= end]
+    if not inside:
+        return []
+    block = doc.section_of(inside[0])
+    around = [n for n in doc.lines if block and block[0] <= n <= block[1]]
+    if not around or sum(count_tokens(render_entry(doc.entries[n])) for n in around) > budget // 4:
+        first, last = doc.lines.index(inside[0]), doc.lines.index(inside[-1])
+        around = doc.lines[max(0, first - 2): last + 3]
+    return [(doc_id, n) for n in inside] + [(doc_id, n) for n in around if n not in inside]
+
+
+def recent_current(library: Library, budget: int) -> list[tuple[str, int]]:
+    """The newest CURRENT entries that fit ``budget`` tokens, newest first."""
+    if CURRENT_ID not in library.store.all_ids():
+        return []
+    doc = library.doc(CURRENT_ID)
+    picks, used = [], 0
+    for line in reversed(doc.lines):
+        used += count_tokens(render_entry(doc.entries[line]))
+        if used > budget:
+            break
+        picks.append((CURRENT_ID, line))
+    return picks

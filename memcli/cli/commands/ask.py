@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json as jsonlib
 import sys
 import time
 from dataclasses import dataclass, field
@@ -19,18 +20,19 @@ from memcli.index import LibraryIndex
 @dataclass
 class AskResult:
     question: str
-    mode: str
+    mode: str  # agent | no-agent | evidence-only
     answer: str | None
     evidence: list  # of memcli.retrieve.evidence.Evidence
-    tool_calls: list[dict] = field(default_factory=list)
+    tool_calls: list[dict] = field(default_factory=list)  # the trace: one record per round or step
     rounds: int = 0
+    stop: str | None = None
     tokens: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"question": self.question, "mode": self.mode, "answer": self.answer,
                 "citations": [f"{e.doc}:{e.start_line}-{e.end_line}" for e in self.evidence],
-                "evidence": [e.to_dict() for e in self.evidence], "rounds": self.rounds,
+                "evidence": [e.to_dict() for e in self.evidence], "rounds": self.rounds, "stop": self.stop,
                 "tool_calls": self.tool_calls, "tokens": self.tokens, "timings": self.timings}
 
 
@@ -40,25 +42,35 @@ def ask(
     question: Annotated[str, typer.Argument(metavar="QUESTION|-", help="The question, or - to read it from stdin.")],
     evidence_only: Annotated[bool, typer.Option(
         "--evidence-only", help="Return the evidence only: no answer, no model needed.")] = False,
+    no_agent: Annotated[bool, typer.Option(
+        "--no-agent", help="Hybrid reader: one model call selects documents by summary, BM25 does the rest.")] = False,
     budget: Annotated[Optional[int], typer.Option(
         "--budget", metavar="TOKENS", help="Evidence budget in tokens (default: ask.budget, 2000).")] = None,
+    max_rounds: Annotated[Optional[int], typer.Option(
+        "--max-rounds", metavar="N", help="Tool-calling rounds of the agent (default: ask.max_rounds, 7).")] = None,
+    trace: Annotated[bool, typer.Option(
+        "--trace", help="Show each round's tool calls and results on stderr.")] = False,
     json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
 ) -> None:
     """Answer a question from memory, citing the document lines it used.
 
-    Evidence is chosen without a model: BM25 over the library's heading
-    sections and CURRENT picks regions, entries in them are ranked by the
-    question's terms, and the best are taken until --budget tokens. Then the
-    configured model answers from that evidence, where each line carries its
-    time so "last Sunday" resolves to a date. With --evidence-only no model is
-    loaded: outer agents get the evidence (doc, lines, seqs, refs, time, text)
-    and answer themselves. Exit 1 when no evidence is found.
+    Default (agentic): the model searches the library for several rounds
+    with grep, grep_doc, search, list_docs and read_lines, and cites the line
+    ranges it found relevant; those are expanded to their heading block,
+    the newest CURRENT entries are added, and BM25 fills the rest of --budget.
+    --no-agent: one model call picks documents from the catalog, BM25 ranks
+    entries. --evidence-only: no model at all (BM25 over heading sections,
+    entries ranked by the question's terms); outer agents get the evidence
+    and answer themselves. The answer is written from the evidence, each line
+    showing its time so "last Sunday" resolves to a date. Exit 1 when no
+    evidence is found.
     """
     from memcli.llm.base import CallStats
     from memcli.retrieve.answer import answer as answer_from
-    from memcli.retrieve.policy import evidence_only as retrieve_evidence
 
     out = output(ctx, json, quiet, verbose)
+    if evidence_only and no_agent:
+        raise UsageError("--evidence-only and --no-agent exclude each other")
     if question == "-":
         question = sys.stdin.read().strip()
     if not question.strip():
@@ -66,28 +78,72 @@ def ask(
     store = open_store(ctx)
     cfg = settings(ctx, store)
     limit = budget if budget is not None else cfg.ask_budget
+    rounds_allowed = max_rounds if max_rounds is not None else cfg.ask_max_rounds
     if limit < 50:
         raise UsageError("--budget must be at least 50 tokens")
+    if not 1 <= rounds_allowed <= 50:
+        raise UsageError("--max-rounds must be between 1 and 50")
+    mode = "evidence-only" if evidence_only else "no-agent" if no_agent else "agent"
     start = time.perf_counter()
+    stats = CallStats()
+    model = None if evidence_only else load_model(cfg, out)
+    loaded = time.perf_counter()
+    result = AskResult(question=question, mode=mode, answer=None, evidence=[])
     with store.reading():
         index = LibraryIndex(store, cfg.search_partition_tokens)
-        found = retrieve_evidence(store, index, question, budget=limit)
-    retrieved = time.perf_counter() - start
-    result = AskResult(question=question, mode="evidence-only" if evidence_only else "answer",
-                       answer=None, evidence=found.evidence, tool_calls=found.trace,
-                       timings={"retrieval_s": round(retrieved, 3)})
-    stats = CallStats()
-    if not evidence_only:
-        model = load_model(cfg, out)
-        begin = time.perf_counter()
-        result.answer = answer_from(model, question, found.evidence, stats)
-        result.timings["answer_s"] = round(time.perf_counter() - begin, 3)
-    result.tokens = {"evidence": sum(e.tokens for e in found.evidence), "prompt": stats.prompt_tokens,
-                     "generated": stats.completion_tokens}
+        if mode == "agent":
+            from memcli.retrieve.agent import Agent
+
+            show = (lambda r: _trace_round(r.to_dict())) if trace else None
+            found = Agent(model, store, index, budget=limit, max_rounds=rounds_allowed, on_round=show).run(
+                question, stats)
+            result.evidence, result.rounds, result.stop = found.evidence, len(found.rounds), found.stop
+            result.tool_calls = [r.to_dict() for r in found.rounds]
+        else:
+            if mode == "no-agent":
+                from memcli.retrieve.hybrid import hybrid
+
+                found = hybrid(model, store, index, question, budget=limit, stats=stats)
+            else:
+                from memcli.retrieve.policy import evidence_only as policy
+
+                found = policy(store, index, question, budget=limit)
+            result.evidence, result.tool_calls = found.evidence, found.trace
+            if trace:
+                for step in found.trace:
+                    _trace_round(step)
+    retrieved = time.perf_counter()
+    result.timings = {"model_load_s": round(loaded - start, 3), "retrieval_s": round(retrieved - loaded, 3)}
+    retrieval_calls = stats.calls
+    if model is not None:
+        result.answer = answer_from(model, question, result.evidence, stats)
+        result.timings["answer_s"] = round(time.perf_counter() - retrieved, 3)
+    result.tokens = {"evidence": sum(e.tokens for e in result.evidence), "prompt": stats.prompt_tokens,
+                     "prefilled": stats.prefilled_tokens, "generated": stats.completion_tokens,
+                     "model_calls": stats.calls, "retrieval_calls": retrieval_calls, "invalid": stats.invalid}
     result.timings["total_s"] = round(time.perf_counter() - start, 3)
+    if stats.problems:
+        out.debug("model problems: " + "; ".join(stats.problems[:5]))
     out.emit(result)
-    if not found.evidence:
+    if not result.evidence:
         raise typer.Exit(EXIT_NO_MATCH)
+
+
+def _trace_round(record: dict) -> None:
+    """One round (or retrieval step) on stderr: what was called and what came back."""
+    if "round" not in record:
+        print(f"[trace] {jsonlib.dumps(record, ensure_ascii=False)}", file=sys.stderr)
+        return
+    cited = ", ".join("{doc_id}:{start_line}-{end_line}".format(**s) for s in record["relevant_snippets"])
+    print(f"[round {record['round']}] done={record['done']} snippets: {cited or '-'}", file=sys.stderr)
+    for call in record["tool_calls"]:
+        shown = jsonlib.dumps(call["arguments"], ensure_ascii=False)[:200]
+        outcome = f"error: {call['error']}" if "error" in call else f"{len(call['lines'])} lines " + \
+            " ".join(call["lines"][:8])
+        print(f"  {call['name']} {shown} -> {outcome}", file=sys.stderr)
+    for reason in record.get("rejected_snippets", []):
+        print(f"  snippet rejected: {reason}", file=sys.stderr)
+    sys.stderr.flush()
 
 
 @register(AskResult)

@@ -1,0 +1,63 @@
+"""The hybrid reader (``memcli ask --no-agent``): summary selection, then BM25 partitions.
+
+One model call picks the documents whose catalog summaries look relevant
+(from the whole catalog when it is small, else from BM25's candidates); the
+deterministic policy then ranks entries with those documents' partitions
+added and boosted. With no topic documents (everything still in CURRENT) no
+model call is made.
+"""
+
+from __future__ import annotations
+
+from memcli.index import LibraryIndex, terms
+from memcli.llm.base import CallStats, ChatModel
+from memcli.llm.structured import Invalid, ask_json
+from memcli.retrieve.agent_tools import catalog_text
+from memcli.retrieve.evidence import Library, assemble
+from memcli.retrieve.policy import Retrieval, ranked_entries
+from memcli.store import CURRENT_ID, Store
+
+SHOWN = 40  # catalog rows the model chooses from
+CHOSEN = 5
+
+SELECT_SYSTEM = """You pick documents of a memory library that may hold the answer to a question.
+You get the catalog as lines "id (entries): summary". Choose up to 5 ids, most promising first.
+Answer with JSON only."""
+
+
+def select_schema(ids: list[str]) -> dict:
+    return {"type": "object",
+            "properties": {"relevant_docs": {"type": "array", "maxItems": CHOSEN,
+                                             "items": {"type": "string", "enum": ids}}},
+            "required": ["relevant_docs"]}
+
+
+def hybrid(model: ChatModel, store: Store, index: LibraryIndex, question: str, *, budget: int,
+           stats: CallStats) -> Retrieval:
+    rows = [r for r in index.catalog() if r.id != CURRENT_ID]
+    if len(rows) > SHOWN:
+        wanted = set(index.candidate_docs(terms(question), SHOWN))
+        rows = [r for r in rows if r.id in wanted]
+    chosen: tuple[str, ...] = ()
+    if rows:
+        ids = [r.id for r in rows]
+
+        def validate(data: object) -> tuple[str, ...]:
+            picked = data.get("relevant_docs") if isinstance(data, dict) else None
+            if not isinstance(picked, list) or not all(isinstance(d, str) for d in picked):
+                raise Invalid("relevant_docs must be a list of ids")
+            unknown = [d for d in picked if d not in ids]
+            if unknown:
+                raise Invalid(f"unknown ids: {', '.join(unknown[:3])}")
+            return tuple(dict.fromkeys(picked))[:CHOSEN]
+
+        messages = [{"role": "system", "content": SELECT_SYSTEM},
+                    {"role": "user", "content": f"Catalog:\n{catalog_text(rows, 0, len(rows))}\n\n"
+                                                f"Question: {question}"}]
+        chosen = ask_json(model, messages, select_schema(ids), validate, step="select", stats=stats,
+                          max_tokens=200) or ()
+    library = Library(store)
+    picks = ranked_entries(library, index, question, prefer=chosen)
+    trace = [{"tool": "select_docs", "shown": len(rows), "chosen": list(chosen)},
+             {"tool": "search", "query": question, "entries": len(picks)}]
+    return Retrieval(assemble(library, picks, budget), trace)
