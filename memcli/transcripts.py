@@ -152,25 +152,31 @@ def detect(text: str, name: str) -> tuple[str, object]:
 
 # ---------------------------------------------------------------- LoCoMo
 
-def _locomo_samples(data, source: str) -> list[tuple[str, dict]]:
+def locomo_samples(data, source: str) -> list[tuple[str, dict, list]]:
+    """(sample id, conversation, questions) of each sample in a LoCoMo file (any of its shapes)."""
     if isinstance(data, list):
         samples = data
     elif _is_locomo_sample(data):
         samples = [data]
     else:
         default_id = re.sub(r"\.json$", "", source.rsplit("/", 1)[-1]) or "conversation"
-        return [(str(data.get("sample_id") or default_id), data)]
+        return [(str(data.get("sample_id") or default_id), data, _questions(data))]
     out = []
     for index, sample in enumerate(samples):
         if not _is_locomo_sample(sample):
             raise InputError(source, "not a LoCoMo sample (no 'conversation' with sessions)",
                              where=f"[{index}]")
-        out.append((str(sample.get("sample_id") or f"sample-{index}"), sample["conversation"]))
+        out.append((str(sample.get("sample_id") or f"sample-{index}"), sample["conversation"], _questions(sample)))
     return out
 
 
+def _questions(obj: dict) -> list:
+    qa = obj.get("qa")
+    return qa if isinstance(qa, list) else []
+
+
 def parse_locomo(data, source: str, sample: str | None = None) -> list[Turn]:
-    samples = _locomo_samples(data, source)
+    samples = [(sid, conv) for sid, conv, _ in locomo_samples(data, source)]
     if sample is not None:
         chosen = [s for s in samples if s[0] == sample]
         if not chosen:

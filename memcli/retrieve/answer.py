@@ -11,6 +11,7 @@ ANSWER_SYSTEM = """You answer questions from an assistant's long-term memory.
 You get excerpts; each line starts with [date time] and who said it.
 Answer from the excerpts only, in a short phrase or one sentence.
 Resolve relative dates ("yesterday", "last Sunday") against the date of the line that says them.
+When the question asks when, answer with the date (for example: 7 May 2023).
 If the excerpts do not contain the answer, say: I don't know."""
 
 

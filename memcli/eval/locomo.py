@@ -1,0 +1,252 @@
+"""``memcli eval locomo``: memory quality and cost on LoCoMo, with baselines run the same way.
+
+For each conversation: a fresh temporary store, ingest, optionally
+consolidate, then every selected question through one mode:
+
+- ``ask``: the agentic reader, then the answer;
+- ``no-agent``: the hybrid reader (summary selection + BM25), then the answer;
+- ``evidence-only``: the deterministic evidence policy, no answer (recall only);
+- ``bm25-turns``: single memory entries ranked by BM25 until the budget, then the answer;
+- ``full-context``: the newest entries that fit the model's context window, then the answer;
+- ``oracle``: exactly the gold evidence turns, then the answer (the model's ceiling).
+
+Every question gives one JSONL record (written and flushed as it is made, so
+``--resume`` continues an interrupted run); the summary is computed from the
+records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from memcli.errors import InputError, UsageError
+from memcli.eval.metrics import bleu1, category_f1, evidence_recall, gold_dialog_ids
+
+MODES = ("ask", "no-agent", "evidence-only", "bm25-turns", "full-context", "oracle")
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+ANSWER_RESERVE = 600  # tokens of the context window kept for the prompt around full-context memory and the answer
+
+
+@dataclass
+class Conversation:
+    source: str
+    sample_id: str
+    data: object  # the file's decoded JSON
+    questions: list[dict]
+
+
+def load_conversations(paths: list[Path], sample: str | None) -> list[Conversation]:
+    from memcli.transcripts import detect, locomo_samples
+
+    out = []
+    for path in paths:
+        try:
+            text = path.read_text(encoding="utf-8-sig")
+        except OSError as exc:
+            raise InputError(str(path), f"cannot read: {exc.strerror}") from None
+        fmt, data = detect(text, str(path))
+        if fmt != "locomo":
+            raise InputError(str(path), f"not a LoCoMo file (looks like {fmt})")
+        for sample_id, _conv, questions in locomo_samples(data, str(path)):
+            if sample is None or sample_id == sample:
+                out.append(Conversation(str(path), sample_id, data, questions))
+    if not out:
+        raise InputError(", ".join(map(str, paths)), f"no sample {sample!r}" if sample else "no conversations")
+    return out
+
+
+def select(questions: list[dict], categories: set[int], limit: int | None) -> list[tuple[int, dict]]:
+    """(index in the file, question) of the selected categories; with ``limit``, the first ``limit``
+    taken round-robin over the categories (so a small sample still covers all of them)."""
+    chosen = [(i, q) for i, q in enumerate(questions) if q.get("category") in categories]
+    if limit is None or limit >= len(chosen):
+        return chosen
+    queues = {c: [iq for iq in chosen if iq[1].get("category") == c] for c in sorted(categories)}
+    picked: list[tuple[int, dict]] = []
+    while len(picked) < limit:
+        for c in queues:
+            if queues[c] and len(picked) < limit:
+                picked.append(queues[c].pop(0))
+    return sorted(picked, key=lambda iq: iq[0])
+
+
+def conversation_name(conv: Conversation) -> str:
+    return f"{Path(conv.source).name}#{conv.sample_id}"
+
+
+def record_key(record: dict) -> tuple:
+    return record["conversation"], record["question_index"], record["mode"], record["memory"], record["budget"]
+
+
+def read_done(out_path: Path) -> dict[tuple, dict]:
+    """Records already in ``out_path``; a partial last line (a crash mid-write) is cut off the file."""
+    done = {}
+    if out_path.exists():
+        data = out_path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            with open(out_path, "r+b") as handle:
+                handle.truncate(data.rfind(b"\n") + 1)
+        for line in out_path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+                done[record_key(record)] = record
+            except (ValueError, KeyError, TypeError):
+                continue
+    return done
+
+
+class Runner:
+    """Runs the questions of one conversation in one mode and yields a record per question."""
+
+    def __init__(self, mode: str, memory: str, budget: int, cfg, model, *, consolidate_model: bool,
+                 max_rounds: int = 7):
+        if mode not in MODES:
+            raise UsageError(f"unknown mode {mode!r} (modes: {', '.join(MODES)})")
+        self.mode, self.memory, self.budget = mode, memory, budget
+        self.cfg, self.model = cfg, model
+        self.consolidate_model = consolidate_model
+        self.max_rounds = max_rounds
+
+    def run(self, conv: Conversation, picked: list[tuple[int, dict]], done: dict[tuple, dict],
+            on_record: Callable[[dict], None]) -> None:
+        name = conversation_name(conv)
+        todo = [(n, qa) for n, qa in picked if (name, n, self.mode, self.memory, self.budget) not in done]
+        if not todo:
+            return
+        work = Path(tempfile.mkdtemp(prefix="memcli-eval-"))
+        try:
+            store, index = self._build(conv, work)
+            try:
+                for number, qa in todo:
+                    on_record(self._question(store, index, (name, number), qa))
+            finally:
+                index.close()
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    def _build(self, conv: Conversation, work: Path):
+        from memcli.index import LibraryIndex
+        from memcli.ingest import ingest_turns
+        from memcli.paths import Resolved
+        from memcli.store import Store
+        from memcli.transcripts import parse_input
+
+        store = Store.open(Resolved(work / "store", "eval"), create=True)
+        parsed = parse_input(Path(conv.source).read_bytes(), conv.source, fmt="locomo", sample=conv.sample_id,
+                             default_time="2000-01-01T00:00")  # LoCoMo sessions carry their own dates
+        ingest_turns(store, parsed.turns, source=conv.source, fmt="locomo")
+        if self.memory == "consolidated":
+            from memcli.consolidate.run import consolidate
+
+            consolidate(store, self.cfg, model=self.model if self.consolidate_model else None)
+        return store, LibraryIndex(store, self.cfg.search_partition_tokens, cache_dir=work / "index")
+
+    def _question(self, store, index, key: tuple, qa: dict) -> dict:
+        from memcli.llm.base import CallStats
+        from memcli.retrieve.answer import answer
+
+        stats = CallStats()
+        start = time.perf_counter()
+        evidence, rounds = self._evidence(store, index, qa, stats)
+        reply = None
+        if self.mode != "evidence-only":
+            reply = answer(self.model, qa["question"], evidence, stats)
+        latency = time.perf_counter() - start
+        gold_ids = gold_dialog_ids(qa.get("evidence", []))
+        all_in, partial = evidence_recall(gold_ids, {r for e in evidence for r in e.refs})
+        category = qa.get("category")
+        gold = qa.get("answer", qa.get("adversarial_answer"))
+        return {
+            "conversation": key[0], "question_index": key[1], "mode": self.mode, "memory": self.memory,
+            "budget": self.budget, "category": category, "question": qa["question"], "gold": gold,
+            "answer": reply,
+            "f1": None if reply is None else round(category_f1(reply, gold, category), 4),
+            "bleu1": None if reply is None else round(bleu1(reply, gold), 4),
+            "recall_all": all_in, "recall_partial": round(partial, 4),
+            "evidence_tokens": sum(e.tokens for e in evidence), "evidence": [
+                f"{e.doc}:{e.start_line}-{e.end_line}" for e in evidence],
+            "rounds": rounds, "prompt_tokens": stats.prompt_tokens, "prefilled_tokens": stats.prefilled_tokens,
+            "generated_tokens": stats.completion_tokens, "latency_s": round(latency, 3),
+        }
+
+    def _evidence(self, store, index, qa: dict, stats) -> tuple[list, int]:
+        from memcli.retrieve.evidence import Library, assemble
+
+        question = qa["question"]
+        if self.mode == "ask":
+            from memcli.retrieve.agent import Agent
+
+            found = Agent(self.model, store, index, budget=self.budget, max_rounds=self.max_rounds).run(
+                question, stats)
+            return found.evidence, len(found.rounds)
+        if self.mode == "no-agent":
+            from memcli.retrieve.hybrid import hybrid
+
+            return hybrid(self.model, store, index, question, budget=self.budget, stats=stats).evidence, 0
+        if self.mode == "evidence-only":
+            from memcli.retrieve.policy import evidence_only
+
+            return evidence_only(store, index, question, budget=self.budget).evidence, 0
+        library = Library(store)
+        entries = [(doc_id, line, entry) for doc_id in store.all_ids()
+                   for line, entry in library.doc(doc_id).entries.items()]
+        if self.mode == "oracle":
+            wanted = gold_dialog_ids(qa.get("evidence", []))
+            picks = [(d, n) for d, n, e in entries if set((e.ref or "").split(";")) & wanted]
+            return assemble(library, picks, 10 ** 9), 0
+        if self.mode == "bm25-turns":
+            return assemble(library, bm25_turns(entries, question), self.budget), 0
+        # full-context: the newest entries that fit the context window, in time order
+        window = int(self.model.describe().get("n_ctx") or self.cfg.model_n_ctx) - ANSWER_RESERVE
+        newest_first = sorted(entries, key=lambda dne: (dne[2].time or "", dne[2].seq or 0), reverse=True)
+        return assemble(library, [(d, n) for d, n, _ in newest_first], window), 0
+
+
+def bm25_turns(entries: list, question: str) -> list[tuple[str, int]]:
+    """Entries ranked by BM25 of the question over single entries (speaker and text)."""
+    from rank_bm25 import BM25Okapi
+
+    from memcli.index import terms
+
+    if not entries:
+        return []
+    corpus = [terms(f"{e.meta.get('speaker', '')} {e.text}") or ["_"] for _, _, e in entries]
+    scores = BM25Okapi(corpus).get_scores(terms(question))
+    order = sorted(range(len(entries)), key=lambda i: (-scores[i], i))
+    return [(entries[i][0], entries[i][1]) for i in order if scores[i] > 0]
+
+
+def summarize(records: list[dict]) -> dict:
+    """Means by category and overall: F1, BLEU-1, recall, tokens, latency."""
+    groups: dict[str, list[dict]] = {}
+    for record in records:
+        groups.setdefault(str(record["category"]), []).append(record)
+        groups.setdefault("all", []).append(record)
+
+    def mean(rows: list[dict], field: str) -> float | None:
+        values = [float(r[field]) for r in rows if r.get(field) is not None]
+        return round(statistics.mean(values), 4) if values else None
+
+    return {key: {"questions": len(rows), "f1": mean(rows, "f1"), "bleu1": mean(rows, "bleu1"),
+                  "recall_all": mean(rows, "recall_all"), "recall_partial": mean(rows, "recall_partial"),
+                  "evidence_tokens": mean(rows, "evidence_tokens"), "prompt_tokens": mean(rows, "prompt_tokens"),
+                  "prefilled_tokens": mean(rows, "prefilled_tokens"),
+                  "generated_tokens": mean(rows, "generated_tokens"), "latency_s": mean(rows, "latency_s")}
+            for key, rows in sorted(groups.items(), key=lambda kv: (kv[0] == "all", kv[0]))}
+
+
+def append_record(out_path: Path, record: dict) -> None:
+    """One JSON line, flushed to disk before the next question starts."""
+    with open(out_path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+

@@ -1,0 +1,82 @@
+"""memcli eval locomo: records, summary, resume, selection, and the baselines with the real model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import EXAMPLES
+from fakes import ScriptedModel
+from memcli.eval.locomo import select
+
+EXAMPLE = EXAMPLES / "caroline-and-priya.json"
+
+
+def test_evidence_only_needs_no_model_and_writes_records(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMCLI_MODEL", str(tmp_path / "missing.gguf"))  # would fail if loaded
+    out = tmp_path / "r.jsonl"
+    result = cli("eval", "locomo", EXAMPLE, "--mode", "evidence-only", "--out", out, "--json", store=False)
+    assert result.code == 0, result.stderr
+    data = result.json
+    questions = json.loads(EXAMPLE.read_text())["qa"]
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == data["summary"]["all"]["questions"] == len(questions)
+    assert all(r["answer"] is None and r["f1"] is None for r in records)
+    assert data["summary"]["all"]["recall_all"] == 1.0  # a small conversation fits the budget whole
+    assert {str(r["category"]) for r in records} == {k for k in data["summary"] if k != "all"}
+    assert not (tmp_path / "store").exists()  # no store of the user's was made or touched
+
+
+def test_refuses_to_overwrite_and_resumes(cli, tmp_path, monkeypatch):
+    out = tmp_path / "r.jsonl"
+    args = ("eval", "locomo", EXAMPLE, "--mode", "evidence-only", "--out", out)
+    assert cli(*args, "--questions", "2", store=False).code == 0
+    assert len(out.read_text().splitlines()) == 2
+    assert cli(*args, store=False).code == 2  # exists, no --resume
+    out.write_text(out.read_text() + '{"truncated": ')  # a crash mid-line
+    result = cli(*args, "--resume", "--json", store=False)
+    assert result.code == 0, result.stderr
+    assert result.json["resumed"] == 2 and result.json["summary"]["all"]["questions"] == 4
+    lines = out.read_text().splitlines()
+    assert sum(1 for line in lines if line.startswith("{\"conversation\"")) == 4
+
+
+def test_bad_arguments(cli, tmp_path):
+    assert cli("eval", "locomo", EXAMPLE, "--mode", "magic", store=False).code == 2
+    assert cli("eval", "locomo", EXAMPLE, "--categories", "1,9", store=False).code == 2
+    assert cli("eval", "locomo", EXAMPLE, "--resume", store=False).code == 2
+    assert cli("eval", "locomo", EXAMPLE, "--sample", "nope", "--mode", "evidence-only", store=False).code == 4
+    chat = tmp_path / "chat.json"
+    chat.write_text('[{"role": "user", "content": "hi"}]')
+    assert cli("eval", "locomo", chat, "--mode", "evidence-only", store=False).code == 4
+
+
+def test_question_selection_round_robin():
+    qs = [{"category": c} for c in (4, 4, 4, 2, 1, 1, 5)]
+    assert [i for i, _ in select(qs, {1, 2, 4}, 3)] == [0, 3, 4]
+    assert [i for i, _ in select(qs, {1, 2, 4}, None)] == [0, 1, 2, 3, 4, 5]
+    assert [i for i, _ in select(qs, {5}, None)] == [6]
+
+
+@pytest.mark.parametrize("mode", ["oracle", "bm25-turns"])
+def test_baselines_score_a_scripted_answer(cli, monkeypatch, mode):
+    model = ScriptedModel(lambda step, messages, schema: "Open Door Adoptions")
+    monkeypatch.setattr("memcli.cli.commands.evaluate.load_model", lambda cfg, out: model)
+    data = cli("eval", "locomo", EXAMPLE, "--mode", mode, "--categories", "4", "--questions", "1", "--json",
+               store=False).json
+    row = data["summary"]["all"]
+    assert row["questions"] == 1 and row["f1"] == 1.0 and row["recall_all"] == 1.0  # the agency question
+
+
+def test_every_answering_mode_with_the_real_model(cli, tmp_path):
+    out = tmp_path / "r.jsonl"
+    for mode in ("ask", "no-agent", "full-context", "oracle"):
+        result = cli("eval", "locomo", EXAMPLE, "--mode", mode, "--questions", "1", "--out", out, "--resume",
+                     "--json", store=False)
+        assert result.code == 0, result.stderr
+        row = result.json["summary"]["all"]
+        assert row["questions"] == 1 and row["f1"] is not None and row["prompt_tokens"] > 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["mode"] for r in records] == ["ask", "no-agent", "full-context", "oracle"]
+    assert all(isinstance(r["answer"], str) and 0 <= r["f1"] <= 1 for r in records)
