@@ -346,11 +346,11 @@ def parse_input(raw: bytes, source: str, *, fmt: str | None = None, sample: str 
         parsed = parse_text(text, source, default_time, conv)
     if not parsed.turns:
         raise InputError(source, "no turns to ingest")
-    _fingerprint(parsed.turns, source, fmt)
+    fingerprint_turns(parsed.turns, source, fmt)
     return parsed
 
 
-def _fingerprint(turns: list[Turn], source: str, fmt: str) -> None:
+def fingerprint_turns(turns: list[Turn], source: str, fmt: str) -> None:
     """Identity of each turn for duplicate detection across ingests.
 
     LoCoMo turns are identified by conversation and dialog id; other turns by

@@ -36,6 +36,8 @@ class ConsolidationResult:
     current_entries_left: int
     documents: list[dict]
     reason: str | None = None
+    kv_invalidated_blocks: int = 0  # KV blocks made from documents this run rewrote, and blocks chained after them
+    kv_invalidated_tokens: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -233,18 +233,31 @@ def _result(store, cfg, model, reports, stats, start, moved, left, reason) -> Co
     docs = [{"id": r.id, "tokens": r.token_count, "entries": r.entries}
             for r in index.catalog() if r.id != CURRENT_ID]
     index.close()
+    kv_blocks, kv_tokens = _invalidate_kv(store, cfg) if moved else (0, 0)
     return ConsolidationResult(
         store=str(store.root), dry_run=False, llm=model is not None,
         model=getattr(model, "name", None), flushes=reports, calls=stats.to_dict(),
         seconds=round(time.perf_counter() - start, 3), entries_consolidated=moved,
-        current_entries_left=left, documents=docs, reason=reason)
+        current_entries_left=left, documents=docs, reason=reason,
+        kv_invalidated_blocks=kv_blocks, kv_invalidated_tokens=kv_tokens)
+
+
+def _invalidate_kv(store: Store, cfg: Settings) -> tuple[int, int]:
+    """Delete the KV blocks of documents that changed, and every block chained after them."""
+    from memcli.kv import block_store
+    from memcli.kv.context import stale_labels
+
+    blocks = block_store(store, cfg)
+    labels = {b.header.unit for b in blocks.blocks()}
+    stale = stale_labels(store, labels) if labels else set()
+    return blocks.invalidate(stale) if stale else (0, 0)
 
 
 def _dry_run(store: Store, cfg: Settings, **kwargs) -> ConsolidationResult:
     """Run the real consolidation on a scratch copy (with a copy of the index) and report it."""
     with store.reading(), tempfile.TemporaryDirectory(prefix="memcli-dry-run-") as scratch:
         root = Path(scratch) / "store"
-        shutil.copytree(store.root, root, ignore=shutil.ignore_patterns(".lock", ".txn"), copy_function=shutil.copy2)
+        shutil.copytree(store.root, root, ignore=shutil.ignore_patterns(".lock", ".txn", "kv"), copy_function=shutil.copy2)
         copy = Store.open(Resolved(root, "dry run"))
         copy.index_dir = Path(scratch) / "index"  # the scratch copy gets its own index
         source_index = store_cache_dir(store.root) / "index.sqlite"

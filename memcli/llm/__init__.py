@@ -25,10 +25,16 @@ def model_path(settings: Settings) -> Path:
     return default_model_path()
 
 
-def open_model(settings: Settings, *, verbose: bool = False) -> ChatModel:
-    """The configured model; registers its tokenizer as the store-wide token counter."""
+def open_model(settings: Settings, *, verbose: bool = False, kv_sequences: int = 1) -> ChatModel:
+    """The configured model; registers its tokenizer as the store-wide token counter.
+
+    ``kv_sequences`` > 1 asks for a local context with spare sequences (KV blocks need them).
+    """
     backend = settings.model_backend
     if backend == "openai" or (backend == "llama" and settings.model_base_url and not settings.model_path):
+        if kv_sequences > 1:
+            raise ConfigError("KV blocks need the local llama.cpp backend, not an OpenAI-compatible server",
+                              hint="unset --base-url / MEMCLI_BASE_URL, or use --model PATH.gguf")
         if not settings.model_base_url:
             raise ConfigError("model.backend is openai but model.base_url is not set",
                               hint="pass --base-url URL or set MEMCLI_BASE_URL")
@@ -44,6 +50,6 @@ def open_model(settings: Settings, *, verbose: bool = False) -> ChatModel:
     model = LlamaCppModel(model_path(settings), n_ctx=settings.model_n_ctx, threads=settings.model_threads,
                           gpu_layers=settings.model_gpu_layers, seed=settings.model_seed,
                           extra_buffers=settings.model_extra_buffers, flash_attn=settings.model_flash_attn,
-                          verbose=verbose)
+                          verbose=verbose, kv_sequences=kv_sequences)
     use_tokenizer(model.count_tokens, model.name)
     return model

@@ -84,6 +84,26 @@ def extra_buffer_params(extra_buffers: bool):
         low.llama_model_default_params = original
 
 
+@contextmanager
+def context_params(**fields):
+    """Default context parameters with ``fields`` set (n_seq_max and kv_unified have no ``Llama`` argument)."""
+    import llama_cpp.llama_cpp as low
+
+    original = low.llama_context_default_params
+
+    def patched():
+        params = original()
+        for name, value in fields.items():
+            setattr(params, name, value)
+        return params
+
+    low.llama_context_default_params = patched
+    try:
+        yield
+    finally:
+        low.llama_context_default_params = original
+
+
 def library_version() -> str:
     import llama_cpp
 
@@ -104,7 +124,10 @@ class LlamaCppModel:
     """A local GGUF model through llama-cpp-python."""
 
     def __init__(self, path: Path, *, n_ctx: int = 8192, threads: int = 0, gpu_layers: int = -1,
-                 seed: int = 0, extra_buffers: str = "auto", flash_attn: bool = False, verbose: bool = False):
+                 seed: int = 0, extra_buffers: str = "auto", flash_attn: bool = False, verbose: bool = False,
+                 kv_sequences: int = 1, **llama_options: Any):
+        """``kv_sequences`` > 1 gives the context spare sequences (unified KV cells) for KV-block work;
+        ``llama_options`` go to ``llama_cpp.Llama`` as they are (``type_k``, ``rope_freq_base``, ...)."""
         import llama_cpp
 
         if not path.is_file():
@@ -114,10 +137,11 @@ class LlamaCppModel:
         threads = threads or os.cpu_count() or 1
         extra = extra_buffers_wanted(extra_buffers)
         try:
-            with extra_buffer_params(extra):
+            sequences = {"n_seq_max": kv_sequences, "kv_unified": True} if kv_sequences > 1 else {}
+            with extra_buffer_params(extra), context_params(**sequences):
                 self.llm = llama_cpp.Llama(
                     model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
-                    n_gpu_layers=gpu_layers, seed=seed, flash_attn=flash_attn, verbose=verbose,
+                    n_gpu_layers=gpu_layers, seed=seed, flash_attn=flash_attn, verbose=verbose, **llama_options,
                 )
         except (ValueError, RuntimeError, OSError) as exc:
             raise ConfigError(f"cannot load model {path}: {exc}") from None
@@ -125,7 +149,7 @@ class LlamaCppModel:
         self.name = path.name
         self.seed = seed
         self.settings = {"n_ctx": n_ctx, "threads": threads, "gpu_layers": gpu_layers,
-                         "extra_buffers": extra, "flash_attn": flash_attn}
+                         "extra_buffers": extra, "flash_attn": flash_attn, **llama_options}
 
     def count_tokens(self, text: str) -> int:
         return len(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))

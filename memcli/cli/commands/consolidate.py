@@ -80,3 +80,5 @@ def render_consolidation(result: ConsolidationResult, out: Output) -> None:
                   f"{calls['completion_tokens']} out; {calls['invalid']} answers rejected; "
                   f"fallbacks {calls['fallbacks'] or 'none'}")
     out.write(f"library: {len(result.documents)} documents; CURRENT: {result.current_entries_left} entries left")
+    if result.kv_invalidated_blocks:
+        out.write(f"KV blocks invalidated: {result.kv_invalidated_blocks} ({result.kv_invalidated_tokens} tokens)")

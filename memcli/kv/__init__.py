@@ -1,0 +1,33 @@
+"""KV blocks: saved llama.cpp sequence states of memory units, so memory is restored instead of re-read.
+
+``blocks`` stores and checks them (no llama.cpp needed: ``memcli kv ls``
+and consolidation's invalidation work without a model); ``fingerprint``
+describes the running model context a block must match; ``engine`` saves
+and restores them in a live llama.cpp context; ``context`` turns the store
+into the units of the memory context (header, documents, CURRENT).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def kv_root(store, cfg) -> Path:
+    """The KV directory: ``kv.dir`` when set, else ``kv/`` inside the store."""
+    return Path(cfg.kv_dir).expanduser() if cfg.kv_dir else store.root / "kv"
+
+
+def block_store(store, cfg):
+    from memcli.kv.blocks import BlockStore
+
+    return BlockStore(kv_root(store, cfg) / "blocks")
+
+
+def open_engine(store, cfg, *, verbose: bool = False):
+    """The configured local model with a context made for KV blocks, and its engine."""
+    from memcli.kv.engine import KVEngine
+    from memcli.llm import open_model
+    from memcli.paths import resolve_cache_dir
+
+    model = open_model(cfg, verbose=verbose, kv_sequences=2)
+    return KVEngine(model, block_store(store, cfg), sha_cache=resolve_cache_dir().path / "model-hashes.json")

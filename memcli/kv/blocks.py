@@ -1,0 +1,233 @@
+"""The block store: one file per saved sequence state, checked before it is ever loaded.
+
+A block file is ``MEMCLI-KV 1\\n``, one line of JSON header, then the state
+bytes llama.cpp wrote for the block's cells. The header carries the format
+version, llama.cpp's state version, the model fingerprint (and its id), the
+block's start position and token count, its parent's key, the unit it holds
+(``doc:<id>`` with the document's content hash, ``header``, ``CURRENT``,
+``session:<name>``) and the sha256 of the state bytes.
+
+A block's key is ``sha256(parent key, token ids)``: a chain of keys names an
+exact token prefix. The model context is deliberately not part of the key:
+a block made under other settings is found, refused by its header with a
+message saying what differs, and rebuilt in place, so it can never load. Files are written
+atomically; a file's modification time is its last use, and eviction drops
+the least recently used blocks until the budget holds (a parent is used
+whenever its children are, so children go first).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memcli.errors import MemcliError
+from memcli.store.atomic import atomic_write
+
+MAGIC = b"MEMCLI-KV 1\n"
+FORMAT_VERSION = 1
+
+
+class BlockRefused(MemcliError):
+    """A block that must not be loaded: another model context, a bad checksum, an unreadable file."""
+
+
+def block_key(parent: str | None, tokens: list[int]) -> str:
+    digest = hashlib.sha256()
+    digest.update((parent or "").encode() + b"\0")
+    digest.update(b"".join(int(t).to_bytes(4, "little", signed=True) for t in tokens))
+    return digest.hexdigest()
+
+
+@dataclass
+class BlockHeader:
+    key: str
+    parent: str | None
+    unit: str
+    start: int
+    n_tokens: int
+    fingerprint_id: str
+    fingerprint: dict
+    state_version: int
+    checksum: str
+    size: int  # bytes of state
+    created: float = field(default_factory=time.time)
+    format: int = FORMAT_VERSION
+
+    def to_dict(self) -> dict:
+        return {"format": self.format, "key": self.key, "parent": self.parent, "unit": self.unit,
+                "start": self.start, "n_tokens": self.n_tokens, "fingerprint_id": self.fingerprint_id,
+                "fingerprint": self.fingerprint, "state_version": self.state_version,
+                "checksum": self.checksum, "size": self.size, "created": self.created}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "BlockHeader":
+        return cls(key=data["key"], parent=data.get("parent"), unit=data["unit"], start=int(data["start"]),
+                   n_tokens=int(data["n_tokens"]), fingerprint_id=data["fingerprint_id"],
+                   fingerprint=data.get("fingerprint") or {}, state_version=int(data["state_version"]),
+                   checksum=data["checksum"], size=int(data["size"]), created=float(data.get("created", 0)),
+                   format=int(data.get("format", FORMAT_VERSION)))
+
+
+@dataclass
+class BlockInfo:
+    header: BlockHeader
+    path: Path
+    file_size: int
+    last_used: float
+
+    def to_dict(self) -> dict:
+        h = self.header
+        return {"key": h.key, "parent": h.parent, "unit": h.unit, "start": h.start, "n_tokens": h.n_tokens,
+                "fingerprint_id": h.fingerprint_id, "bytes": self.file_size, "last_used": round(self.last_used, 3)}
+
+
+class BlockStore:
+    def __init__(self, root: Path):
+        self.root = root
+
+    def path(self, key: str) -> Path:
+        if len(key) != 64 or any(c not in "0123456789abcdef" for c in key):
+            raise BlockRefused(f"not a block key: {key[:80]!r}")
+        return self.root / key[:2] / f"{key}.kvb"
+
+    # ------------------------------------------------------------ write / read
+
+    def put(self, header: BlockHeader, state: bytes) -> Path:
+        header.checksum = hashlib.sha256(state).hexdigest()
+        header.size = len(state)
+        path = self.path(header.key)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        atomic_write(path, MAGIC + json.dumps(header.to_dict(), sort_keys=True).encode() + b"\n" + state)
+        return path
+
+    def header(self, key: str) -> BlockHeader | None:
+        """The header of a stored block (None when there is none); raises BlockRefused when unreadable."""
+        path = self.path(key)
+        try:
+            with path.open("rb") as fh:
+                return _read_header(fh, path)
+        except FileNotFoundError:
+            return None
+
+    def get(self, key: str, fingerprint_id: str, running: dict | None = None) -> tuple[BlockHeader, bytes] | None:
+        """A block's header and state, checked: None when absent, BlockRefused when it must not load."""
+        path = self.path(key)
+        try:
+            with path.open("rb") as fh:
+                header = _read_header(fh, path)
+                state = fh.read()
+        except FileNotFoundError:
+            return None
+        check(header, state, fingerprint_id, path, running)
+        touch(path)
+        return header, state
+
+    def remove(self, key: str) -> int:
+        path = self.path(key)
+        try:
+            size = path.stat().st_size
+            path.unlink()
+            return size
+        except FileNotFoundError:
+            return 0
+
+    # ------------------------------------------------------------ listing and upkeep
+
+    def blocks(self) -> list[BlockInfo]:
+        """Every block file with its header; unreadable files are listed with unit '(unreadable)'."""
+        out = []
+        if not self.root.exists():
+            return out
+        for path in sorted(self.root.glob("*/*.kvb")):
+            try:
+                st = path.stat()
+                with path.open("rb") as fh:
+                    header = _read_header(fh, path)
+            except FileNotFoundError:
+                continue
+            except BlockRefused:
+                header = BlockHeader(key=path.stem, parent=None, unit="(unreadable)", start=0, n_tokens=0,
+                                     fingerprint_id="", fingerprint={}, state_version=0, checksum="", size=0)
+                st = path.stat()
+            out.append(BlockInfo(header, path, st.st_size, st.st_mtime))
+        return out
+
+    def evict(self, budget_bytes: int, keep: set[str] = frozenset()) -> tuple[int, int]:
+        """Drop least recently used blocks (not in ``keep``) until the store fits; (blocks, bytes) removed."""
+        blocks = sorted(self.blocks(), key=lambda b: (b.last_used, -b.header.start))
+        total = sum(b.file_size for b in blocks)
+        removed = freed = 0
+        for block in blocks:
+            if total <= budget_bytes:
+                break
+            if block.header.key in keep:
+                continue
+            freed += self.remove(block.header.key)
+            total -= block.file_size
+            removed += 1
+        return removed, freed
+
+    def invalidate(self, stale_units: set[str]) -> tuple[int, int]:
+        """Remove blocks whose unit is stale, and every block chained after one; (blocks, tokens) removed."""
+        blocks = {b.header.key: b for b in self.blocks()}
+        dead: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for key, block in blocks.items():
+                if key not in dead and (block.header.unit in stale_units or block.header.parent in dead):
+                    dead.add(key)
+                    changed = True
+        tokens = sum(blocks[k].header.n_tokens for k in dead)
+        for key in dead:
+            self.remove(key)
+        return len(dead), tokens
+
+    def verify(self, key: str) -> str | None:
+        """None when the block's file and checksum are sound, else the reason."""
+        path = self.path(key)
+        try:
+            with path.open("rb") as fh:
+                header = _read_header(fh, path)
+                state = fh.read()
+            check(header, state, header.fingerprint_id, path)
+        except (BlockRefused, OSError) as exc:
+            return getattr(exc, "message", str(exc))
+        if header.parent and not self.path(header.parent).exists():
+            return f"parent block {header.parent[:12]} is missing"
+        return None
+
+
+def _read_header(fh, path: Path) -> BlockHeader:
+    if fh.read(len(MAGIC)) != MAGIC:
+        raise BlockRefused(f"{path.name}: not a memcli KV block")
+    line = fh.readline(1 << 20)
+    try:
+        return BlockHeader.from_dict(json.loads(line))
+    except (ValueError, KeyError, TypeError):
+        raise BlockRefused(f"{path.name}: unreadable block header") from None
+
+
+def check(header: BlockHeader, state: bytes, fingerprint_id: str, path: Path, running: dict | None = None) -> None:
+    if header.format != FORMAT_VERSION:
+        raise BlockRefused(f"{path.name}: block format {header.format}, this memcli reads {FORMAT_VERSION}")
+    if header.fingerprint_id != fingerprint_id:
+        differ = sorted(k for k in set(header.fingerprint) | set(running or {})
+                        if header.fingerprint.get(k) != (running or {}).get(k))
+        detail = ", ".join(f"{k}: saved {header.fingerprint.get(k)!r}, running {(running or {}).get(k)!r}"
+                           for k in differ[:4]) if running else f"fingerprint {header.fingerprint_id[:12]}"
+        raise BlockRefused(f"{path.name}: saved under another model context ({detail})")
+    if len(state) != header.size or hashlib.sha256(state).hexdigest() != header.checksum:
+        raise BlockRefused(f"{path.name}: checksum mismatch (the block is corrupted)")
+
+
+def touch(path: Path) -> None:
+    try:
+        os.utime(path)
+    except OSError:
+        pass

@@ -1,0 +1,201 @@
+"""A memory-augmented chat whose memory and history are restored from KV blocks, not re-read.
+
+Prompt layout (token level): the chat template's text before the system
+message + the header, each memory unit, then the template's rendering of the
+conversation. Text from memory and from the user is tokenized with
+``special=False`` (it can never spell the template's control tokens); only
+the template's own text is tokenized with special tokens. A turn's prompt
+shares every token before the new message with the context, so only the new
+message (and the template's few tokens around it) is prefilled.
+
+After each turn the conversation's cells (everything after the memory
+chain) are saved as one session block chained to the memory's last block,
+and ``sessions/NAME.json`` records the messages and chain. Resuming in a new
+process restores the memory chain and the session block; if the memory
+changed since, the old history is prefilled once over the new memory.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memcli.errors import UsageError
+from memcli.kv.blocks import block_key
+from memcli.kv.context import CHAT_HEADER, memory_texts
+from memcli.kv.engine import KVEngine, Unit
+from memcli.store import Store
+from memcli.store.atomic import atomic_write
+
+_SENTINEL = re.compile(r"\x1e(SYS|\d+)\x1e")
+SESSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+@dataclass
+class TurnStats:
+    prompt_tokens: int = 0
+    prefilled_tokens: int = 0
+    restored_tokens: int = 0
+    generated_tokens: int = 0
+    ttft_s: float = 0.0
+    tokens_per_s: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"prompt_tokens": self.prompt_tokens, "prefilled_tokens": self.prefilled_tokens,
+                "restored_tokens": self.restored_tokens, "generated_tokens": self.generated_tokens,
+                "ttft_s": round(self.ttft_s, 4), "tokens_per_s": round(self.tokens_per_s, 2)}
+
+
+@dataclass
+class ChatSession:
+    engine: KVEngine
+    store: Store
+    sessions_dir: Path
+    name: str
+    memory_tokens: int
+    max_tokens: int = 256
+    messages: list[dict] = field(default_factory=list)
+    memory_keys: list[str] = field(default_factory=list)
+    memory_units: list[Unit] = field(default_factory=list)
+    session_key: str | None = None
+    resumed: str = "new"  # new | restored | re-prefilled (memory changed)
+    start_stats: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not SESSION_NAME.fullmatch(self.name):
+            raise UsageError(f"bad session name {self.name!r} (letters, digits, '_', '.', '-'; 64 at most)")
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        llm = self.engine.llm
+        template = (llm.metadata or {}).get("tokenizer.chat_template")
+        if not template:
+            raise UsageError("this model has no chat template in its GGUF metadata")
+        eos = llm.token_eos()
+        self.formatter = Jinja2ChatFormatter(template=template, eos_token=llm._model.token_get_text(eos),
+                                             bos_token=llm._model.token_get_text(llm.token_bos())
+                                             if llm.token_bos() != -1 else "")
+        self.stop_ids = {eos}
+        end = self.engine.tokenize("<|im_end|>", special=True)
+        if len(end) == 1:
+            self.stop_ids.add(end[0])
+
+    # ------------------------------------------------------------ prompt
+
+    def _render(self, messages: list[dict]) -> tuple[list[int], list[int]]:
+        """(tokens before the system text, tokens after it) for ``messages`` with a generation prompt."""
+        shown = [{"role": "system", "content": "\x1eSYS\x1e"}] + [
+            {"role": m["role"], "content": f"\x1e{i}\x1e"} for i, m in enumerate(messages)]
+        text = self.formatter(messages=shown).prompt
+        pieces = _SENTINEL.split(text)  # template, name, template, name, ...
+        before: list[int] = []
+        after: list[int] = []
+        target = before
+        for index, piece in enumerate(pieces):
+            if index % 2 == 0:
+                if piece:
+                    target.extend(self.engine.tokenize(piece, special=True, bos=target is before and not before))
+            elif piece == "SYS":
+                target = after
+            else:
+                target.extend(self.engine.tokenize(messages[int(piece)]["content"]))
+        return before, after
+
+    def memory(self) -> list[Unit]:
+        """The memory context as units, from the store as it is now."""
+        before, _ = self._render([])
+        units = [Unit("header", before + self.engine.tokenize(CHAT_HEADER))]
+        units += [Unit(label, self.engine.tokenize(text)) for label, text in memory_texts(self.store,
+                                                                                          self.memory_tokens)]
+        return units
+
+    # ------------------------------------------------------------ session life
+
+    def start(self) -> None:
+        """Restore the memory context, and the saved session when there is one."""
+        begin = self.engine.stats.restored, self.engine.stats.prefilled, time.perf_counter()
+        self.memory_units = self.memory()
+        self.memory_keys = self.engine.load_chain(self.memory_units)
+        saved = self._read_session()
+        if saved:
+            self.messages = saved["messages"]
+            if saved.get("memory_keys") == self.memory_keys and saved.get("session_key"):
+                tokens = saved["tokens"]
+                unit = Unit(f"session:{self.name}", tokens)
+                key = block_key(self.memory_keys[-1], tokens)
+                if key == saved["session_key"] and self.engine._restore(key, unit, self.memory_end):
+                    self.session_key = key
+                    self.resumed = "restored"
+            if self.resumed != "restored":
+                self.resumed = "re-prefilled"  # history is prefilled with the next turn
+        self.start_stats = {"restored_tokens": self.engine.stats.restored - begin[0],
+                            "prefilled_tokens": self.engine.stats.prefilled - begin[1],
+                            "seconds": round(time.perf_counter() - begin[2], 4), "resumed": self.resumed,
+                            "memory_tokens": self.memory_end, "memory_units": len(self.memory_units)}
+
+    @property
+    def memory_end(self) -> int:
+        return sum(len(u.tokens) for u in self.memory_units)
+
+    def turn(self, text: str) -> tuple[str, TurnStats]:
+        """One user message in, the assistant's reply out; the session is saved before returning."""
+        text = text.strip()
+        if not text:
+            raise UsageError("empty message")
+        messages = [*self.messages, {"role": "user", "content": text}]
+        _, after = self._render(messages)
+        prompt = [t for u in self.memory_units for t in u.tokens] + after
+        stats = TurnStats(prompt_tokens=len(prompt))
+        before = self.engine.stats.prefilled
+        generated, first, rest = self.engine.generate(prompt, max_tokens=self.max_tokens, stop_ids=self.stop_ids)
+        stats.prefilled_tokens = self.engine.stats.prefilled - before
+        stats.generated_tokens = len(generated)
+        stats.ttft_s = first
+        stats.tokens_per_s = (len(generated) - 1) / rest if rest > 0 and len(generated) > 1 else 0.0
+        reply = self.engine.llm.detokenize(generated).decode("utf-8", "replace").strip()
+        self.messages = [*messages, {"role": "assistant", "content": reply}]
+        self._save()
+        return reply, stats
+
+    def forget_last(self) -> bool:
+        """Drop the last exchange from the conversation (the context rewinds with the next turn)."""
+        if len(self.messages) < 2:
+            return False
+        self.messages = self.messages[:-2]
+        self.engine.truncate(self.memory_end)
+        self._save()
+        return True
+
+    # ------------------------------------------------------------ persistence
+
+    def _session_path(self) -> Path:
+        return self.sessions_dir / f"{self.name}.json"
+
+    def _read_session(self) -> dict | None:
+        try:
+            data = json.loads(self._session_path().read_text("utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return None  # an unreadable session starts over; the memory is untouched
+        return data if isinstance(data, dict) and isinstance(data.get("messages"), list) else None
+
+    def _save(self) -> None:
+        end = self.engine.n_tokens
+        tokens = self.engine.context_tokens()[self.memory_end:end]
+        old = self.session_key
+        key = None
+        if tokens:
+            key = block_key(self.memory_keys[-1] if self.memory_keys else None, tokens)
+            if key != old:
+                self.engine.save(key, self.memory_keys[-1] if self.memory_keys else None,
+                                 f"session:{self.name}", self.memory_end, end)
+        self.sessions_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        atomic_write(self._session_path(), json.dumps({
+            "name": self.name, "messages": self.messages, "memory_keys": self.memory_keys,
+            "session_key": key, "tokens": tokens, "fingerprint_id": self.engine.fp_id}))
+        if old and old != key:
+            self.engine.blocks.remove(old)
+        self.session_key = key

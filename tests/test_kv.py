@@ -1,0 +1,178 @@
+"""KV blocks with the real default model: exact restore, resumed chat, refusal, checksum, eviction, invalidation."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from conftest import EXAMPLES, REPO, run_memcli
+from memcli.kv.blocks import BlockHeader, BlockRefused, BlockStore
+from memcli.llm.models import default_model_path
+
+MEMORY = "500"  # chat.memory_tokens: small contexts keep the tests quick
+
+
+def open_engine(root, **options):
+    from memcli.kv.engine import KVEngine
+    from memcli.llm.llamacpp import LlamaCppModel
+
+    path = options.pop("path", default_model_path())
+    model = LlamaCppModel(path, n_ctx=options.pop("n_ctx", 2048), kv_sequences=2, **options)
+    return KVEngine(model, BlockStore(root))
+
+
+def units_for(engine):
+    from memcli.kv.engine import Unit
+
+    texts = ["You remember things.\n", "Caroline applied to Open Door Adoptions in April 2024.\n" * 6,
+             "Priya painted the spare room yellow in July.\n" * 8]
+    return [Unit(f"u{i}", engine.tokenize(t)) for i, t in enumerate(texts)]
+
+
+def test_restore_in_a_new_process_gives_identical_logits(tmp_path):
+    blocks = tmp_path / "blocks"
+    script = textwrap.dedent(f"""
+        import sys; sys.path.insert(0, {str(REPO)!r}); sys.path.insert(0, {str(REPO / 'tests')!r})
+        from pathlib import Path
+        from test_kv import open_engine, units_for
+        engine = open_engine(Path({str(blocks)!r}))
+        engine.load_chain(units_for(engine))
+        print(engine.stats.saved_blocks)
+    """)
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == "3"
+    engine = open_engine(blocks)
+    units = units_for(engine)
+    probe = engine.tokenize(" Who")[0]
+    engine.load_chain(units)
+    assert engine.stats.restored == sum(len(u.tokens) for u in units) and engine.stats.prefilled == 0
+    restored = engine.next_logits(probe)
+    engine.reset()
+    engine.prefill([t for u in units for t in u.tokens])
+    fresh = engine.next_logits(probe)
+    assert float(np.abs(restored - fresh).max()) == 0.0
+    assert float(np.abs(fresh).max()) > 1.0  # real logits, not an empty buffer
+
+
+def test_blocks_from_other_settings_are_refused(tmp_path):
+    blocks = tmp_path / "blocks"
+    engine = open_engine(blocks)
+    units = units_for(engine)
+    engine.load_chain(units)
+    del engine
+
+    other = open_engine(blocks, type_k=8)  # q8_0 keys
+    other.load_chain(units)
+    assert other.stats.restored == 0 and other.stats.prefilled > 0
+    assert any("type_k" in reason for reason in other.stats.refused)
+    del other
+
+    copy = tmp_path / "copy.gguf"
+    shutil.copy(default_model_path(), copy)
+    with open(copy, "r+b") as fh:  # change one byte of the last tensor's data
+        fh.seek(-10, 2)
+        byte = fh.read(1)
+        fh.seek(-10, 2)
+        fh.write(bytes([byte[0] ^ 1]))
+    modified = open_engine(blocks, path=copy)
+    modified.load_chain(units)
+    assert modified.stats.restored == 0
+    assert any("model_sha256" in reason for reason in modified.stats.refused)
+    del modified
+
+    small = open_engine(blocks, n_ctx=256)
+    with pytest.raises(Exception, match="context"):
+        small.load_chain(units + units)  # more than 256 tokens: refused before anything loads
+
+
+def test_corrupted_block_is_detected_and_rebuilt(tmp_path, cli, store_dir, monkeypatch):
+    monkeypatch.setenv("MEMCLI_CHAT_MEMORY_TOKENS", MEMORY)
+    assert cli("ingest", EXAMPLES / "caroline-and-priya.json").code == 0
+    assert cli("kv", "build", "--json").code == 0
+    files = sorted((store_dir / "kv" / "blocks").glob("*/*.kvb"), key=lambda p: p.stat().st_size)
+    target = files[-1]
+    data = bytearray(target.read_bytes())
+    data[-100] ^= 0xFF
+    target.write_bytes(bytes(data))
+    verify = cli("kv", "verify", "--json")
+    assert verify.code == 1 and "checksum" in json.dumps(verify.json["bad"])
+    blocks = BlockStore(store_dir / "kv" / "blocks")
+    with pytest.raises(BlockRefused, match="checksum"):
+        blocks.get(target.stem, blocks.header(target.stem).fingerprint_id)
+    rebuilt = cli("kv", "build", "--json")
+    assert rebuilt.code == 0 and any("checksum" in r for r in rebuilt.json["refused"])
+    assert cli("kv", "verify").code == 0
+
+
+def test_eviction_keeps_the_budget_least_recently_used_first(tmp_path):
+    store = BlockStore(tmp_path)
+    keys = []
+    for i in range(5):
+        key = f"{i:064x}"
+        store.put(BlockHeader(key=key, parent=None, unit=f"doc:d{i}@x", start=0, n_tokens=10, fingerprint_id="f",
+                              fingerprint={}, state_version=1, checksum="", size=0), b"x" * 1000)
+        keys.append(key)
+    now = time.time()
+    for age, key in zip((50, 10, 40, 30, 20), keys):  # block 0 is the least recently used
+        import os
+
+        os.utime(store.path(key), (now - age, now - age))
+    size = sum(b.file_size for b in store.blocks())
+    removed, freed = store.evict(size - 1500)
+    left = {b.header.key for b in store.blocks()}
+    assert removed == 2 and keys[0] not in left and keys[2] not in left
+    assert sum(b.file_size for b in store.blocks()) <= size - 1500
+
+
+def test_chat_resumed_in_a_new_process_prefills_only_the_new_message(tmp_path):
+    store = tmp_path / "store"
+    env = {"MEMCLI_CHAT_MEMORY_TOKENS": MEMORY, "MEMCLI_AUTO_CONSOLIDATE": "false"}
+    assert run_memcli("--store", store, "ingest", EXAMPLES / "caroline-and-priya.json", env=env).code == 0
+    first = run_memcli("--store", store, "chat", "--session", "s", "--json", "--no-remember",
+                       stdin=b"Which agency did Caroline choose?\n", env=env)
+    assert first.code == 0, first.stderr
+    turn = json.loads(first.stdout.splitlines()[0])
+    assert turn["reply"] and turn["stats"]["prefilled_tokens"] <= 30
+    message = "Who is Priya?"
+    second = run_memcli("--store", store, "chat", "--session", "s", "--json", "--stats",
+                        stdin=f"{message}\n/quit\n".encode(), env=env)
+    assert second.code == 0, second.stderr
+    assert "(restored)" in second.stderr and "0 prefilled" in second.stderr
+    stats = json.loads(second.stdout.splitlines()[0])["stats"]
+    from memcli.tokens import approx_tokens
+
+    assert stats["prefilled_tokens"] <= approx_tokens(message) + 16
+    assert "Who is Priya?" in (store / "CURRENT.md").read_text()  # remembered (the first turn was not)
+    assert "Which agency" not in (store / "CURRENT.md").read_text()
+
+
+def test_consolidation_invalidates_exactly_the_affected_blocks(cli, store_dir, monkeypatch):
+    monkeypatch.setenv("MEMCLI_CHAT_MEMORY_TOKENS", "3000")
+    assert cli("ingest", EXAMPLES / "caroline-and-priya.json").code == 0
+    assert cli("consolidate", "--no-llm").code == 0
+    assert cli("ingest", EXAMPLES / "chat-messages.json").code == 0
+    built = cli("kv", "build", "--json").json
+    chain = [u["unit"] for u in built["units"]]
+    assert chain[0] == "header" and chain[-1].startswith("CURRENT@") and len(chain) > 3
+
+    def files():
+        return {p.stem: p.read_text() for p in [*store_dir.glob("*.md"), *store_dir.glob("docs/*.md")]}
+
+    before = files()
+    result = cli("consolidate", "--no-llm", "--json").json
+    after = files()
+    changed = {name for name in before if after.get(name) != before[name]}
+    labels = [b["unit"] for b in cli("kv", "ls", "--json").json["blocks"]]
+    first_stale = next(i for i, unit in enumerate(chain)
+                       if unit != "header" and unit.split("@")[0].removeprefix("doc:") in changed)
+    assert set(labels) == set(chain[:first_stale])
+    assert result["kv_invalidated_blocks"] == len(chain) - first_stale > 0
