@@ -176,3 +176,19 @@ def test_consolidation_invalidates_exactly_the_affected_blocks(cli, store_dir, m
                        if unit != "header" and unit.split("@")[0].removeprefix("doc:") in changed)
     assert set(labels) == set(chain[:first_stale])
     assert result["kv_invalidated_blocks"] == len(chain) - first_stale > 0
+
+
+def test_chat_commands_in_a_pipeline(tmp_path):
+    store = tmp_path / "store"
+    env = {"MEMCLI_CHAT_MEMORY_TOKENS": MEMORY, "MEMCLI_AUTO_CONSOLIDATE": "false"}
+    assert run_memcli("--store", store, "ingest", EXAMPLES / "caroline-and-priya.json", env=env).code == 0
+    lines = "Remember that my cat is called Pixel.\n/evidence\n/forget\n/stats\n/nonsense\n/quit\nnever read\n"
+    done = run_memcli("--store", store, "chat", "--max-tokens", "8", stdin=lines.encode(), env=env)
+    assert done.code == 0, done.stderr
+    assert len(done.stdout.splitlines()) == 1  # one reply; commands answer on stderr
+    assert "header:" in done.stderr and "CURRENT@" in done.stderr  # /evidence
+    assert "forgot the last exchange (2 memory entries removed)" in done.stderr
+    assert '"last_turn"' in done.stderr and "unknown command /nonsense" in done.stderr
+    assert "Pixel" not in (store / "CURRENT.md").read_text()
+    session = json.loads((store / "kv" / "sessions" / "default.json").read_text())
+    assert session["messages"] == []
