@@ -18,13 +18,13 @@ from memcli.llm.models import default_model_path
 MEMORY = "500"  # chat.memory_tokens: small contexts keep the tests quick
 
 
-def open_engine(root, **options):
+def open_engine(root, verify: bool = False, **options):
     from memcli.kv.engine import KVEngine
     from memcli.llm.llamacpp import LlamaCppModel
 
     path = options.pop("path", default_model_path())
     model = LlamaCppModel(path, n_ctx=options.pop("n_ctx", 2048), kv_sequences=2, **options)
-    return KVEngine(model, BlockStore(root))
+    return KVEngine(model, BlockStore(root), verify=verify)
 
 
 def units_for(engine):
@@ -192,3 +192,40 @@ def test_chat_commands_in_a_pipeline(tmp_path):
     assert "Pixel" not in (store / "CURRENT.md").read_text()
     session = json.loads((store / "kv" / "sessions" / "default.json").read_text())
     assert session["messages"] == []
+
+
+def test_kv_commands_without_blocks_and_without_a_local_model(cli):
+    assert cli("ingest", EXAMPLES / "caroline-and-priya.json").code == 0
+    assert cli("kv", "ls", "--json").json == {"action": "ls", "count": 0, "blocks": []}
+    assert cli("kv", "stats", "--json").json["blocks"] == 0
+    assert cli("kv", "verify").code == 0
+    assert cli("kv", "prune", "--json").json["evicted_blocks"] == 0
+    assert cli("--base-url", "http://127.0.0.1:9/v1", "chat", stdin=b"hi\n").code == 3
+
+
+def test_kv_verify_catches_a_wrong_state_with_a_valid_checksum(tmp_path):
+    from memcli.kv.engine import Unit
+
+    root = tmp_path / "blocks"
+    engine = open_engine(root)
+    units = units_for(engine)[:2]
+    keys = engine.load_chain(units)
+    swapped = Unit("other", list(reversed(units[1].tokens)))  # same length and positions, other content
+    other_keys = engine.load_chain([units[0], swapped])
+    blocks = BlockStore(root)
+    good, wrong = blocks.path(keys[1]), blocks.path(other_keys[1])
+    magic, header_line, _ = good.read_bytes().split(b"\n", 2)
+    state = wrong.read_bytes().split(b"\n", 2)[2]
+    header = json.loads(header_line)
+    header["checksum"], header["size"] = __import__("hashlib").sha256(state).hexdigest(), len(state)
+    good.write_bytes(magic + b"\n" + json.dumps(header).encode() + b"\n" + state)  # a consistent file, wrong cells
+    assert blocks.verify(keys[1]) is None
+
+    trusting = open_engine(root)
+    trusting.load_chain(units)
+    assert trusting.stats.restored == sum(len(u.tokens) for u in units)  # llama.cpp loads it silently
+    del trusting
+    checking = open_engine(root, verify=True)
+    checking.load_chain(units)
+    assert any("--kv-verify" in r for r in checking.stats.refused)
+    assert checking.stats.prefilled == len(units[1].tokens)  # rebuilt by prefill

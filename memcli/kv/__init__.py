@@ -23,11 +23,12 @@ def block_store(store, cfg):
     return BlockStore(kv_root(store, cfg) / "blocks")
 
 
-def open_engine(store, cfg, *, verbose: bool = False):
+def open_engine(store, cfg, *, verbose: bool = False, verify: bool = False):
     """The configured local model with a context made for KV blocks, and its engine."""
     from memcli.kv.engine import KVEngine
     from memcli.llm import open_model
     from memcli.paths import resolve_cache_dir
 
     model = open_model(cfg, verbose=verbose, kv_sequences=2)
-    return KVEngine(model, block_store(store, cfg), sha_cache=resolve_cache_dir().path / "model-hashes.json")
+    return KVEngine(model, block_store(store, cfg), sha_cache=resolve_cache_dir().path / "model-hashes.json",
+                    verify=verify)

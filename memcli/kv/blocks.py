@@ -57,12 +57,13 @@ class BlockHeader:
     size: int  # bytes of state
     created: float = field(default_factory=time.time)
     format: int = FORMAT_VERSION
+    probe: dict | None = None  # the next-token logits' top ids and values at save time (--kv-verify)
 
     def to_dict(self) -> dict:
         return {"format": self.format, "key": self.key, "parent": self.parent, "unit": self.unit,
                 "start": self.start, "n_tokens": self.n_tokens, "fingerprint_id": self.fingerprint_id,
                 "fingerprint": self.fingerprint, "state_version": self.state_version,
-                "checksum": self.checksum, "size": self.size, "created": self.created}
+                "checksum": self.checksum, "size": self.size, "created": self.created, "probe": self.probe}
 
     @classmethod
     def from_dict(cls, data: dict) -> "BlockHeader":
@@ -70,7 +71,7 @@ class BlockHeader:
                    n_tokens=int(data["n_tokens"]), fingerprint_id=data["fingerprint_id"],
                    fingerprint=data.get("fingerprint") or {}, state_version=int(data["state_version"]),
                    checksum=data["checksum"], size=int(data["size"]), created=float(data.get("created", 0)),
-                   format=int(data.get("format", FORMAT_VERSION)))
+                   format=int(data.get("format", FORMAT_VERSION)), probe=data.get("probe"))
 
 
 @dataclass

@@ -30,6 +30,7 @@ from pathlib import Path
 from memcli.errors import ConfigError
 from memcli.kv.blocks import BlockHeader, BlockRefused, BlockStore, block_key
 
+VERIFY_TOLERANCE = 0.02  # relative difference of next-token logits accepted by --kv-verify
 PROBE = "Caf\u00e9 na\u00efve \u2014 12,345 tokens? <b>yes</b>\n\u65e5\u672c"
 
 
@@ -97,7 +98,10 @@ def fingerprint_id(fp: dict) -> str:
 
 
 class KVEngine:
-    def __init__(self, model, blocks: BlockStore, sha_cache: Path | None = None):
+    def __init__(self, model, blocks: BlockStore, sha_cache: Path | None = None, verify: bool = False):
+        """``verify``: after restoring a block, recompute its last token over the restored cells and
+        compare the next-token logits with those recorded when it was saved; on a mismatch the block
+        is refused and prefilled instead."""
         import llama_cpp
 
         if getattr(model, "llm", None) is None:
@@ -111,6 +115,7 @@ class KVEngine:
         self.fp = fingerprint(model, sha_cache)
         self.fp_id = fingerprint_id(self.fp)
         self.n_ctx = self.llm.n_ctx()
+        self.verify = verify
         self.stats = KVStats()
 
     # ------------------------------------------------------------ tokens
@@ -200,7 +205,8 @@ class KVEngine:
             raise BlockRefused("llama.cpp wrote no state for the block")
         header = BlockHeader(key=key, parent=parent, unit=label, start=start, n_tokens=end - start,
                              fingerprint_id=self.fp_id, fingerprint=self.fp,
-                             state_version=ll.LLAMA_STATE_SEQ_VERSION, checksum="", size=0)
+                             state_version=ll.LLAMA_STATE_SEQ_VERSION, checksum="", size=0,
+                             probe=self._probe() if end == self.llm.n_tokens else None)
         self.blocks.put(header, bytes(buffer[:written]))
         self.stats.saved_blocks += 1
 
@@ -237,9 +243,33 @@ class KVEngine:
         ll.llama_memory_seq_rm(mem, 1, -1, -1)
         self.llm.input_ids[pos: pos + header.n_tokens] = unit.tokens
         self.llm.n_tokens = pos + header.n_tokens
+        if self.verify and header.probe and not self._matches(header.probe, unit.tokens[-1]):
+            self.truncate(pos)
+            self.stats.refused.append(f"{key[:12]}: --kv-verify: restored state predicts other next tokens "
+                                      "than when it was saved")
+            self.blocks.remove(key)
+            return False
         self.stats.restore_s += time.perf_counter() - start
         self.stats.restored += header.n_tokens
         return True
+
+    def _probe(self) -> dict:
+        """The next-token logits of the context's last token, summarized (top 8 ids and values)."""
+        logits = self.last_logits()
+        top = logits.argsort()[-8:][::-1]
+        return {"ids": [int(i) for i in top], "values": [round(float(logits[i]), 4) for i in top]}
+
+    def _matches(self, probe: dict, last_token: int) -> bool:
+        """Recompute the last restored token over the cells before it and compare with the saved probe."""
+        self.truncate(self.llm.n_tokens - 1)
+        self.llm.eval([last_token])
+        now = self._probe()
+        # one token recomputed alone runs other kernels than the batched prefill that made the probe:
+        # small differences are expected, a wrong state (RoPE, weights, cells) changes the prediction
+        saved = dict(zip(probe["ids"], probe["values"]))
+        close = all(abs(v - saved[i]) <= VERIFY_TOLERANCE * max(1.0, abs(saved[i]))
+                    for i, v in zip(now["ids"], now["values"]) if i in saved)
+        return now["ids"][:1] == probe["ids"][:1] and close
 
     def _memory(self):
         return self._ll.llama_get_memory(self.llm._ctx.ctx)

@@ -30,6 +30,9 @@ def chat(
     stats: Annotated[bool, typer.Option("--stats", help="Print each turn's token and timing numbers on stderr.")]
     = False,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Longest reply, in tokens.")] = 256,
+    kv_verify: Annotated[bool, typer.Option(
+        "--kv-verify", help="Check each restored block's next-token prediction against save time; "
+                            "prefill instead on a mismatch.")] = False,
     json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
 ) -> None:
     """Chat with memory in context, restored from KV blocks instead of re-read.
@@ -42,7 +45,7 @@ def chat(
     message and every reply one stdout line (with --json, one JSON object per
     turn with its stats). Turns become CURRENT entries unless --no-remember.
     """
-    from memcli.kv import open_engine
+    from memcli.kv import kv_root, open_engine
     from memcli.kv.chat import ChatSession
 
     out = output(ctx, json, quiet, verbose)
@@ -50,12 +53,11 @@ def chat(
         raise UsageError("--max-tokens must be at least 1")
     store = open_store(ctx)
     cfg = settings(ctx, store)
-    engine = open_engine(store, cfg, verbose=out.verbose)
+    engine = open_engine(store, cfg, verbose=out.verbose, verify=kv_verify)
     name = session or "default"
-    from memcli.kv import kv_root
-
     talk = ChatSession(engine, store, kv_root(store, cfg) / "sessions", name, cfg.chat_memory_tokens,
                        max_tokens=max_tokens)
+    budget = cfg.kv_budget_mb * 1024 * 1024
     with store.reading():
         talk.start()
     for reason in engine.stats.refused:
@@ -88,6 +90,7 @@ def chat(
             continue
         reply, turn_stats = talk.turn(text)
         last = turn_stats
+        engine.blocks.evict(budget, keep={*talk.memory_keys, talk.session_key or ""})
         if not no_remember:
             _remember(store, name, text, reply)
         if json:

@@ -27,7 +27,12 @@ class KVReport:
 
 
 @kv_app.command("build")
-def build(ctx: typer.Context, json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False) -> None:
+def build(
+    ctx: typer.Context,
+    kv_verify: Annotated[bool, typer.Option(
+        "--kv-verify", help="Check restored blocks' next-token predictions; rebuild on a mismatch.")] = False,
+    json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
+) -> None:
     """Prefill and save the blocks of chat's memory context (header, documents, CURRENT).
 
     Blocks already stored and valid are restored instead; a block saved under
@@ -35,21 +40,19 @@ def build(ctx: typer.Context, json: JsonOpt = False, quiet: QuietOpt = False, ve
     """
     import time
 
-    from memcli.kv import open_engine
+    from memcli.kv import kv_root, open_engine
     from memcli.kv.chat import ChatSession
 
     out = output(ctx, json, quiet, verbose)
     store = open_store(ctx)
     cfg = settings(ctx, store)
-    engine = open_engine(store, cfg, verbose=out.verbose)
-    from memcli.kv import kv_root
-
+    engine = open_engine(store, cfg, verbose=out.verbose, verify=kv_verify)
     begin = time.perf_counter()
     talk = ChatSession(engine, store, kv_root(store, cfg) / "sessions", "default", cfg.chat_memory_tokens)
     with store.reading():
         units = talk.memory()
-        engine.load_chain(units)
-    evicted = engine.blocks.evict(cfg.kv_budget_mb * 1024 * 1024)
+        keys = engine.load_chain(units)
+    evicted = engine.blocks.evict(cfg.kv_budget_mb * 1024 * 1024, keep=set(keys))
     out.emit(KVReport("build", {"units": [{"unit": u.label, "tokens": len(u.tokens)} for u in units],
                                 "tokens": sum(len(u.tokens) for u in units), **engine.stats.to_dict(),
                                 "evicted_blocks": evicted[0], "seconds": round(time.perf_counter() - begin, 3)}))
