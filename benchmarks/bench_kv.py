@@ -37,6 +37,7 @@ FOLLOW_UP = "Tell me more about that."
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="512,2048,6000")
+    parser.add_argument("--agreement", type=int, default=20, help="dev questions for composed-mode agreement")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="memcli-bench-kv-"))
@@ -90,10 +91,11 @@ def main() -> None:
                          "turn_ttft_ratio": round(cold["ttft_s"] / warm["ttft_s"], 1),
                          "resume_ttft_ratio": round(resumed_cold["ttft_s"] / resumed_warm["ttft_s"], 1)})
             print(f"size {size}: done", file=sys.stderr, flush=True)
+        agreement = composed_agreement(store, model, blocks, args.agreement) if args.agreement else None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({"turns": rows, "composed": agreement}, indent=2))
         return
     print("| memory tokens | cold turn: prefilled / TTFT | warm turn: prefilled (restored) / TTFT | TTFT ratio "
           "| resumed session cold: prefilled / TTFT | resumed warm: prefilled (restored) / TTFT | ratio |")
@@ -104,6 +106,77 @@ def main() -> None:
               f"{w['ttft_s'] * 1000:.0f} ms | {r['turn_ttft_ratio']}x | {rc['prefilled']} / {rc['ttft_s']:.2f} s | "
               f"{rw['prefilled']} ({rw['restored']}) / {rw['ttft_s'] * 1000:.0f} ms | {r['resume_ttft_ratio']}x |")
     print(f"message: {rows[0]['warm']['message_tokens']} tokens")
+    if agreement:
+        print(f"composed mode on {agreement['questions']} dev questions ({agreement['docs_mean']:.1f} documents, "
+              f"{agreement['tokens_mean']:.0f} tokens of memory each, on average): top-1 next token agrees with a "
+              f"full prefill in {agreement['top1']:.0%}, 32 greedy tokens identical in {agreement['greedy32']:.0%}; "
+              f"composing took {agreement['compose_s_median'] * 1000:.0f} ms (median) against "
+              f"{agreement['prefill_s_median']:.2f} s to prefill")
+
+
+def composed_agreement(store, model, blocks, n: int) -> dict:
+    """Composed documents against a full prefill of the same tokens, on dev questions (conv-26)."""
+    import statistics
+
+    from memcli.index import LibraryIndex
+    from memcli.kv.context import document_text
+    from memcli.kv.engine import KVEngine, Unit
+    from memcli.retrieve.answer import ANSWER_SYSTEM
+    from memcli.retrieve.policy import evidence_only
+
+    questions = [q for q in json.loads((LOCOMO / "conv-26.json").read_text())["qa"] if q.get("category") in (1, 2, 3, 4)]
+    step = max(1, len(questions) // n)
+    index = LibraryIndex(store, 160)
+    engine = KVEngine(model, blocks)
+    header = Unit("header", engine.tokenize(ANSWER_SYSTEM + "\n"))
+    results = []
+    for qa in questions[::step][:n]:
+        docs: list[str] = []
+        for item in evidence_only(store, index, qa["question"], budget=2000).evidence:
+            if item.doc not in docs and item.doc != "CURRENT":
+                docs.append(item.doc)
+        units, used = [], 0
+        for doc_id in docs:
+            label, text = document_text(store, doc_id)
+            tokens = engine.tokenize(text)
+            if used + len(tokens) > 3000:
+                continue
+            units.append(Unit(label, tokens))
+            used += len(tokens)
+            if len(units) == 3:
+                break
+        tail = engine.tokenize(f"\nQuestion: {qa['question']}\nAnswer:")
+        engine.reset()
+        engine.compose(header, units)  # makes any missing document blocks (after the header alone)
+        engine.reset()
+        begin = time.perf_counter()
+        engine.compose(header, list(reversed(units)))  # another order: every block moves
+        compose_s = time.perf_counter() - begin
+        engine.prefill(tail)
+        composed = greedy(engine, 32)
+        engine.reset()
+        begin = time.perf_counter()
+        engine.prefill(header.tokens + [t for u in reversed(units) for t in u.tokens])
+        prefill_s = time.perf_counter() - begin
+        engine.prefill(tail)
+        full = greedy(engine, 32)
+        results.append({"top1": composed[0] == full[0], "greedy32": composed == full, "docs": len(units),
+                        "tokens": used, "compose_s": compose_s, "prefill_s": prefill_s})
+    return {"questions": len(results), "top1": statistics.mean(r["top1"] for r in results),
+            "greedy32": statistics.mean(r["greedy32"] for r in results),
+            "docs_mean": statistics.mean(r["docs"] for r in results),
+            "tokens_mean": statistics.mean(r["tokens"] for r in results),
+            "compose_s_median": statistics.median(r["compose_s"] for r in results),
+            "prefill_s_median": statistics.median(r["prefill_s"] for r in results)}
+
+
+def greedy(engine, n: int) -> list[int]:
+    out = []
+    for _ in range(n):
+        token = int(engine.last_logits().argmax())
+        out.append(token)
+        engine.llm.eval([token])
+    return out
 
 
 if __name__ == "__main__":

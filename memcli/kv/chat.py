@@ -63,6 +63,7 @@ class ChatSession:
     session_key: str | None = None
     resumed: str = "new"  # new | restored | re-prefilled (memory changed)
     start_stats: dict = field(default_factory=dict)
+    compose: bool = False  # place independently saved document blocks (approximate) instead of a chain
 
     def __post_init__(self):
         if not SESSION_NAME.fullmatch(self.name):
@@ -117,7 +118,10 @@ class ChatSession:
         """Restore the memory context, and the saved session when there is one."""
         begin = self.engine.stats.restored, self.engine.stats.prefilled, time.perf_counter()
         self.memory_units = self.memory()
-        self.memory_keys = self.engine.load_chain(self.memory_units)
+        if self.compose:
+            self.memory_keys = self.engine.compose(self.memory_units[0], self.memory_units[1:])
+        else:
+            self.memory_keys = self.engine.load_chain(self.memory_units)
         saved = self._read_session()
         if saved:
             self.messages = saved["messages"]

@@ -38,6 +38,13 @@ def _entries_text(raw: str) -> list[str]:
             if (entry := parse_entry(line)) is not None and "superseded_by" not in entry.meta]
 
 
+def document_text(store: Store, doc_id: str) -> tuple[str, str]:
+    """(label, text) of one topic document as a memory unit: a heading line, then its live entries."""
+    raw = store.read_text(doc_id)
+    summary = " ".join(str(store.load(doc_id).doc.meta.get("summary") or "").split())
+    return unit_label(doc_id, raw), f"## {doc_id}: {summary}\n" + "".join(f"{line}\n" for line in _entries_text(raw))
+
+
 def memory_texts(store: Store, budget: int) -> list[tuple[str, str]]:
     """(label, text) of the memory units after the header, within ``budget`` tokens.
 
@@ -54,14 +61,12 @@ def memory_texts(store: Store, budget: int) -> list[tuple[str, str]]:
         if loaded.error:
             continue
         docs.append((str(loaded.doc.meta.get("created_time") or ""), doc_id, loaded))
-    for _, doc_id, loaded in sorted(docs):
-        raw = store.read_text(doc_id)
-        summary = " ".join(str(loaded.doc.meta.get("summary") or "").split())
-        text = f"## {doc_id}: {summary}\n" + "".join(f"{line}\n" for line in _entries_text(raw))
+    for _, doc_id, _loaded in sorted(docs):
+        label, text = document_text(store, doc_id)
         cost = count_tokens(text)
         if used + cost > budget:
             continue
-        out.append((unit_label(doc_id, raw), text))
+        out.append((label, text))
         used += cost
     if CURRENT_ID in store.all_ids():
         raw = store.read_text(CURRENT_ID)
@@ -83,15 +88,17 @@ def stale_labels(store: Store, labels: set[str]) -> set[str]:
     ids = set(store.all_ids())
     stale = set()
     for label in labels:
-        if "@" not in label or not (label.startswith("doc:") or label.startswith("CURRENT@")):
+        own = label.removeprefix("compose:")
+        if "@" not in own or not (own.startswith("doc:") or own.startswith("CURRENT@")):
             continue
-        name = label.split("@", 1)[0]
+        name = own.split("@", 1)[0]
         doc_id = CURRENT_ID if name == "CURRENT" else name[4:]
         if doc_id not in ids:
             stale.add(label)
             continue
         if doc_id not in current:
             current[doc_id] = unit_label(doc_id, store.read_text(doc_id))
-        if current[doc_id] != label:
+        if current[doc_id] != own:
             stale.add(label)
     return stale
+

@@ -167,6 +167,104 @@ class KVEngine:
         self.truncate(pos)
         return keys
 
+    def compose(self, header: Unit, docs: list[Unit], *, save: bool = True) -> list[str]:
+        """The header as an exact chain, then each document from a block prefilled right after the header
+        alone, moved to its place (``llama_memory_seq_add``); any subset in any order, approximate.
+
+        A document's composed block holds only its own cells (the header's are removed from the spare
+        sequence before saving), at positions ``len(header)`` on; llama.cpp re-rotates the shifted keys
+        at the next decode. Composed results differ slightly from a full prefill: the document's cells
+        never attended to the documents placed before it.
+        """
+        header_keys = self.load_chain([header])
+        h = len(header.tokens)
+        total = h + sum(len(d.tokens) for d in docs)
+        if total >= self.n_ctx:
+            raise ConfigError(f"the composed context is {total} tokens; the model context holds {self.n_ctx}")
+        ll, mem = self._ll, self._memory()
+        keys, pos = [], h
+        for doc in docs:
+            n = len(doc.tokens)
+            if not n:
+                continue
+            key = block_key("compose:" + header_keys[-1], doc.tokens)
+            self.truncate(pos)
+            ll.llama_memory_seq_rm(mem, 1, -1, -1)
+            if not self._load_spare(key, h, n):
+                ll.llama_memory_seq_cp(mem, 0, 1, 0, h)  # the header, shared with the spare sequence
+                self._decode_spare(doc.tokens, h)
+                ll.llama_memory_seq_rm(mem, 1, 0, h)  # keep only the document's cells
+                if save:
+                    self._save_spare(key, "compose:" + header_keys[-1], f"compose:{doc.label}", h, n)
+            if pos != h:
+                ll.llama_memory_seq_add(mem, 1, h, h + n, pos - h)
+            ll.llama_memory_seq_cp(mem, 1, 0, -1, -1)
+            ll.llama_memory_seq_rm(mem, 1, -1, -1)
+            self.llm.input_ids[pos: pos + n] = doc.tokens
+            self.llm.n_tokens = pos + n
+            keys.append(key)
+            pos += n
+        return header_keys + keys
+
+    def _decode_spare(self, tokens: list[int], start: int) -> None:
+        """Decode ``tokens`` into sequence 1 at positions ``start``.. (sequence 0 is untouched)."""
+        begin = time.perf_counter()
+        batch = self.llm._batch
+        step = self.llm.n_batch
+        for offset in range(0, len(tokens), step):
+            chunk = tokens[offset: offset + step]
+            batch.batch.n_tokens = len(chunk)
+            for i, token in enumerate(chunk):
+                batch.batch.token[i] = token
+                batch.batch.pos[i] = start + offset + i
+                batch.batch.seq_id[i][0] = 1
+                batch.batch.n_seq_id[i] = 1
+                batch.batch.logits[i] = False
+            batch.batch.logits[len(chunk) - 1] = True
+            self.llm._ctx.decode(batch)
+        self.stats.prefill_s += time.perf_counter() - begin
+        self.stats.prefilled += len(tokens)
+
+    def _save_spare(self, key: str, parent: str, label: str, start: int, n: int) -> None:
+        ll, ctx = self._ll, self.llm._ctx.ctx
+        size = ll.llama_state_seq_get_size(ctx, 1)
+        buffer = (ctypes.c_uint8 * size)()
+        written = ll.llama_state_seq_get_data(ctx, buffer, size, 1)
+        if not written:
+            raise BlockRefused("llama.cpp wrote no state for the block")
+        header = BlockHeader(key=key, parent=parent, unit=label, start=start, n_tokens=n,
+                             fingerprint_id=self.fp_id, fingerprint=self.fp,
+                             state_version=ll.LLAMA_STATE_SEQ_VERSION, checksum="", size=0)
+        self.blocks.put(header, bytes(buffer[:written]))
+        self.stats.saved_blocks += 1
+
+    def _load_spare(self, key: str, start: int, n: int) -> bool:
+        """Load a stored block into sequence 1 (checked like any block); False when absent or refused."""
+        try:
+            found = self.blocks.get(key, self.fp_id, self.fp)
+        except BlockRefused as exc:
+            self.stats.refused.append(exc.message)
+            self.blocks.remove(key)
+            return False
+        if found is None:
+            return False
+        header, state = found
+        ll, mem, ctx = self._ll, self._memory(), self.llm._ctx.ctx
+        if header.start != start or header.n_tokens != n:
+            self.blocks.remove(key)
+            return False
+        begin = time.perf_counter()
+        buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
+        if not ll.llama_state_seq_set_data(ctx, buffer, len(state), 1) \
+                or ll.llama_memory_seq_pos_max(mem, 1) != start + n - 1:
+            ll.llama_memory_seq_rm(mem, 1, -1, -1)
+            self.stats.refused.append(f"{key[:12]}: llama.cpp did not load the state")
+            self.blocks.remove(key)
+            return False
+        self.stats.restore_s += time.perf_counter() - begin
+        self.stats.restored += n
+        return True
+
     def prefill(self, tokens: list[int]) -> None:
         if not tokens:
             return

@@ -33,6 +33,9 @@ def chat(
     kv_verify: Annotated[bool, typer.Option(
         "--kv-verify", help="Check each restored block's next-token prediction against save time; "
                             "prefill instead on a mismatch.")] = False,
+    kv_compose: Annotated[bool, typer.Option(
+        "--kv-compose", help="Restore each document's own block at its place (approximate) instead of an "
+                             "exact chain: a changed document invalidates only its block.")] = False,
     json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
 ) -> None:
     """Chat with memory in context, restored from KV blocks instead of re-read.
@@ -56,7 +59,7 @@ def chat(
     engine = open_engine(store, cfg, verbose=out.verbose, verify=kv_verify)
     name = session or "default"
     talk = ChatSession(engine, store, kv_root(store, cfg) / "sessions", name, cfg.chat_memory_tokens,
-                       max_tokens=max_tokens)
+                       max_tokens=max_tokens, compose=kv_compose)
     budget = cfg.kv_budget_mb * 1024 * 1024
     with store.reading():
         talk.start()
@@ -65,7 +68,7 @@ def chat(
     begin = talk.start_stats
     interactive = sys.stdin.isatty() and not json
     if interactive or verbose or stats:
-        print(f"memcli chat: session {name} ({begin['resumed']}), memory {begin['memory_tokens']} tokens in "
+        print(f"memcli chat: session {name} ({begin['resumed']}{', composed: approximate' if kv_compose else ''}), memory {begin['memory_tokens']} tokens in "
               f"{begin['memory_units']} blocks: {begin['restored_tokens']} restored, {begin['prefilled_tokens']} "
               f"prefilled, {begin['seconds']:.2f} s. /help for commands.", file=sys.stderr)
     console = None
