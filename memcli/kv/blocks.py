@@ -181,7 +181,8 @@ class BlockStore:
         while changed:
             changed = False
             for key, block in blocks.items():
-                if key not in dead and (block.header.unit in stale_units or block.header.parent in dead):
+                parent = (block.header.parent or "").removeprefix("compose:")
+                if key not in dead and (block.header.unit in stale_units or parent in dead):
                     dead.add(key)
                     changed = True
         tokens = sum(blocks[k].header.n_tokens for k in dead)
@@ -199,8 +200,9 @@ class BlockStore:
             check(header, state, header.fingerprint_id, path)
         except (BlockRefused, OSError) as exc:
             return getattr(exc, "message", str(exc))
-        if header.parent and not self.path(header.parent).exists():
-            return f"parent block {header.parent[:12]} is missing"
+        parent = (header.parent or "").removeprefix("compose:")  # composed blocks hang off their header block
+        if parent and not self.path(parent).exists():
+            return f"parent block {parent[:12]} is missing"
         return None
 
 
