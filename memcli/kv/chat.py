@@ -129,7 +129,7 @@ class ChatSession:
                 tokens = saved["tokens"]
                 unit = Unit(f"session:{self.name}", tokens)
                 key = block_key(self.memory_keys[-1], tokens)
-                if key == saved["session_key"] and self.engine._restore(key, unit, self.memory_end):
+                if key == saved["session_key"] and self.engine.restore(key, unit, self.memory_end):
                     self.session_key = key
                     self.resumed = "restored"
             if self.resumed != "restored":

@@ -153,7 +153,7 @@ class KVEngine:
             end = pos + len(unit.tokens)
             if held[pos:end] == unit.tokens and len(held) >= end:
                 pass  # already in the context (same process)
-            elif not self._restore(key, unit, pos):
+            elif not self.restore(key, unit, pos):
                 self.truncate(pos)
                 self.prefill(unit.tokens)
                 if save and unit.tokens:
@@ -308,7 +308,8 @@ class KVEngine:
         self.blocks.put(header, bytes(buffer[:written]))
         self.stats.saved_blocks += 1
 
-    def _restore(self, key: str, unit: Unit, pos: int) -> bool:
+    def restore(self, key: str, unit: Unit, pos: int) -> bool:
+        """Load block ``key`` (holding ``unit``) at ``pos``; False when absent or refused (the reason is in stats)."""
         try:
             found = self.blocks.get(key, self.fp_id, self.fp)
         except BlockRefused as exc:
