@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from conftest import EXAMPLES, REPO, run_memcli
-from memcli.kv.blocks import BlockHeader, BlockRefused, BlockStore
+from memcli.kv.blocks import BlockHeader, BlockRefused, BlockStore, checksum
 from memcli.llm.models import default_model_path
 
 MEMORY = "500"  # chat.memory_tokens: small contexts keep the tests quick
@@ -217,7 +217,7 @@ def test_kv_verify_catches_a_wrong_state_with_a_valid_checksum(tmp_path):
     magic, header_line, _ = good.read_bytes().split(b"\n", 2)
     state = wrong.read_bytes().split(b"\n", 2)[2]
     header = json.loads(header_line)
-    header["checksum"], header["size"] = __import__("hashlib").sha256(state).hexdigest(), len(state)
+    header["checksum"], header["size"] = checksum(state), len(state)
     good.write_bytes(magic + b"\n" + json.dumps(header).encode() + b"\n" + state)  # a consistent file, wrong cells
     assert blocks.verify(keys[1]) is None
 
