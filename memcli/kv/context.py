@@ -38,10 +38,14 @@ def _entries_text(raw: str) -> list[str]:
             if (entry := parse_entry(line)) is not None and "superseded_by" not in entry.meta]
 
 
-def document_text(store: Store, doc_id: str) -> tuple[str, str]:
-    """(label, text) of one topic document as a memory unit: a heading line, then its live entries."""
+def document_text(store: Store, doc_id: str, loaded=None) -> tuple[str, str]:
+    """(label, text) of one topic document as a memory unit: a heading line, then its live entries.
+
+    ``loaded`` (the document as ``store.load`` returned it) saves parsing it again.
+    """
     raw = store.read_text(doc_id)
-    summary = " ".join(str(store.load(doc_id).doc.meta.get("summary") or "").split())
+    loaded = loaded or store.load(doc_id)
+    summary = " ".join(str(loaded.doc.meta.get("summary") or "").split())
     return unit_label(doc_id, raw), f"## {doc_id}: {summary}\n" + "".join(f"{line}\n" for line in _entries_text(raw))
 
 
@@ -61,8 +65,8 @@ def memory_texts(store: Store, budget: int) -> list[tuple[str, str]]:
         if loaded.error:
             continue
         docs.append((str(loaded.doc.meta.get("created_time") or ""), doc_id, loaded))
-    for _, doc_id, _loaded in sorted(docs):
-        label, text = document_text(store, doc_id)
+    for _, doc_id, loaded in sorted(docs, key=lambda d: d[:2]):
+        label, text = document_text(store, doc_id, loaded)
         cost = count_tokens(text)
         if used + cost > budget:
             continue

@@ -189,13 +189,15 @@ class KVEngine:
                 continue
             key = block_key("compose:" + header_keys[-1], doc.tokens)
             self.truncate(pos)
-            ll.llama_memory_seq_rm(mem, 1, -1, -1)
-            if not self._load_spare(key, h, n):
+            if self._read_into_spare(key, h, n) is not None:
+                self.stats.restored += n
+            else:
+                ll.llama_memory_seq_rm(mem, 1, -1, -1)
                 ll.llama_memory_seq_cp(mem, 0, 1, 0, h)  # the header, shared with the spare sequence
                 self._decode_spare(doc.tokens, h)
                 ll.llama_memory_seq_rm(mem, 1, 0, h)  # keep only the document's cells
                 if save:
-                    self._save_spare(key, "compose:" + header_keys[-1], f"compose:{doc.label}", h, n)
+                    self._write_spare(key, "compose:" + header_keys[-1], f"compose:{doc.label}", h, n)
             if pos != h:
                 ll.llama_memory_seq_add(mem, 1, h, h + n, pos - h)
             ll.llama_memory_seq_cp(mem, 1, 0, -1, -1)
@@ -225,7 +227,39 @@ class KVEngine:
         self.stats.prefill_s += time.perf_counter() - begin
         self.stats.prefilled += len(tokens)
 
-    def _save_spare(self, key: str, parent: str, label: str, start: int, n: int) -> None:
+    def _read_into_spare(self, key: str, start: int, n: int) -> BlockHeader | None:
+        """Load stored block ``key`` (checked) into sequence 1, where it must hold positions
+        ``start..start+n-1``; None when it is absent or refused (the reason is in stats)."""
+        try:
+            found = self.blocks.get(key, self.fp_id, self.fp)
+        except BlockRefused as exc:
+            self.stats.refused.append(exc.message)
+            self.blocks.remove(key)
+            return None
+        if found is None:
+            return None
+        header, state = found
+        if header.start != start or header.n_tokens != n:
+            self.stats.refused.append(f"{key[:12]}: block holds positions {header.start}+{header.n_tokens}, "
+                                      f"wanted {start}+{n}")
+            self.blocks.remove(key)
+            return None
+        ll, mem, ctx = self._ll, self._memory(), self.llm._ctx.ctx
+        begin = time.perf_counter()
+        ll.llama_memory_seq_rm(mem, 1, -1, -1)
+        buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
+        if not ll.llama_state_seq_set_data(ctx, buffer, len(state), 1) \
+                or ll.llama_memory_seq_pos_max(mem, 1) != start + n - 1:
+            ll.llama_memory_seq_rm(mem, 1, -1, -1)
+            self.stats.refused.append(f"{key[:12]}: llama.cpp did not load the state")
+            self.blocks.remove(key)
+            return None
+        self.stats.restore_s += time.perf_counter() - begin
+        return header
+
+    def _write_spare(self, key: str, parent: str | None, label: str, start: int, n: int,
+                     probe: dict | None = None) -> None:
+        """Save sequence 1's cells (positions ``start``.. ``start+n-1``) as block ``key``."""
         ll, ctx = self._ll, self.llm._ctx.ctx
         size = ll.llama_state_seq_get_size(ctx, 1)
         buffer = (ctypes.c_uint8 * size)()
@@ -234,36 +268,9 @@ class KVEngine:
             raise BlockRefused("llama.cpp wrote no state for the block")
         header = BlockHeader(key=key, parent=parent, unit=label, start=start, n_tokens=n,
                              fingerprint_id=self.fp_id, fingerprint=self.fp,
-                             state_version=ll.LLAMA_STATE_SEQ_VERSION, checksum="", size=0)
+                             state_version=ll.LLAMA_STATE_SEQ_VERSION, checksum="", size=0, probe=probe)
         self.blocks.put(header, bytes(buffer[:written]))
         self.stats.saved_blocks += 1
-
-    def _load_spare(self, key: str, start: int, n: int) -> bool:
-        """Load a stored block into sequence 1 (checked like any block); False when absent or refused."""
-        try:
-            found = self.blocks.get(key, self.fp_id, self.fp)
-        except BlockRefused as exc:
-            self.stats.refused.append(exc.message)
-            self.blocks.remove(key)
-            return False
-        if found is None:
-            return False
-        header, state = found
-        ll, mem, ctx = self._ll, self._memory(), self.llm._ctx.ctx
-        if header.start != start or header.n_tokens != n:
-            self.blocks.remove(key)
-            return False
-        begin = time.perf_counter()
-        buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
-        if not ll.llama_state_seq_set_data(ctx, buffer, len(state), 1) \
-                or ll.llama_memory_seq_pos_max(mem, 1) != start + n - 1:
-            ll.llama_memory_seq_rm(mem, 1, -1, -1)
-            self.stats.refused.append(f"{key[:12]}: llama.cpp did not load the state")
-            self.blocks.remove(key)
-            return False
-        self.stats.restore_s += time.perf_counter() - begin
-        self.stats.restored += n
-        return True
 
     def prefill(self, tokens: list[int]) -> None:
         if not tokens:
@@ -290,66 +297,37 @@ class KVEngine:
     def save(self, key: str, parent: str | None, label: str, start: int, end: int | None = None) -> None:
         """Save cells ``start..end`` (default: to the end of the context) of sequence 0 as block ``key``."""
         end = self.llm.n_tokens if end is None else end
-        ll, mem, ctx = self._ll, self._memory(), self.llm._ctx.ctx
+        probe = self._probe() if end == self.llm.n_tokens else None
+        ll, mem = self._ll, self._memory()
         ll.llama_memory_seq_rm(mem, 1, -1, -1)
         ll.llama_memory_seq_cp(mem, 0, 1, start, end)
         try:
-            size = ll.llama_state_seq_get_size(ctx, 1)
-            buffer = (ctypes.c_uint8 * size)()
-            written = ll.llama_state_seq_get_data(ctx, buffer, size, 1)
+            self._write_spare(key, parent, label, start, end - start, probe)
         finally:
             ll.llama_memory_seq_rm(mem, 1, -1, -1)
-        if not written:
-            raise BlockRefused("llama.cpp wrote no state for the block")
-        header = BlockHeader(key=key, parent=parent, unit=label, start=start, n_tokens=end - start,
-                             fingerprint_id=self.fp_id, fingerprint=self.fp,
-                             state_version=ll.LLAMA_STATE_SEQ_VERSION, checksum="", size=0,
-                             probe=self._probe() if end == self.llm.n_tokens else None)
-        self.blocks.put(header, bytes(buffer[:written]))
-        self.stats.saved_blocks += 1
 
     def restore(self, key: str, unit: Unit, pos: int) -> bool:
         """Load block ``key`` (holding ``unit``) at ``pos``; False when absent or refused (the reason is in stats)."""
-        try:
-            found = self.blocks.get(key, self.fp_id, self.fp)
-        except BlockRefused as exc:
-            self.stats.refused.append(exc.message)
-            self.blocks.remove(key)
+        n = len(unit.tokens)
+        if pos + n > self.n_ctx:
+            self.stats.refused.append(f"{key[:12]}: needs {pos + n} positions, context has {self.n_ctx}")
             return False
-        if found is None:
-            return False
-        header, state = found
-        if header.start != pos or header.n_tokens != len(unit.tokens):
-            self.stats.refused.append(f"{key[:12]}: block holds positions {header.start}+{header.n_tokens}, "
-                                      f"wanted {pos}+{len(unit.tokens)}")
-            self.blocks.remove(key)
-            return False
-        if pos + header.n_tokens > self.n_ctx:
-            self.stats.refused.append(f"{key[:12]}: needs {pos + header.n_tokens} positions, context has {self.n_ctx}")
-            return False
-        start = time.perf_counter()
         self.truncate(pos)
-        ll, mem, ctx = self._ll, self._memory(), self.llm._ctx.ctx
-        ll.llama_memory_seq_rm(mem, 1, -1, -1)
-        buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
-        loaded = ll.llama_state_seq_set_data(ctx, buffer, len(state), 1)
-        if not loaded or ll.llama_memory_seq_pos_max(mem, 1) != pos + header.n_tokens - 1:
-            ll.llama_memory_seq_rm(mem, 1, -1, -1)
-            self.stats.refused.append(f"{key[:12]}: llama.cpp did not load the state")
-            self.blocks.remove(key)
+        header = self._read_into_spare(key, pos, n)
+        if header is None:
             return False
+        ll, mem = self._ll, self._memory()
         ll.llama_memory_seq_cp(mem, 1, 0, -1, -1)
         ll.llama_memory_seq_rm(mem, 1, -1, -1)
-        self.llm.input_ids[pos: pos + header.n_tokens] = unit.tokens
-        self.llm.n_tokens = pos + header.n_tokens
+        self.llm.input_ids[pos: pos + n] = unit.tokens
+        self.llm.n_tokens = pos + n
         if self.verify and header.probe and not self._matches(header.probe, unit.tokens[-1]):
             self.truncate(pos)
             self.stats.refused.append(f"{key[:12]}: --kv-verify: restored state predicts other next tokens "
                                       "than when it was saved")
             self.blocks.remove(key)
             return False
-        self.stats.restore_s += time.perf_counter() - start
-        self.stats.restored += header.n_tokens
+        self.stats.restored += n
         return True
 
     def _probe(self) -> dict:
