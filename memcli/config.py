@@ -50,6 +50,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("chat.memory_tokens", "MEMCLI_CHAT_MEMORY_TOKENS", 3000,
             "memory placed in chat's context: documents in stable order, then CURRENT's newest entries"),
     Setting("ask.max_rounds", "MEMCLI_ASK_MAX_ROUNDS", 7, "tool-calling rounds of ask's agentic reader"),
+    Setting("ask.kv", "MEMCLI_ASK_KV", True,
+            "ask keeps its shared prompt prefixes (instructions, catalog, evidence) as KV blocks (local model)"),
     Setting("ingest.progress_min", "MEMCLI_PROGRESS_MIN", 200,
             "inputs with at least this many turns show a progress bar on a terminal"),
     Setting("ingest.extract", "MEMCLI_EXTRACT", False,

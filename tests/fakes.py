@@ -28,10 +28,12 @@ class ScriptedModel:
     def __init__(self, responder: Callable[[str, list[dict], dict | None], object]):
         self.responder = responder
         self.calls: list[tuple[str, list[dict]]] = []
+        self.shared: list[list[list[dict]] | None] = []  # each call's shared prefixes
 
-    def chat(self, messages, *, schema=None, max_tokens=512, temperature=0.0) -> Completion:
+    def chat(self, messages, *, schema=None, max_tokens=512, temperature=0.0, shared=None) -> Completion:
         step = step_of(messages)
         self.calls.append((step, messages))
+        self.shared.append(shared)
         answer = self.responder(step, messages, schema)
         text = answer if isinstance(answer, str) else json.dumps(answer)
         return Completion(text, approx_tokens(json.dumps(messages)), approx_tokens(text), "stop")

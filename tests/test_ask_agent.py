@@ -20,7 +20,7 @@ def store(cli, store_dir):
 
 def use_model(monkeypatch, responder) -> ScriptedModel:
     model = ScriptedModel(responder)
-    monkeypatch.setattr("memcli.cli.commands.ask.load_model", lambda cfg, out: model)
+    monkeypatch.setattr("memcli.cli.commands.ask.load_model", lambda cfg, out, **_: model)
     return model
 
 
@@ -67,6 +67,14 @@ def test_first_prompt_has_catalog_question_and_a_search(cli, store, monkeypatch)
     assert cli("ask", QUESTION, "--json").code == 0
     opening = model.calls[0][1][1]["content"]
     assert "Catalog" in opening and QUESTION in opening and "Open Door" in opening
+    # the part other questions share (instructions, catalog) is marked for KV blocks, the question is not
+    (system, catalog), = model.shared[0]
+    assert system == model.calls[0][1][0] and opening.startswith(catalog["content"])
+    assert "Catalog" in catalog["content"] and QUESTION not in catalog["content"]
+    answer_messages, answer_shared = model.calls[-1][1], model.shared[-1]
+    assert answer_shared[0] == answer_messages[:1]
+    assert answer_messages[1]["content"].startswith(answer_shared[1][1]["content"])
+    assert QUESTION not in answer_shared[1][1]["content"]
 
 
 def test_invalid_json_falls_back_to_the_recall_guard(cli, store, monkeypatch):

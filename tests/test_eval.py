@@ -62,7 +62,7 @@ def test_question_selection_round_robin():
 @pytest.mark.parametrize("mode", ["oracle", "bm25-turns"])
 def test_baselines_score_a_scripted_answer(cli, monkeypatch, mode):
     model = ScriptedModel(lambda step, messages, schema: "Open Door Adoptions")
-    monkeypatch.setattr("memcli.cli.commands.evaluate.load_model", lambda cfg, out: model)
+    monkeypatch.setattr("memcli.cli.commands.evaluate.load_model", lambda cfg, out, **_: model)
     data = cli("eval", "locomo", EXAMPLE, "--mode", mode, "--categories", "4", "--questions", "1", "--json",
                store=False).json
     row = data["summary"]["all"]

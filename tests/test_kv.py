@@ -249,3 +249,43 @@ def test_composed_documents_restore_in_any_order_without_prefill(tmp_path):
     # how close composed logits come to a full prefill is measured by benchmarks/bench_kv.py, not asserted here
     blocks = {b.header.unit for b in BlockStore(tmp_path / "blocks").blocks()}
     assert {"compose:u1", "compose:u2"} <= blocks
+
+
+def test_shared_prompt_prefixes_restore_exactly_in_a_fresh_context(tmp_path):
+    """ask's path: a call saves its shared prefixes; a fresh context restores them and answers identically."""
+    from memcli.kv import keep_prompt_prefixes
+    from memcli.llm.llamacpp import LlamaCppModel
+
+    system = {"role": "system", "content": "You answer from the memory below.\n" + "Priya keeps bees in Leeds.\n" * 20}
+    shared = [[system]]
+
+    def ask(question: str, keep: bool = True):
+        model = LlamaCppModel(default_model_path(), n_ctx=2048, kv_sequences=2)
+        if keep:
+            keep_prompt_prefixes(model, BlockStore(tmp_path / "blocks"))
+        return model.chat([system, {"role": "user", "content": question}], max_tokens=12, shared=shared)
+
+    first = ask("Where does Priya keep bees?")
+    assert first.restored_tokens == 0 and first.prefilled_tokens == first.prompt_tokens
+    assert len(list((tmp_path / "blocks").rglob("*.kvb"))) == 1
+    again = ask("Where does Priya keep bees?")
+    assert again.restored_tokens > 0.8 * again.prompt_tokens  # the system message, restored, not prefilled
+    assert again.prefilled_tokens == again.prompt_tokens - again.restored_tokens
+    assert again.text == first.text == ask("Where does Priya keep bees?", keep=False).text
+    other = ask("What does Priya keep?")  # another question over the same prefix
+    assert other.restored_tokens == again.restored_tokens
+    assert other.ttft_s is not None and other.ttft_s > 0
+
+
+def test_ask_restores_its_prompt_prefixes_from_blocks(cli, store_dir):
+    cli("ingest", str(EXAMPLES / "caroline-and-priya.json"), "--no-auto")
+    question = "Where did Priya travel?"
+    first = json.loads(cli("ask", question, "--json", "--max-rounds", "1").stdout)
+    second = json.loads(cli("ask", question, "--json", "--max-rounds", "1").stdout)  # a new model context
+    assert first["tokens"]["restored"] == 0 and second["tokens"]["restored"] > 0
+    assert second["tokens"]["prefilled"] < first["tokens"]["prefilled"]
+    assert second["answer"] == first["answer"]
+    assert second["timings"]["answer_ttft_s"] > 0
+    off = json.loads(cli("ask", question, "--json", "--max-rounds", "1", "--no-kv").stdout)
+    assert off["tokens"]["restored"] == 0 and off["answer"] == first["answer"]
+    assert any((store_dir / "kv" / "blocks").rglob("*.kvb"))

@@ -55,9 +55,10 @@ def settings(ctx: typer.Context, store: Store | None = None, **overrides) -> Set
     return Settings.load(store.root if store else None, merged or None)
 
 
-def load_model(cfg: Settings, out: Output):
-    """Open the configured model (a note on stderr, since a large model takes a while)."""
+def load_model(cfg: Settings, out: Output, *, kv_sequences: int = 1):
+    """Open the configured model (a note on stderr, since a large model takes a while);
+    ``kv_sequences=2``: a local context made for KV blocks."""
     from memcli.llm import open_model
 
     out.debug("loading the model")
-    return open_model(cfg, verbose=out.verbose)
+    return open_model(cfg, verbose=out.verbose, kv_sequences=kv_sequences)

@@ -107,13 +107,16 @@ class Runner:
     """Runs the questions of one conversation in one mode and yields a record per question."""
 
     def __init__(self, mode: str, memory: str, budget: int, cfg, model, *, consolidate_model: bool,
-                 max_rounds: int = 7):
+                 max_rounds: int = 7, kv: bool = False):
+        """``kv``: the model (local, opened with ``kv_sequences=2``) keeps shared prompt prefixes as
+        KV blocks in the conversation's temporary store, as ``memcli ask`` does."""
         if mode not in MODES:
             raise UsageError(f"unknown mode {mode!r} (modes: {', '.join(MODES)})")
         self.mode, self.memory, self.budget = mode, memory, budget
         self.cfg, self.model = cfg, model
         self.consolidate_model = consolidate_model
         self.max_rounds = max_rounds
+        self.kv = kv
 
     def run(self, conv: Conversation, picked: list[tuple[int, dict]], done: dict[tuple, dict],
             on_record: Callable[[dict], None]) -> None:
@@ -124,11 +127,18 @@ class Runner:
         work = Path(tempfile.mkdtemp(prefix="memcli-eval-"))
         try:
             store, index = self._build(conv, work)
+            if self.kv:
+                from memcli.kv import keep_prompt_prefixes
+                from memcli.kv.blocks import BlockStore
+
+                keep_prompt_prefixes(self.model, BlockStore(work / "kv"))
             try:
                 for number, qa in todo:
                     on_record(self._question(store, index, (name, number), qa))
             finally:
                 index.close()
+                if self.kv:
+                    self.model.prefix_cache = None
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
@@ -158,7 +168,8 @@ class Runner:
         evidence, rounds = self._evidence(store, index, qa, stats)
         reply = None
         if self.mode != "evidence-only":
-            reply = answer(self.model, qa["question"], evidence, stats)
+            done = answer(self.model, qa["question"], evidence, stats, keep_evidence=False)
+            reply = done.text if done else None
         latency = time.perf_counter() - start
         gold_ids = gold_dialog_ids(qa.get("evidence", []))
         all_in, partial = evidence_recall(gold_ids, {r for e in evidence for r in e.refs})
@@ -174,7 +185,8 @@ class Runner:
             "evidence_tokens": sum(e.tokens for e in evidence), "evidence": [
                 f"{e.doc}:{e.start_line}-{e.end_line}" for e in evidence],
             "rounds": rounds, "prompt_tokens": stats.prompt_tokens, "prefilled_tokens": stats.prefilled_tokens,
-            "generated_tokens": stats.completion_tokens, "latency_s": round(latency, 3),
+            "restored_tokens": stats.restored_tokens, "generated_tokens": stats.completion_tokens,
+            "latency_s": round(latency, 3),
         }
 
     def _evidence(self, store, index, qa: dict, stats) -> tuple[list, int]:
@@ -238,7 +250,7 @@ def summarize(records: list[dict]) -> dict:
     return {key: {"questions": len(rows), "f1": mean(rows, "f1"), "bleu1": mean(rows, "bleu1"),
                   "recall_all": mean(rows, "recall_all"), "recall_partial": mean(rows, "recall_partial"),
                   "evidence_tokens": mean(rows, "evidence_tokens"), "prompt_tokens": mean(rows, "prompt_tokens"),
-                  "prefilled_tokens": mean(rows, "prefilled_tokens"),
+                  "prefilled_tokens": mean(rows, "prefilled_tokens"), "restored_tokens": mean(rows, "restored_tokens"),
                   "generated_tokens": mean(rows, "generated_tokens"), "latency_s": mean(rows, "latency_s")}
             for key, rows in sorted(groups.items(), key=lambda kv: (kv[0] == "all", kv[0]))}
 

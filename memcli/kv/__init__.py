@@ -25,10 +25,28 @@ def block_store(store, cfg):
 
 def open_engine(store, cfg, *, verbose: bool = False, verify: bool = False):
     """The configured local model with a context made for KV blocks, and its engine."""
-    from memcli.kv.engine import KVEngine
     from memcli.llm import open_model
+
+    return _engine(open_model(cfg, verbose=verbose, kv_sequences=2), block_store(store, cfg), verify)
+
+
+def keeps_blocks(cfg) -> bool:
+    """Whether the configured model is local (llama.cpp), so its prompts can be kept as KV blocks."""
+    from memcli.llm import uses_server
+
+    return cfg.model_backend == "llama" and not uses_server(cfg)
+
+
+def keep_prompt_prefixes(model, blocks) -> None:
+    """Let ``model`` (local, opened with ``kv_sequences=2``) keep its calls' shared prompt prefixes as
+    KV blocks in ``blocks`` (:mod:`memcli.kv.prompt_blocks`)."""
+    from memcli.kv.prompt_blocks import PromptBlocks
+
+    model.prefix_cache = PromptBlocks(_engine(model, blocks, False))
+
+
+def _engine(model, blocks, verify: bool):
+    from memcli.kv.engine import KVEngine
     from memcli.paths import resolve_cache_dir
 
-    model = open_model(cfg, verbose=verbose, kv_sequences=2)
-    return KVEngine(model, block_store(store, cfg), sha_cache=resolve_cache_dir().path / "model-hashes.json",
-                    verify=verify)
+    return KVEngine(model, blocks, sha_cache=resolve_cache_dir().path / "model-hashes.json", verify=verify)

@@ -25,13 +25,19 @@ def model_path(settings: Settings) -> Path:
     return default_model_path()
 
 
+def uses_server(settings: Settings) -> bool:
+    """Whether the configured model is an OpenAI-compatible server rather than a local GGUF file."""
+    return settings.model_backend == "openai" or (
+        settings.model_backend == "llama" and bool(settings.model_base_url) and not settings.model_path)
+
+
 def open_model(settings: Settings, *, verbose: bool = False, kv_sequences: int = 1) -> ChatModel:
     """The configured model; registers its tokenizer as the store-wide token counter.
 
     ``kv_sequences`` > 1 asks for a local context with spare sequences (KV blocks need them).
     """
     backend = settings.model_backend
-    if backend == "openai" or (backend == "llama" and settings.model_base_url and not settings.model_path):
+    if uses_server(settings):
         if kv_sequences > 1:
             raise ConfigError("KV blocks need the local llama.cpp backend, not an OpenAI-compatible server",
                               hint="unset --base-url / MEMCLI_BASE_URL, or use --model PATH.gguf")

@@ -18,6 +18,9 @@ class Completion:
     finish_reason: str | None = None
     seconds: float = 0.0
     prefilled_tokens: int | None = None  # prompt tokens actually computed (None: not known, all of them)
+    restored_tokens: int = 0  # prompt tokens restored from KV blocks before the call
+    ttft_s: float | None = None  # time to first token: block restore + prompt prefill (None: not known)
+    tokens_per_s: float | None = None  # generation speed after the first token (None: not known)
 
 
 class ChatModel(Protocol):
@@ -26,8 +29,12 @@ class ChatModel(Protocol):
     name: str
 
     def chat(self, messages: list[dict], *, schema: dict | None = None, max_tokens: int = 512,
-             temperature: float = 0.0) -> Completion:
-        """One completion; with ``schema`` the output is constrained to that JSON schema."""
+             temperature: float = 0.0, shared: list[list[dict]] | None = None) -> Completion:
+        """One completion; with ``schema`` the output is constrained to that JSON schema.
+
+        ``shared``: prefixes of ``messages`` (lists of messages, the last one possibly cut short)
+        that other calls repeat; a local model with KV blocks keeps them, other backends ignore them.
+        """
         ...
 
     def count_tokens(self, text: str) -> int:
@@ -44,6 +51,7 @@ class CallStats:
     calls: int = 0
     prompt_tokens: int = 0
     prefilled_tokens: int = 0  # prompt tokens computed, not reused from the model's cached prefix
+    restored_tokens: int = 0  # prompt tokens restored from KV blocks
     completion_tokens: int = 0
     seconds: float = 0.0
     invalid: int = 0  # answers rejected by validation
@@ -57,6 +65,7 @@ class CallStats:
         self.prefilled_tokens += (completion.prompt_tokens if completion.prefilled_tokens is None
                                   else completion.prefilled_tokens)
         self.completion_tokens += completion.completion_tokens
+        self.restored_tokens += completion.restored_tokens
         self.seconds += completion.seconds
 
     def note_problem(self, step: str, reason: str) -> None:
@@ -68,6 +77,7 @@ class CallStats:
 
     def to_dict(self) -> dict:
         return {"calls": self.calls, "prompt_tokens": self.prompt_tokens, "prefilled_tokens": self.prefilled_tokens,
+                "restored_tokens": self.restored_tokens,
                 "completion_tokens": self.completion_tokens, "seconds": round(self.seconds, 3),
                 "invalid": self.invalid, "errors": self.errors, "fallbacks": dict(self.fallbacks),
                 "problems": list(self.problems)}

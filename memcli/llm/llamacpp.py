@@ -148,6 +148,7 @@ class LlamaCppModel:
         self.path = path
         self.name = path.name
         self.seed = seed
+        self.prefix_cache = None  # a memcli.kv.prompt_blocks.PromptBlocks: shared prompt prefixes as KV blocks
         self.settings = {"n_ctx": n_ctx, "threads": threads, "gpu_layers": gpu_layers,
                          "extra_buffers": extra, "flash_attn": flash_attn, **llama_options}
 
@@ -155,17 +156,26 @@ class LlamaCppModel:
         return len(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
     def chat(self, messages: list[dict], *, schema: dict | None = None, max_tokens: int = 512,
-             temperature: float = 0.0) -> Completion:
+             temperature: float = 0.0, shared: list[list[dict]] | None = None) -> Completion:
+        import llama_cpp
+
         kwargs: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, "seed": self.seed}
         if schema is not None:
             kwargs["response_format"] = {"type": "json_object", "schema": schema}
             kwargs["repeat_penalty"] = 1.3  # small models loop inside JSON strings without it
-        cached = list(self.llm._input_ids[: self.llm.n_tokens])  # what the context holds before the call
         start = time.perf_counter()
+        links = self.prefix_cache.chain(messages, shared) if self.prefix_cache is not None and shared else []
+        restored = self.prefix_cache.restore(links) if links else 0
+        restore_s = time.perf_counter() - start
+        cached = list(self.llm._input_ids[: self.llm.n_tokens])  # what the context holds before the call
+        llama_cpp.llama_perf_context_reset(self.llm._ctx.ctx)
         try:
             result = self.llm.create_chat_completion(messages=messages, **kwargs)
         except ValueError as exc:  # e.g. the prompt does not fit the context window
             raise ModelError(str(exc)) from None
+        perf = llama_cpp.llama_perf_context(self.llm._ctx.ctx)
+        if links:
+            self.prefix_cache.save(links)
         choice = result["choices"][0]
         usage = result.get("usage") or {}
         prompt_tokens = int(usage.get("prompt_tokens", 0))
@@ -176,6 +186,10 @@ class LlamaCppModel:
             finish_reason=choice.get("finish_reason"),
             seconds=time.perf_counter() - start,
             prefilled_tokens=prompt_tokens - _reused_prefix(cached, list(self.llm._input_ids[:prompt_tokens])),
+            restored_tokens=restored,
+            # llama.cpp times batched decodes as prompt evaluation and single-token ones as generation
+            ttft_s=restore_s + perf.t_p_eval_ms / 1000,
+            tokens_per_s=perf.n_eval / (perf.t_eval_ms / 1000) if perf.t_eval_ms > 0 else None,
         )
 
     def describe(self) -> dict[str, Any]:

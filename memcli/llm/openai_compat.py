@@ -59,7 +59,8 @@ class OpenAICompatModel:
         return {"type": "json_object", "schema": schema}
 
     def chat(self, messages: list[dict], *, schema: dict | None = None, max_tokens: int = 512,
-             temperature: float = 0.0) -> Completion:
+             temperature: float = 0.0, shared: list[list[dict]] | None = None) -> Completion:
+        """``shared`` is ignored: servers keep their own prompt caches (``cached_tokens`` reports them)."""
         payload: dict[str, Any] = {"model": self.name, "messages": messages, "max_tokens": max_tokens,
                                    "temperature": temperature, "seed": self.seed}
         start = time.perf_counter()

@@ -22,12 +22,15 @@ class Invalid(ValueError):
 
 
 def ask_json(model: ChatModel, messages: list[dict], schema: dict, validate: Callable[[object], T], *,
-             step: str, stats: CallStats, max_tokens: int = 512) -> T | None:
-    """The validated answer, or None after two rejected answers (or a failed call)."""
+             step: str, stats: CallStats, max_tokens: int = 512, shared: list[list[dict]] | None = None) -> T | None:
+    """The validated answer, or None after two rejected answers (or a failed call).
+
+    ``shared``: the prompt's prefixes other calls repeat (see :meth:`ChatModel.chat`).
+    """
     attempt_messages = list(messages)
     for attempt in range(2):
         try:
-            completion = model.chat(attempt_messages, schema=schema, max_tokens=max_tokens)
+            completion = model.chat(attempt_messages, schema=schema, max_tokens=max_tokens, shared=shared)
         except ModelError as exc:
             stats.errors += 1
             stats.note_problem(step, f"model call failed: {exc}")

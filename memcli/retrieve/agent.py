@@ -132,14 +132,16 @@ class Agent:
 
     def run(self, question: str, stats: CallStats) -> AgentRetrieval:
         seen: set[tuple[str, int]] = set()
-        messages = [{"role": "system", "content": AGENT_SYSTEM},
-                    {"role": "user", "content": self._opening(question, seen)}]
+        catalog, rest = self._opening(question, seen)
+        messages = [{"role": "system", "content": AGENT_SYSTEM}, {"role": "user", "content": catalog + rest}]
+        shared = [[messages[0], {"role": "user", "content": catalog}]]  # the same for every question
         schema = round_schema()
         rounds: list[Round] = []
         cited: list[tuple[str, int]] = []
         stop = "max-rounds"
         for number in range(1, self.max_rounds + 1):
-            reply = ask_json(self.model, messages, schema, _validate, step="agent", stats=stats, max_tokens=400)
+            reply = ask_json(self.model, messages, schema, _validate, step="agent", stats=stats, max_tokens=400,
+                             shared=shared)
             if reply is None:
                 stop = "invalid-answer"
                 break
@@ -178,12 +180,13 @@ class Agent:
         evidence = assemble(self.library, picks, self.budget)
         return AgentRetrieval(evidence, rounds, stop, from_agent=len(agent_picks))
 
-    def _opening(self, question: str, seen: set[tuple[str, int]]) -> str:
-        """The catalog's first page, the question, and a search for the question as round 0's result."""
+    def _opening(self, question: str, seen: set[tuple[str, int]]) -> tuple[str, str]:
+        """The first user message as (the catalog's first page, the same for every question;
+        the question and a search for it as round 0's result)."""
         page = self.index.catalog()
         first = self.tools.run("search", {"query": question[:200]})
         seen.update(first.lines)
-        return (f"Catalog (id (entries): summary):\n{catalog_text(page[:CATALOG_PAGE], 0, len(page))}\n\n"
+        return (f"Catalog (id (entries): summary):\n{catalog_text(page[:CATALOG_PAGE], 0, len(page))}\n\n",
                 f"Question: {question}\n\nsearch for the question:\n{first.text}\n\n"
                 "Cite the lines that help as relevant_snippets; search for other key words if needed.")
 

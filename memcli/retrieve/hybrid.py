@@ -35,7 +35,8 @@ def select_schema(ids: list[str]) -> dict:
 def hybrid(model: ChatModel, store: Store, index: LibraryIndex, question: str, *, budget: int,
            stats: CallStats) -> Retrieval:
     rows = [r for r in index.catalog() if r.id != CURRENT_ID]
-    if len(rows) > SHOWN:
+    whole = len(rows) <= SHOWN  # the same catalog for every question: a prefix worth keeping
+    if not whole:
         wanted = set(index.candidate_docs(terms(question), SHOWN))
         rows = [r for r in rows if r.id in wanted]
     chosen: tuple[str, ...] = ()
@@ -51,11 +52,12 @@ def hybrid(model: ChatModel, store: Store, index: LibraryIndex, question: str, *
                 raise Invalid(f"unknown ids: {', '.join(unknown[:3])}")
             return tuple(dict.fromkeys(picked))[:CHOSEN]
 
+        catalog = f"Catalog:\n{catalog_text(rows, 0, len(rows))}\n\n"
         messages = [{"role": "system", "content": SELECT_SYSTEM},
-                    {"role": "user", "content": f"Catalog:\n{catalog_text(rows, 0, len(rows))}\n\n"
-                                                f"Question: {question}"}]
+                    {"role": "user", "content": f"{catalog}Question: {question}"}]
+        shared = [[messages[0], {"role": "user", "content": catalog}]] if whole else None
         chosen = ask_json(model, messages, select_schema(ids), validate, step="select", stats=stats,
-                          max_tokens=200) or ()
+                          max_tokens=200, shared=shared) or ()
     library = Library(store)
     picks = ranked_entries(library, index, question, prefer=chosen)
     trace = [{"tool": "select_docs", "shown": len(rows), "chosen": list(chosen)},

@@ -50,6 +50,12 @@ def ask(
         "--max-rounds", metavar="N", help="Tool-calling rounds of the agent (default: ask.max_rounds, 7).")] = None,
     trace: Annotated[bool, typer.Option(
         "--trace", help="Show each round's tool calls and results on stderr.")] = False,
+    kv: Annotated[Optional[bool], typer.Option(
+        "--kv/--no-kv", help="Restore shared prompt prefixes from KV blocks and save new ones "
+                             "(local model; default: ask.kv, on).")] = None,
+    show_stats: Annotated[bool, typer.Option(
+        "--stats", help="Print tokens prefilled and restored, time to first token and generation speed "
+                        "on stderr.")] = False,
     json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
 ) -> None:
     """Answer a question from memory, citing the document lines it used.
@@ -64,6 +70,10 @@ def ask(
     and answer themselves. The answer is written from the evidence, each line
     showing its time so "last Sunday" resolves to a date. Exit 1 when no
     evidence is found.
+
+    With a local model, the prompt parts other questions share (instructions,
+    catalog, and the answer's evidence) are kept as KV blocks in the store's
+    kv/ directory and restored instead of prefilled (--no-kv: not at all).
     """
     from memcli.llm.base import CallStats
     from memcli.retrieve.answer import answer as answer_from
@@ -86,7 +96,7 @@ def ask(
     mode = "evidence-only" if evidence_only else "no-agent" if no_agent else "agent"
     start = time.perf_counter()
     stats = CallStats()
-    model = None if evidence_only else load_model(cfg, out)
+    model = None if evidence_only else _open_model(store, cfg, out, cfg.ask_kv if kv is None else kv)
     loaded = time.perf_counter()
     result = AskResult(question=question, mode=mode, answer=None, evidence=[])
     with store.reading():
@@ -116,17 +126,45 @@ def ask(
     result.timings = {"model_load_s": round(loaded - start, 3), "retrieval_s": round(retrieved - loaded, 3)}
     retrieval_calls = stats.calls
     if model is not None:
-        result.answer = answer_from(model, question, result.evidence, stats)
+        written = answer_from(model, question, result.evidence, stats)
+        result.answer = written.text if written else None
         result.timings["answer_s"] = round(time.perf_counter() - retrieved, 3)
+        if written is not None and written.ttft_s is not None:
+            result.timings["answer_ttft_s"] = round(written.ttft_s, 3)
+        if written is not None and written.tokens_per_s is not None:
+            result.timings["answer_tokens_per_s"] = round(written.tokens_per_s, 2)
     result.tokens = {"evidence": sum(e.tokens for e in result.evidence), "prompt": stats.prompt_tokens,
-                     "prefilled": stats.prefilled_tokens, "generated": stats.completion_tokens,
-                     "model_calls": stats.calls, "retrieval_calls": retrieval_calls, "invalid": stats.invalid}
+                     "prefilled": stats.prefilled_tokens, "restored": stats.restored_tokens,
+                     "generated": stats.completion_tokens, "model_calls": stats.calls,
+                     "retrieval_calls": retrieval_calls, "invalid": stats.invalid}
     result.timings["total_s"] = round(time.perf_counter() - start, 3)
     if stats.problems:
         out.debug("model problems: " + "; ".join(stats.problems[:5]))
+    cache = getattr(model, "prefix_cache", None)
+    if cache is not None:
+        cache.engine.blocks.evict(cfg.kv_budget_mb * 1024 * 1024)
+        for reason in cache.engine.stats.refused:
+            out.warn(f"KV block refused and rebuilt: {reason}")
+    if show_stats:
+        t = result.timings
+        print(f"[stats] prompt {stats.prompt_tokens} tokens: prefilled {stats.prefilled_tokens}, restored "
+              f"{stats.restored_tokens}; generated {stats.completion_tokens} in {stats.calls} calls; answer: "
+              f"first token {t.get('answer_ttft_s', '-')} s, {t.get('answer_tokens_per_s', '-')} tokens/s; "
+              f"total {t['total_s']} s", file=sys.stderr)
     out.emit(result)
     if not result.evidence:
         raise typer.Exit(EXIT_NO_MATCH)
+
+
+def _open_model(store, cfg, out: Output, kv: bool):
+    """The configured model; a local one keeps ask's shared prompt prefixes as KV blocks when ``kv``."""
+    from memcli.kv import block_store, keep_prompt_prefixes, keeps_blocks
+
+    keep = kv and keeps_blocks(cfg)
+    model = load_model(cfg, out, kv_sequences=2 if keep else 1)
+    if keep and getattr(model, "llm", None) is not None:
+        keep_prompt_prefixes(model, block_store(store, cfg))
+    return model
 
 
 def _trace_round(record: dict) -> None:

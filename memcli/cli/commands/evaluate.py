@@ -98,9 +98,13 @@ def locomo(
         raise UsageError("--budget must be at least 50 tokens")
     conversations = load_conversations(files, sample)
     needs_model = mode != "evidence-only" or (memory == "consolidated" and not no_llm and cfg.consolidate_llm)
-    model = load_model(cfg, out) if needs_model else None
+    from memcli.kv import keeps_blocks
+
+    kv = cfg.ask_kv and mode != "evidence-only" and keeps_blocks(cfg)  # as ask runs: prefixes as KV blocks
+    model = load_model(cfg, out, kv_sequences=2 if kv else 1) if needs_model else None
+    kv = kv and getattr(model, "llm", None) is not None
     runner = Runner(mode, memory, limit, cfg, model, consolidate_model=not no_llm and cfg.consolidate_llm,
-                    max_rounds=cfg.ask_max_rounds)
+                    max_rounds=cfg.ask_max_rounds, kv=kv)
     done = read_done(out_path) if resume and out_path is not None else {}
     plan = [(conv, select(conv.questions, wanted, questions)) for conv in conversations]
     records = []
@@ -138,9 +142,9 @@ def _render(result: EvalResult, out: Output) -> None:
         label = "all" if key == "all" else f"{CATEGORIES.get(int(key), key)} ({key})"
         rows.append([label, str(row["questions"]), num(row["f1"]), num(row["bleu1"]), num(row["recall_all"], True),
                      num(row["recall_partial"], True), num(row["evidence_tokens"]), num(row["prompt_tokens"]),
-                     num(row["prefilled_tokens"]), num(row["latency_s"])])
+                     num(row["prefilled_tokens"]), num(row["restored_tokens"]), num(row["latency_s"])])
     out.table(f"LoCoMo: mode {result.mode}, memory {result.memory}, budget {result.budget}",
               ["category", "questions", "F1", "BLEU-1", "recall (all)", "recall (partial)", "evidence tokens",
-               "prompt tokens", "prefilled", "latency s"], rows)
+               "prompt tokens", "prefilled", "restored", "latency s"], rows)
     if result.out:
         out.info(f"records: {result.out}" + (f" ({result.resumed} from an earlier run)" if result.resumed else ""))
