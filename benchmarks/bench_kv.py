@@ -55,7 +55,7 @@ def main() -> None:
     root = work / "store"
     memcli = [sys.executable, "-m", "memcli", "--store", str(root)]
     subprocess.run([*memcli, "ingest", str(LOCOMO / "conv-26.json"), "--no-auto", "-q"], check=True)
-    subprocess.run([*memcli, "consolidate", "--no-llm", "-q"], check=True)
+    subprocess.run([*memcli, "consolidate", "--no-llm", "-q"], check=True, stdout=subprocess.DEVNULL)
     store = Store.open(Resolved(root, "bench"))
     cfg = Settings.load(root)
     model = open_model(cfg, kv_sequences=2)

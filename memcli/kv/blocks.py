@@ -120,16 +120,21 @@ class BlockStore:
         except FileNotFoundError:
             return None
 
-    def get(self, key: str, fingerprint_id: str, running: dict | None = None) -> tuple[BlockHeader, bytes] | None:
-        """A block's header and state, checked: None when absent, BlockRefused when it must not load."""
+    def get(self, key: str, fingerprint_id: str, running: dict | None = None, *,
+            verify_checksum: bool = True) -> tuple[BlockHeader, bytearray] | None:
+        """A block's header and state, checked: None when absent, BlockRefused when it must not load.
+
+        ``verify_checksum=False`` leaves the checksum to the caller (:func:`verify_state`), which
+        may compute it while the state loads into a place it is not used from until the check passes.
+        """
         path = self.path(key)
         try:
             with path.open("rb") as fh:
                 header = _read_header(fh, path)
-                state = fh.read()
+                state = _read_state(fh, header.size)
         except FileNotFoundError:
             return None
-        check(header, state, fingerprint_id, path, running)
+        check(header, state if verify_checksum else None, fingerprint_id, path, running)
         touch(path)
         return header, state
 
@@ -201,7 +206,7 @@ class BlockStore:
         try:
             with path.open("rb") as fh:
                 header = _read_header(fh, path)
-                state = fh.read()
+                state = _read_state(fh, header.size)
             check(header, state, header.fingerprint_id, path)
         except (BlockRefused, OSError) as exc:
             return getattr(exc, "message", str(exc))
@@ -221,7 +226,26 @@ def _read_header(fh, path: Path) -> BlockHeader:
         raise BlockRefused(f"{path.name}: unreadable block header") from None
 
 
-def check(header: BlockHeader, state: bytes, fingerprint_id: str, path: Path, running: dict | None = None) -> None:
+def _read_state(fh, size: int) -> bytearray:
+    """The state bytes after the header (read into one buffer that ctypes can use without a copy);
+    a file longer or shorter than the header says fails the size check."""
+    remaining = os.fstat(fh.fileno()).st_size - fh.tell()  # a damaged header cannot ask for more
+    state = bytearray(max(min(size, remaining), 0) + 1)
+    view = memoryview(state)
+    got = 0
+    while got < len(state):
+        n = fh.readinto(view[got:])
+        if not n:
+            break
+        got += n
+    del view
+    del state[got:]
+    return state
+
+
+def check(header: BlockHeader, state: bytes | bytearray | None, fingerprint_id: str, path: Path,
+          running: dict | None = None) -> None:
+    """Refuse a block of another format or model context; with ``state``, also a wrong size or checksum."""
     if header.format != FORMAT_VERSION:
         raise BlockRefused(f"{path.name}: block format {header.format}, this memcli reads {FORMAT_VERSION}")
     if header.fingerprint_id != fingerprint_id:
@@ -230,11 +254,16 @@ def check(header: BlockHeader, state: bytes, fingerprint_id: str, path: Path, ru
         detail = ", ".join(f"{k}: saved {header.fingerprint.get(k)!r}, running {(running or {}).get(k)!r}"
                            for k in differ[:4]) if running else f"fingerprint {header.fingerprint_id[:12]}"
         raise BlockRefused(f"{path.name}: saved under another model context ({detail})")
+    if state is not None:
+        verify_state(header, state, path)
+
+
+def verify_state(header: BlockHeader, state: bytes | bytearray, path: Path) -> None:
     if len(state) != header.size or checksum(state) != header.checksum:
         raise BlockRefused(f"{path.name}: checksum mismatch (the block is corrupted)")
 
 
-def checksum(state: bytes) -> str:
+def checksum(state: bytes | bytearray) -> str:
     return f"crc32:{zlib.crc32(state):08x}"
 
 

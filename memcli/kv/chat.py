@@ -1,12 +1,15 @@
 """A memory-augmented chat whose memory and history are restored from KV blocks, not re-read.
 
 Prompt layout (token level): the chat template's text before the system
-message + the header, each memory unit, then the template's rendering of the
+message + the header, each memory unit, the template's opening of the first
+user turn (the chain's last unit), then the template's rendering of the
 conversation. Text from memory and from the user is tokenized with
 ``special=False`` (it can never spell the template's control tokens); only
 the template's own text is tokenized with special tokens. A turn's prompt
 shares every token before the new message with the context, so only the new
-message (and the template's few tokens around it) is prefilled.
+message (and the template's few tokens closing it) is prefilled: after each
+reply, the reply as the template renders it and the opening of the next user
+turn are prefilled before the session is saved.
 
 After each turn the conversation's cells (everything after the memory
 chain) are saved as one session block chained to the memory's last block,
@@ -42,10 +45,12 @@ class TurnStats:
     generated_tokens: int = 0
     ttft_s: float = 0.0
     tokens_per_s: float = 0.0
+    prepared_tokens: int = 0  # prefilled after the reply: its rendering and the next turn's opening
 
     def to_dict(self) -> dict:
         return {"prompt_tokens": self.prompt_tokens, "prefilled_tokens": self.prefilled_tokens,
                 "restored_tokens": self.restored_tokens, "generated_tokens": self.generated_tokens,
+                "prepared_tokens": self.prepared_tokens,
                 "ttft_s": round(self.ttft_s, 4), "tokens_per_s": round(self.tokens_per_s, 2)}
 
 
@@ -85,8 +90,9 @@ class ChatSession:
 
     # ------------------------------------------------------------ prompt
 
-    def _render(self, messages: list[dict]) -> tuple[list[int], list[int]]:
-        """(tokens before the system text, tokens after it) for ``messages`` with a generation prompt."""
+    def _render(self, messages: list[dict], *, open_last: bool = False) -> tuple[list[int], list[int]]:
+        """(tokens before the system text, tokens after it) for ``messages`` with a generation prompt;
+        ``open_last``: stop where the last message's text would start."""
         shown = [{"role": "system", "content": "\x1eSYS\x1e"}] + [
             {"role": m["role"], "content": f"\x1e{i}\x1e"} for i, m in enumerate(messages)]
         text = self.formatter(messages=shown).prompt
@@ -100,16 +106,25 @@ class ChatSession:
                     target.extend(self.engine.tokenize(piece, special=True, bos=target is before and not before))
             elif piece == "SYS":
                 target = after
+            elif open_last and int(piece) == len(messages) - 1:
+                break
             else:
                 target.extend(self.engine.tokenize(messages[int(piece)]["content"]))
         return before, after
 
+    def _opening(self, messages: list[dict]) -> list[int]:
+        """The tokens after the system text up to where the next user message's text goes."""
+        return self._render([*messages, {"role": "user", "content": ""}], open_last=True)[1]
+
     def memory(self) -> list[Unit]:
-        """The memory context as units, from the store as it is now."""
+        """The memory context as units, from the store as it is now: the header, the memory, and
+        last the template's opening of the first user turn (``turn-open``), so a turn prefills only
+        its message and the few tokens that close it."""
         before, _ = self._render([])
         units = [Unit("header", before + self.engine.tokenize(CHAT_HEADER))]
         units += [Unit(label, self.engine.tokenize(text)) for label, text in memory_texts(self.store,
                                                                                           self.memory_tokens)]
+        units.append(Unit("turn-open", self._opening([])))
         return units
 
     # ------------------------------------------------------------ session life
@@ -119,7 +134,8 @@ class ChatSession:
         begin = self.engine.stats.restored, self.engine.stats.prefilled, time.perf_counter()
         self.memory_units = self.memory()
         if self.compose:
-            self.memory_keys = self.engine.compose(self.memory_units[0], self.memory_units[1:])
+            self.memory_keys = self.engine.compose(self.memory_units[0], self.memory_units[1:-1])
+            self.engine.extend([t for u in self.memory_units for t in u.tokens])  # the opening, prefilled
         else:
             self.memory_keys = self.engine.load_chain(self.memory_units)
         saved = self._read_session()
@@ -141,7 +157,12 @@ class ChatSession:
 
     @property
     def memory_end(self) -> int:
+        """Where the conversation starts: after the memory and the opening of the first user turn."""
         return sum(len(u.tokens) for u in self.memory_units)
+
+    def _memory_tokens(self) -> list[int]:
+        """The memory's tokens, without the turn opening (the rendered conversation starts with it)."""
+        return [t for u in self.memory_units if u.label != "turn-open" for t in u.tokens]
 
     def turn(self, text: str) -> tuple[str, TurnStats]:
         """One user message in, the assistant's reply out; the session is saved before returning."""
@@ -150,7 +171,7 @@ class ChatSession:
             raise UsageError("empty message")
         messages = [*self.messages, {"role": "user", "content": text}]
         _, after = self._render(messages)
-        prompt = [t for u in self.memory_units for t in u.tokens] + after
+        prompt = self._memory_tokens() + after
         stats = TurnStats(prompt_tokens=len(prompt))
         before = self.engine.stats.prefilled
         generated, first, rest = self.engine.generate(prompt, max_tokens=self.max_tokens, stop_ids=self.stop_ids)
@@ -160,6 +181,11 @@ class ChatSession:
         stats.tokens_per_s = (len(generated) - 1) / rest if rest > 0 and len(generated) > 1 else 0.0
         reply = self.engine.llm.detokenize(generated).decode("utf-8", "replace").strip()
         self.messages = [*messages, {"role": "assistant", "content": reply}]
+        # after the reply, not before the next first token: the reply as the template renders it and
+        # the opening of the next user turn go into the context (and the session block)
+        before = self.engine.stats.prefilled
+        self.engine.extend(self._memory_tokens() + self._opening(self.messages))
+        stats.prepared_tokens = self.engine.stats.prefilled - before
         self._save()
         return reply, stats
 

@@ -23,12 +23,13 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from memcli.errors import ConfigError
-from memcli.kv.blocks import BlockHeader, BlockRefused, BlockStore, block_key
+from memcli.kv.blocks import BlockHeader, BlockRefused, BlockStore, block_key, verify_state
 
 VERIFY_TOLERANCE = 0.02  # relative difference of next-token logits accepted by --kv-verify
 PROBE = "Caf\u00e9 na\u00efve \u2014 12,345 tokens? <b>yes</b>\n\u65e5\u672c"
@@ -229,33 +230,41 @@ class KVEngine:
 
     def _read_into_spare(self, key: str, start: int, n: int) -> BlockHeader | None:
         """Load stored block ``key`` (checked) into sequence 1, where it must hold positions
-        ``start..start+n-1``; None when it is absent or refused (the reason is in stats)."""
+        ``start..start+n-1``; None when it is absent or refused (the reason is in stats).
+
+        The checksum is computed on another thread while llama.cpp loads the state into the spare
+        sequence (both only read the buffer); the cells are used only after it matched.
+        """
         try:
-            found = self.blocks.get(key, self.fp_id, self.fp)
+            found = self.blocks.get(key, self.fp_id, self.fp, verify_checksum=False)
         except BlockRefused as exc:
-            self.stats.refused.append(exc.message)
-            self.blocks.remove(key)
-            return None
+            return self._refuse(key, exc.message)
         if found is None:
             return None
         header, state = found
         if header.start != start or header.n_tokens != n:
-            self.stats.refused.append(f"{key[:12]}: block holds positions {header.start}+{header.n_tokens}, "
-                                      f"wanted {start}+{n}")
-            self.blocks.remove(key)
-            return None
+            return self._refuse(key, f"{key[:12]}: block holds positions {header.start}+{header.n_tokens}, "
+                                     f"wanted {start}+{n}")
         ll, mem, ctx = self._ll, self._memory(), self.llm._ctx.ctx
         begin = time.perf_counter()
         ll.llama_memory_seq_rm(mem, 1, -1, -1)
-        buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
-        if not ll.llama_state_seq_set_data(ctx, buffer, len(state), 1) \
-                or ll.llama_memory_seq_pos_max(mem, 1) != start + n - 1:
+        corrupt: list[str] = []
+        checker = threading.Thread(target=_check_state, args=(header, state, self.blocks.path(key), corrupt))
+        checker.start()
+        buffer = (ctypes.c_uint8 * len(state)).from_buffer(state)
+        loaded = ll.llama_state_seq_set_data(ctx, buffer, len(state), 1)
+        del buffer  # the state's buffer export must end before the state can be released
+        checker.join()
+        if corrupt or not loaded or ll.llama_memory_seq_pos_max(mem, 1) != start + n - 1:
             ll.llama_memory_seq_rm(mem, 1, -1, -1)
-            self.stats.refused.append(f"{key[:12]}: llama.cpp did not load the state")
-            self.blocks.remove(key)
-            return None
+            return self._refuse(key, corrupt[0] if corrupt else f"{key[:12]}: llama.cpp did not load the state")
         self.stats.restore_s += time.perf_counter() - begin
         return header
+
+    def _refuse(self, key: str, reason: str) -> None:
+        self.stats.refused.append(reason)
+        self.blocks.remove(key)
+        return None
 
     def _write_spare(self, key: str, parent: str | None, label: str, start: int, n: int,
                      probe: dict | None = None) -> None:
@@ -365,21 +374,21 @@ class KVEngine:
         self.prefill([token])
         return self.last_logits()
 
+    def extend(self, tokens: list[int]) -> None:
+        """Make the context hold exactly ``tokens``: keep what it shares with them, prefill the rest."""
+        self.truncate(_common_prefix(self.context_tokens(), tokens))
+        self.prefill(tokens[self.llm.n_tokens:])
+
     def generate(self, prompt: list[int], *, max_tokens: int, stop_ids: set[int]) -> tuple[list[int], float, float]:
         """Greedy continuation of ``prompt`` (whose prefix may already be in the context).
 
         Returns (generated ids, seconds to first token, seconds of the rest);
         only the part of ``prompt`` not already in the context is prefilled.
         """
-        held = self.context_tokens()
-        same = 0
-        for a, b in zip(held, prompt[:-1]):  # the last prompt token is always evaluated for its logits
-            if a != b:
-                break
-            same += 1
-        self.truncate(same)
+        # the last prompt token is always evaluated: its logits give the first generated token
+        self.truncate(_common_prefix(self.context_tokens(), prompt[:-1]))
         start = time.perf_counter()
-        self.prefill(prompt[same:])
+        self.extend(prompt)
         out: list[int] = []
         first = None
         for _ in range(max_tokens):
@@ -392,3 +401,20 @@ class KVEngine:
             self.llm.eval([token])
         total = time.perf_counter() - start
         return out, first or total, total - (first or total)
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    same = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        same += 1
+    return same
+
+
+def _check_state(header: BlockHeader, state: bytearray, path: Path, corrupt: list[str]) -> None:
+    """The checksum check, on its own thread (zlib releases the GIL on large buffers)."""
+    try:
+        verify_state(header, state, path)
+    except BlockRefused as exc:
+        corrupt.append(str(exc))

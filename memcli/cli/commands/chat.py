@@ -127,7 +127,8 @@ def _command(text: str, talk, last, store, console) -> str | None:
             say("nothing to forget")
     elif word == "/evidence":
         for unit in talk.memory_units:
-            say(f"{unit.label}: {len(unit.tokens)} tokens")
+            if unit.label != "turn-open":
+                say(f"{unit.label}: {len(unit.tokens)} tokens")
     elif word == "/stats":
         say(jsonlib.dumps({"start": talk.start_stats, "last_turn": last.to_dict() if last else None,
                            "engine": talk.engine.stats.to_dict()}))
