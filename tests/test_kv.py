@@ -151,6 +151,8 @@ def test_chat_resumed_in_a_new_process_prefills_only_the_new_message(tmp_path):
     from memcli.tokens import approx_tokens
 
     assert stats["prefilled_tokens"] <= approx_tokens(message) + 16
+    assert stats["restored_tokens"] == stats["prompt_tokens"] - stats["prefilled_tokens"] > 100
+    assert stats["ttft_s"] > 0 and "restored" in second.stderr and "prepared" in second.stderr  # --stats
     assert "Who is Priya?" in (store / "CURRENT.md").read_text()  # remembered (the first turn was not)
     assert "Which agency" not in (store / "CURRENT.md").read_text()
 

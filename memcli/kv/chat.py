@@ -41,7 +41,7 @@ SESSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 class TurnStats:
     prompt_tokens: int = 0
     prefilled_tokens: int = 0
-    restored_tokens: int = 0
+    restored_tokens: int = 0  # prompt tokens not prefilled: restored from blocks, or kept from earlier turns
     generated_tokens: int = 0
     ttft_s: float = 0.0
     tokens_per_s: float = 0.0
@@ -176,6 +176,7 @@ class ChatSession:
         before = self.engine.stats.prefilled
         generated, first, rest = self.engine.generate(prompt, max_tokens=self.max_tokens, stop_ids=self.stop_ids)
         stats.prefilled_tokens = self.engine.stats.prefilled - before
+        stats.restored_tokens = stats.prompt_tokens - stats.prefilled_tokens
         stats.generated_tokens = len(generated)
         stats.ttft_s = first
         stats.tokens_per_s = (len(generated) - 1) / rest if rest > 0 and len(generated) > 1 else 0.0

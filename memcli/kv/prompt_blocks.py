@@ -96,6 +96,8 @@ class PromptBlocks:
         for link in links:
             if held[link.start:link.end] == link.tokens:
                 continue  # already in the context (an earlier call of this process)
+            if not engine.blocks.path(link.key).exists():
+                break  # not stored: leave the context as it is for llama-cpp-python's own prefix reuse
             if not engine.restore(link.key, Unit(self.label, link.tokens), link.start):
                 break
             restored += len(link.tokens)
@@ -116,6 +118,10 @@ class PromptBlocks:
                 engine.blocks.remove(link.key)
                 stored = False
             if not stored:
-                engine.save(link.key, link.parent, self.label, link.start, link.end)
+                try:
+                    engine.save(link.key, link.parent, self.label, link.start, link.end)
+                except (OSError, BlockRefused) as exc:  # blocks only save time: the answer stands
+                    engine.stats.refused.append(f"{link.key[:12]}: not saved: {exc}")
+                    break
                 saved += 1
         return saved

@@ -144,7 +144,7 @@ def ask(
     if cache is not None:
         cache.engine.blocks.evict(cfg.kv_budget_mb * 1024 * 1024)
         for reason in cache.engine.stats.refused:
-            out.warn(f"KV block refused and rebuilt: {reason}")
+            out.warn(f"KV blocks: {reason}")
     if show_stats:
         t = result.timings
         print(f"[stats] prompt {stats.prompt_tokens} tokens: prefilled {stats.prefilled_tokens}, restored "

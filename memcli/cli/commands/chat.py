@@ -106,8 +106,9 @@ def chat(
         sys.stdout.flush()
         if stats:
             s = turn_stats
-            print(f"[stats] prompt {s.prompt_tokens} tokens, prefilled {s.prefilled_tokens}, generated "
-                  f"{s.generated_tokens}, ttft {s.ttft_s * 1000:.0f} ms, {s.tokens_per_s:.1f} tokens/s",
+            print(f"[stats] prompt {s.prompt_tokens} tokens, prefilled {s.prefilled_tokens}, restored "
+                  f"{s.restored_tokens}, generated {s.generated_tokens}, ttft {s.ttft_s * 1000:.0f} ms, "
+                  f"{s.tokens_per_s:.1f} tokens/s; prepared {s.prepared_tokens} for the next turn",
                   file=sys.stderr)
 
 
