@@ -98,7 +98,11 @@ class PromptBlocks:
                 continue  # already in the context (an earlier call of this process)
             if not engine.blocks.path(link.key).exists():
                 break  # not stored: leave the context as it is for llama-cpp-python's own prefix reuse
-            if not engine.restore(link.key, Unit(self.label, link.tokens), link.start):
+            try:
+                if not engine.restore(link.key, Unit(self.label, link.tokens), link.start):
+                    break
+            except OSError as exc:  # an unreadable block file: the prompt is prefilled as usual
+                engine.stats.refused.append(f"{link.key[:12]}: not read: {exc}")
                 break
             restored += len(link.tokens)
             held = engine.context_tokens()

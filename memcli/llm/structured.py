@@ -22,7 +22,8 @@ class Invalid(ValueError):
 
 
 def ask_json(model: ChatModel, messages: list[dict], schema: dict, validate: Callable[[object], T], *,
-             step: str, stats: CallStats, max_tokens: int = 512, shared: list[list[dict]] | None = None) -> T | None:
+             step: str, stats: CallStats, max_tokens: int = 512,
+             shared: list[list[dict]] | None = None) -> T | None:
     """The validated answer, or None after two rejected answers (or a failed call).
 
     ``shared``: the prompt's prefixes other calls repeat (see :meth:`ChatModel.chat`).
