@@ -13,7 +13,7 @@ development conversations it runs
   ask and no-agent for both memory kinds,
 
 and prints one table: all-evidence recall by category, answer F1, evidence,
-prompt and prefilled tokens, and seconds per question. JSONL records are kept
+prompt, prefilled and restored (KV blocks) tokens, and seconds per question. JSONL records are kept
 in ``--out-dir`` (a rerun with the same directory resumes).
 """
 
@@ -66,8 +66,8 @@ def main() -> None:
         print(json.dumps(rows, indent=2))
         return
     print(f"| mode | memory | questions | all-evidence recall | {' | '.join(f'{v} ({k})' for k, v in CATEGORIES.items())}"
-          " | F1 | evidence tokens | prompt tokens | prefilled tokens | s per question |")
-    print("|---|---|---|---|" + "---|" * len(CATEGORIES) + "---|---|---|---|---|")
+          " | F1 | evidence tokens | prompt tokens | prefilled tokens | restored tokens | s per question |")
+    print("|---|---|---|---|" + "---|" * len(CATEGORIES) + "---|---|---|---|---|---|")
     for row in rows:
         s = row["summary"]
 
@@ -79,7 +79,8 @@ def main() -> None:
         print(f"| {row['mode']} | {row['memory']} | {s['all']['questions']} | {pct('all')} | "
               + " | ".join(pct(k) for k in CATEGORIES)
               + f" | {'-' if f1 is None else f'{f1:.3f}'} | {s['all']['evidence_tokens']:.0f} | "
-              f"{s['all']['prompt_tokens']:.0f} | {s['all']['prefilled_tokens']:.0f} | {s['all']['latency_s']:.2f} |")
+              f"{s['all']['prompt_tokens']:.0f} | {s['all']['prefilled_tokens']:.0f} | "
+              f"{s['all'].get('restored_tokens') or 0:.0f} | {s['all']['latency_s']:.2f} |")
     print(f"records: {out_dir}", file=sys.stderr)
 
 
