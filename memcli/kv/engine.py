@@ -29,7 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memcli.errors import ConfigError
-from memcli.kv.blocks import BlockHeader, BlockRefused, BlockStore, block_key, verify_state
+from memcli.kv.blocks import (
+    BlockHeader,
+    BlockRefused,
+    BlockStore,
+    block_key,
+    verify_state,
+)
+from memcli.llm.llamacpp import common_prefix
 
 VERIFY_TOLERANCE = 0.02  # relative difference of next-token logits accepted by --kv-verify
 PROBE = "Caf\u00e9 na\u00efve \u2014 12,345 tokens? <b>yes</b>\n\u65e5\u672c"
@@ -376,7 +383,7 @@ class KVEngine:
 
     def extend(self, tokens: list[int]) -> None:
         """Make the context hold exactly ``tokens``: keep what it shares with them, prefill the rest."""
-        self.truncate(_common_prefix(self.context_tokens(), tokens))
+        self.truncate(common_prefix(self.context_tokens(), tokens))
         self.prefill(tokens[self.llm.n_tokens:])
 
     def generate(self, prompt: list[int], *, max_tokens: int, stop_ids: set[int]) -> tuple[list[int], float, float]:
@@ -386,7 +393,7 @@ class KVEngine:
         only the part of ``prompt`` not already in the context is prefilled.
         """
         # the last prompt token is always evaluated: its logits give the first generated token
-        self.truncate(_common_prefix(self.context_tokens(), prompt[:-1]))
+        self.truncate(common_prefix(self.context_tokens(), prompt[:-1]))
         start = time.perf_counter()
         self.extend(prompt)
         out: list[int] = []
@@ -401,15 +408,6 @@ class KVEngine:
             self.llm.eval([token])
         total = time.perf_counter() - start
         return out, first or total, total - (first or total)
-
-
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    same = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        same += 1
-    return same
 
 
 def _check_state(header: BlockHeader, state: bytearray, path: Path, corrupt: list[str]) -> None:

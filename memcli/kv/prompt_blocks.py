@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from memcli.kv.blocks import BlockRefused, block_key
 from memcli.kv.engine import KVEngine, Unit
+from memcli.llm.llamacpp import common_prefix
 
 
 @dataclass
@@ -71,12 +72,7 @@ class PromptBlocks:
         bounds = set()
         for prefix in shared:
             text = os.path.commonprefix([self._render(prefix)[0], full])
-            mine = self._tokens(text, special) if text else []
-            same = 0
-            for a, b in zip(mine, tokens):
-                if a != b:
-                    break
-                same += 1
+            same = common_prefix(self._tokens(text, special), tokens) if text else 0
             if 0 < same < len(tokens):  # the last prompt token is always computed for its logits
                 bounds.add(same)
         links: list[Link] = []

@@ -110,14 +110,19 @@ def library_version() -> str:
     return getattr(llama_cpp, "__version__", "unknown")
 
 
-def _reused_prefix(before: list[int], prompt: list[int]) -> int:
-    """Prompt tokens llama-cpp-python kept from the previous call (it re-evaluates at least one)."""
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """How many leading tokens ``a`` and ``b`` share."""
     same = 0
-    for a, b in zip(before, prompt):
-        if a != b:
+    for x, y in zip(a, b):
+        if x != y:
             break
         same += 1
-    return max(0, min(same, len(prompt) - 1))
+    return same
+
+
+def _reused_prefix(before: list[int], prompt: list[int]) -> int:
+    """Prompt tokens llama-cpp-python kept from the previous call (it re-evaluates at least one)."""
+    return max(0, min(common_prefix(before, prompt), len(prompt) - 1))
 
 
 class LlamaCppModel:
