@@ -10,7 +10,7 @@ from memcli.config import Settings
 from memcli.index import LibraryIndex
 from memcli.paths import Resolved
 from memcli.retrieve import policy
-from memcli.retrieve.evidence import Library, render_run
+from memcli.retrieve.evidence import Library, assemble, render_entry, render_run
 from memcli.store import Store
 from memcli.store.format import Entry
 from memcli.tokens import count_tokens
@@ -164,3 +164,14 @@ def test_a_time_is_shown_again_where_it_changes():
     later = Entry({"seq": "3", "time": "2024-06-02T09:30", "speaker": "Lena"}, "Three.")
     assert render_run([first, second, later]).split("\n") == [
         "[2024-06-01 10:00] Lena: One.", "Tomas: Two.", "[2024-06-02 09:30] Lena: Three."]
+
+
+def test_evidence_fills_the_budget_in_either_order(library):
+    store, _ = library
+    lib = Library(store)
+    doc = lib.doc("CURRENT")
+    longest = max(count_tokens(render_entry(entry)) for entry in doc.entries.values())
+    for order in (doc.lines, doc.lines[::-1]):  # oldest first, newest first (full-context's order)
+        evidence = assemble(lib, [("CURRENT", line) for line in order], 600)
+        used = sum(count_tokens(item.text) for item in evidence)
+        assert 600 - longest < used <= 600

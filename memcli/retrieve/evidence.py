@@ -89,6 +89,11 @@ class DocLines:
         at = self._position[line]
         return self.lines[at - 1] if at else None
 
+    def next(self, line: int) -> int | None:
+        """The entry line after ``line`` (an entry's), or None for the last."""
+        at = self._position[line] + 1
+        return self.lines[at] if at < len(self.lines) else None
+
 
 class Library:
     """Documents loaded on demand for one question."""
@@ -106,30 +111,34 @@ class Library:
 def assemble(library: Library, picks: list[tuple[str, int]], budget: int) -> list[Evidence]:
     """Evidence for picked entry lines, best first until ``budget`` tokens, then in document order.
 
-    Consecutive picked lines of one document merge into one range. An entry is
-    charged for its time (and its line break) unless the entry before it is
-    already picked with the same time, so the evidence never costs more than
-    counted; a second pass spends what entries picked later saved their
-    neighbours.
+    Consecutive picked lines of one document merge into one range. An entry
+    costs its line (with the line break) and its time unless the entry before
+    it is picked with the same time; when the entry after it is picked with
+    the same time, that entry's time is no longer shown and is given back.
     """
     chosen: dict[str, set[int]] = {}
     used = 0
-    for _ in range(2):
-        for doc_id, line in picks:
-            doc = library.doc(doc_id)
-            if line in chosen.get(doc_id, set()) or line not in doc.entries:
-                continue
-            entry = doc.entries[line]
-            before = doc.previous(line)
-            continues = before in chosen.get(doc_id, set()) and doc.entries[before].time == entry.time
-            cost = count_tokens(render_entry(entry, with_time=not continues) + "\n")
-            if used + cost > budget:
-                continue
-            chosen.setdefault(doc_id, set()).add(line)
-            used += cost
-        out = _ranges(library, chosen)
-        used = sum(e.tokens for e in out) + len(out)  # the line breaks between pieces
-    return out
+    for doc_id, line in picks:
+        doc = library.doc(doc_id)
+        picked = chosen.get(doc_id, set())
+        if line in picked or line not in doc.entries:
+            continue
+        entry = doc.entries[line]
+        before, after = doc.previous(line), doc.next(line)
+        shows_time = not (before in picked and doc.entries[before].time == entry.time)
+        cost = count_tokens(render_entry(entry, with_time=shows_time) + "\n")
+        if after in picked and doc.entries[after].time == entry.time:
+            cost -= time_cost(doc.entries[after])
+        if used + cost > budget:
+            continue
+        chosen.setdefault(doc_id, set()).add(line)
+        used += cost
+    return _ranges(library, chosen)
+
+
+def time_cost(entry: Entry) -> int:
+    """Tokens an entry's line spends on its time."""
+    return count_tokens(render_entry(entry) + "\n") - count_tokens(render_entry(entry, with_time=False) + "\n")
 
 
 def _ranges(library: Library, chosen: dict[str, set[int]]) -> list[Evidence]:
