@@ -8,7 +8,8 @@ from memcli.llm.base import CallStats, ChatModel, Completion, ModelError
 from memcli.retrieve.evidence import Evidence
 
 ANSWER_SYSTEM = """You answer questions from an assistant's long-term memory.
-You get excerpts; each line starts with [date time] and who said it.
+You get excerpts; each line says who said it, after the [date time] it was said
+(a line without a date has the date of the line above).
 Answer from the excerpts only, in a short phrase or one sentence.
 Resolve relative dates ("yesterday", "last Sunday") against the date of the line that says them.
 When the question asks when, answer with the date (for example: 7 May 2023).

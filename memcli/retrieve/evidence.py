@@ -2,8 +2,10 @@
 
 Every piece of evidence is a range of file lines of one document (so it can be
 cited as ``doc:start-end`` and read back with ``memcli read``), rendered for a
-model as ``[time] speaker: text`` lines. The budget counts those rendered
-tokens.
+model as ``[time] speaker: text`` lines; an entry with the same time as the
+line above it in its range leaves the time out (``speaker: text``), so a run
+of one session's entries does not pay for its date on every line. The budget
+counts those rendered tokens.
 """
 
 from __future__ import annotations
@@ -31,11 +33,17 @@ class Evidence:
                 "refs": self.refs, "time": self.time, "text": self.text, "tokens": self.tokens}
 
 
-def render_entry(entry: Entry) -> str:
+def render_entry(entry: Entry, with_time: bool = True) -> str:
     """``[2023-05-25 13:14] Caroline: text`` (the time is what lets "last Sunday" be resolved)."""
-    when = (entry.time or "").replace("T", " ")
     who = entry.meta.get("speaker") or ("assistant" if entry.meta.get("source") == "AI" else "note")
-    return f"[{when}] {who}: {' '.join(entry.text.split())}"
+    line = f"{who}: {' '.join(entry.text.split())}"
+    return f"[{(entry.time or '').replace('T', ' ')}] {line}" if with_time else line
+
+
+def render_run(entries: list[Entry]) -> str:
+    """Consecutive entries, one per line, each time shown only where it changes."""
+    return "\n".join(render_entry(e, with_time=at == 0 or e.time != entries[at - 1].time)
+                     for at, e in enumerate(entries))
 
 
 class DocLines:
@@ -61,6 +69,7 @@ class DocLines:
         if start is not None:
             self.sections.append((start, last))
         self.lines = sorted(self.entries)
+        self._position = {line: at for at, line in enumerate(self.lines)}
 
     def section_of(self, line: int) -> tuple[int, int] | None:
         for first, last in self.sections:
@@ -72,8 +81,18 @@ class DocLines:
         """Entry lines within ``radius`` entries of ``line`` (itself included)."""
         if line not in self.entries:
             return []
-        at = self.lines.index(line)
+        at = self._position[line]
         return self.lines[max(0, at - radius): at + radius + 1]
+
+    def previous(self, line: int) -> int | None:
+        """The entry line before ``line`` (an entry's), or None for the first."""
+        at = self._position[line]
+        return self.lines[at - 1] if at else None
+
+    def next(self, line: int) -> int | None:
+        """The entry line after ``line`` (an entry's), or None for the last."""
+        at = self._position[line] + 1
+        return self.lines[at] if at < len(self.lines) else None
 
 
 class Library:
@@ -92,25 +111,43 @@ class Library:
 def assemble(library: Library, picks: list[tuple[str, int]], budget: int) -> list[Evidence]:
     """Evidence for picked entry lines, best first until ``budget`` tokens, then in document order.
 
-    Consecutive picked lines of one document merge into one range.
+    Consecutive picked lines of one document merge into one range. An entry
+    costs its line (with the line break) and its time unless the entry before
+    it is picked with the same time; when the entry after it is picked with
+    the same time, that entry's time is no longer shown and is given back.
     """
     chosen: dict[str, set[int]] = {}
     used = 0
     for doc_id, line in picks:
         doc = library.doc(doc_id)
-        if line in chosen.get(doc_id, set()) or line not in doc.entries:
+        picked = chosen.get(doc_id, set())
+        if line in picked or line not in doc.entries:
             continue
-        cost = count_tokens(render_entry(doc.entries[line]))
+        entry = doc.entries[line]
+        before, after = doc.previous(line), doc.next(line)
+        shows_time = not (before in picked and doc.entries[before].time == entry.time)
+        cost = count_tokens(render_entry(entry, with_time=shows_time) + "\n")
+        if after in picked and doc.entries[after].time == entry.time:
+            cost -= time_cost(doc.entries[after])
         if used + cost > budget:
             continue
         chosen.setdefault(doc_id, set()).add(line)
         used += cost
+    return _ranges(library, chosen)
+
+
+def time_cost(entry: Entry) -> int:
+    """Tokens an entry's line spends on its time."""
+    return count_tokens(render_entry(entry) + "\n") - count_tokens(render_entry(entry, with_time=False) + "\n")
+
+
+def _ranges(library: Library, chosen: dict[str, set[int]]) -> list[Evidence]:
     out: list[Evidence] = []
     for doc_id in sorted(chosen, key=lambda d: (d == "CURRENT", d)):
         doc = library.doc(doc_id)
         run: list[int] = []
         for line in sorted(chosen[doc_id]):
-            if run and doc.lines.index(line) != doc.lines.index(run[-1]) + 1:
+            if run and doc.previous(line) != run[-1]:
                 out.append(_evidence(doc, run))
                 run = []
             run.append(line)
@@ -121,7 +158,7 @@ def assemble(library: Library, picks: list[tuple[str, int]], budget: int) -> lis
 
 def _evidence(doc: DocLines, lines: list[int]) -> Evidence:
     entries = [doc.entries[n] for n in lines]
-    text = "\n".join(render_entry(e) for e in entries)
+    text = render_run(entries)
     refs = [r for e in entries for r in (e.ref or "").split(";") if r]
     return Evidence(doc=doc.id, start_line=lines[0], end_line=lines[-1], seqs=[e.seq for e in entries],
                     refs=refs, time=entries[0].time, text=text, tokens=count_tokens(text))

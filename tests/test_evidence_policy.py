@@ -1,0 +1,177 @@
+"""The deterministic evidence ranking: replies to questions, pseudo-relevance feedback, compact times."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memcli.config import Settings
+from memcli.index import LibraryIndex
+from memcli.paths import Resolved
+from memcli.retrieve import policy
+from memcli.retrieve.evidence import Library, assemble, render_entry, render_run
+from memcli.store import Store
+from memcli.store.format import Entry
+from memcli.tokens import count_tokens
+
+CHATTER = [  # unrelated small talk, a different line each time
+    "The bakery on the corner finally reopened after the flood repairs.",
+    "Work has been hectic, we ship the new billing system on Friday.",
+    "I started reading a thick novel about sailors in the Arctic.",
+    "My sister visits next month and wants to see the old harbour.",
+    "The weather turned cold so quickly this week, I needed gloves.",
+    "I fixed the squeaky bike chain with some oil from the garage.",
+    "Our neighbours painted their fence bright yellow.",
+    "The train was late twice, so I cycled into town instead.",
+    "I tried a recipe for lentil soup and it was surprisingly good.",
+    "The library extended its opening hours on weekdays.",
+    "My phone screen cracked when it slipped off the table.",
+    "We watched a documentary about volcanoes in Iceland.",
+    "The market had cheap strawberries, so I made jam.",
+    "I finally cleaned out the attic and found old photographs.",
+    "The office moved to the third floor, with a view of the river.",
+    "A storm knocked down a tree in the park near us.",
+    "I booked a dentist appointment I had postponed for months.",
+    "The new cafe downtown serves cardamom buns on Thursdays.",
+    "My laptop fan is noisy, I should get it repaired.",
+    "The kids next door built a treehouse over the holidays.",
+    "I switched to a cheaper electricity provider.",
+    "There is a chess tournament at the community hall in May.",
+    "The ferry schedule changed, the last boat now leaves at nine.",
+    "I planted tomatoes on the balcony, fingers crossed.",
+    "Our team lunch was at a Georgian restaurant with great dumplings.",
+    "The museum has a new exhibition about medieval maps.",
+    "I lost my umbrella on the bus again.",
+    "The plumber finally came and the kitchen tap is fixed.",
+    "My friend from university is getting married in Lisbon.",
+    "We are repainting the hallway a calm shade of green.",
+]
+
+
+def chatter(session: int) -> list[tuple[str, str]]:
+    lines = CHATTER[(session * 5) % len(CHATTER):] + CHATTER
+    return [("Lena" if at % 2 else "Tomas", text) for at, text in enumerate(lines[:5])]
+
+
+SESSIONS = [
+    [("Tomas", "We adopted two dogs from the shelter on Saturday!"),
+     ("Lena", "That is huge news, congratulations!")],
+    [("Lena", "The dogs in our street barked all night again."),
+     ("Tomas", "Loud dogs are the worst when you need to sleep.")],
+    [("Lena", "My cousin walks dogs for money now, six dogs at once."),
+     ("Tomas", "Six dogs sounds like a workout, good for her.")],
+    [("Tomas", "I practise every evening now, the cello audition for the orchestra is close."),
+     ("Lena", "Every evening? The orchestra will be lucky to get such a devoted cello player.")],
+    [("Lena", "How was your week?"),
+     ("Tomas", "Busy, but the lessons go well."),
+     ("Lena", "By the way, what did you name the dogs?"),
+     ("Tomas", "Biscuit and Pepper, after the snacks my grandmother used to bake."),
+     ("Tomas", "My cello teacher says the orchestra will like my bowing.")],
+    [("Lena", "Guess what?"),
+     ("Lena", "I ran ten kilometres on Sunday without stopping.")],
+]
+
+
+def conversation() -> dict:
+    data: dict = {"speaker_a": "Tomas", "speaker_b": "Lena"}
+    for number, turns in enumerate(SESSIONS, start=1):
+        data[f"session_{number}_date_time"] = f"10:00 am on {number} June, 2024"
+        turns = chatter(number) + turns
+        data[f"session_{number}"] = [{"speaker": who, "dia_id": f"D{number}:{at}", "text": text}
+                                     for at, (who, text) in enumerate(turns, start=1)]
+    return data
+
+
+@pytest.fixture
+def library(cli, store_dir, tmp_path):
+    source = tmp_path / "tomas-and-lena.json"
+    source.write_text(json.dumps(conversation()))
+    assert cli("ingest", source).code == 0
+    store = Store.open(Resolved(store_dir, "test"))
+    return store, LibraryIndex(store, Settings.load(store_dir).search_partition_tokens)
+
+
+def rank_of(store: Store, index: LibraryIndex, question: str, ref: str) -> int:
+    library = Library(store)
+    ranked = policy.ranked_entries(library, index, question)
+    refs = [library.doc(doc).entries[line].ref for doc, line in ranked]
+    return refs.index(ref) if ref in refs else len(refs)
+
+
+def test_a_reply_to_a_matching_question_ranks_with_it(library, monkeypatch):
+    store, index = library
+    monkeypatch.setattr(policy, "FEEDBACK_WEIGHT", 0.0)  # the replies alone
+    question = "What names do the dogs have?"
+    with_replies = rank_of(store, index, question, "D5:9")  # "Biscuit and Pepper ...": no word of the question
+    monkeypatch.setattr(policy, "FOLLOW_WEIGHT", 0.0)
+    without = rank_of(store, index, question, "D5:9")
+    assert with_replies < without
+
+
+def test_a_reply_needs_a_question_and_another_speaker(library):
+    store, _ = library
+    doc = Library(store).doc("CURRENT")
+    line_of = {entry.ref: line for line, entry in doc.entries.items()}
+    assert policy.reply_to(doc, line_of["D5:8"]) == line_of["D5:9"]  # Lena asks, Tomas answers
+    assert policy.reply_to(doc, line_of["D5:6"]) == line_of["D5:7"]
+    assert policy.reply_to(doc, line_of["D5:9"]) is None  # not a question
+    assert policy.reply_to(doc, line_of["D6:6"]) is None  # the same speaker goes on
+
+
+def test_feedback_brings_entries_that_share_the_best_entries_words(library, monkeypatch):
+    store, index = library
+    question = "What does Tomas practise every evening?"
+    with_feedback = rank_of(store, index, question, "D5:10")  # says "cello" and "orchestra", not "practise"
+    monkeypatch.setattr(policy, "FEEDBACK_WEIGHT", 0.0)
+    without = rank_of(store, index, question, "D5:10")
+    assert with_feedback < without
+
+
+def test_feedback_terms_are_the_best_entries_shared_rare_words(monkeypatch):
+    monkeypatch.setattr(policy, "FEEDBACK_ENTRIES", 2)
+    candidates = {("d", 1): (8.0, {"tomas", "practis", "cello", "orchestra"}),
+                  ("d", 2): (7.0, {"tomas", "cello", "teacher"}),
+                  ("d", 3): (0.0, {"lena", "bakery"})}
+    scores = {("d", 1): 10.0, ("d", 2): 9.0, ("d", 3): 0.5}
+    idf = {"cello": 3.0, "orchestra": 2.0, "teacher": 2.5, "bakery": 4.0}.get
+    terms = policy.feedback_terms(candidates, scores, {"tomas", "practis"}, lambda t: idf(t) or 0.1)
+    assert terms == ["cello", "teacher", "orchestra"]  # cello is in both of the best entries
+    # the question's own terms are not feedback, and the third entry is not among the best two
+
+
+def test_a_range_shows_each_time_once_and_fits_the_budget(cli, library):
+    result = cli("ask", "dogs shelter names cello", "--evidence-only", "--budget", "300", "--json")
+    assert result.code == 0, result.stderr
+    evidence = result.json["evidence"]
+    assert sum(count_tokens(item["text"]) for item in evidence) <= 300
+    untimed = 0
+    for item in evidence:
+        lines = item["text"].split("\n")
+        read = cli("read", item["doc"], "--lines", f"{item['start_line']}-{item['end_line']}", "--json").json
+        entries = [line["entry"] for line in read["lines"]]
+        assert [int(entry["meta"]["seq"]) for entry in entries] == item["seqs"] and len(lines) == len(entries)
+        for at, (line, entry) in enumerate(zip(lines, entries)):
+            changed = at == 0 or entry["meta"]["time"] != entries[at - 1]["meta"]["time"]
+            assert line.startswith(f"[{entry['meta']['time'].replace('T', ' ')}] ") == changed, line
+            untimed += not changed
+    assert untimed > 0, "expected consecutive entries of one session in a range"
+
+
+def test_a_time_is_shown_again_where_it_changes():
+    first = Entry({"seq": "1", "time": "2024-06-01T10:00", "speaker": "Lena"}, "One.")
+    second = Entry({"seq": "2", "time": "2024-06-01T10:00", "speaker": "Tomas"}, "Two.")
+    later = Entry({"seq": "3", "time": "2024-06-02T09:30", "speaker": "Lena"}, "Three.")
+    assert render_run([first, second, later]).split("\n") == [
+        "[2024-06-01 10:00] Lena: One.", "Tomas: Two.", "[2024-06-02 09:30] Lena: Three."]
+
+
+def test_evidence_fills_the_budget_in_either_order(library):
+    store, _ = library
+    lib = Library(store)
+    doc = lib.doc("CURRENT")
+    longest = max(count_tokens(render_entry(entry)) for entry in doc.entries.values())
+    for order in (doc.lines, doc.lines[::-1]):  # oldest first, newest first (full-context's order)
+        evidence = assemble(lib, [("CURRENT", line) for line in order], 600)
+        used = sum(count_tokens(item.text) for item in evidence)
+        assert 600 - longest < used <= 600
