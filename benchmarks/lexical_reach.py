@@ -52,14 +52,11 @@ def reach(paths: list[Path]) -> dict[str, dict[str, int]]:
             if category not in (1, 2, 3, 4):
                 continue
             asked = set(terms(str(qa.get("question", "")))) - names
-            gold = [ref for ref in gold_dialog_ids(qa.get("evidence") or []) if ref in position]
-
-            def near(ref: str) -> bool:
-                at = position[ref]
-                return any(asked & words[order[i]] for i in range(max(0, at - 1), min(len(order), at + 2)))
-
-            shared = all(asked & words[ref] for ref in gold)
-            nearby = all(near(ref) for ref in gold)
+            gold = gold_dialog_ids(qa.get("evidence") or [])  # an id not in the transcript fails both tests
+            shared = all(asked & words.get(ref, set()) for ref in gold)
+            nearby = all(ref in position and any(asked & words[n] for n in order[max(0, position[ref] - 1):
+                                                                                position[ref] + 2])
+                         for ref in gold)
             for key in (CATEGORIES[category], "all"):
                 row = counts.setdefault(key, Counter())
                 row["questions"] += 1
