@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`memcli ask` on the LoCoMo development conversations, every mode and memory kind side by side.
 
-    python benchmarks/bench_ask.py [--questions 8] [--budget 2000] [--out-dir DIR] [--json]
+    python benchmarks/bench_ask.py [--questions 8] [--budget 2000] [--answer-context TOKENS] [--out-dir DIR] [--json]
 
 A driver around `memcli eval locomo` (one place for the scoring): for both
 development conversations it runs
@@ -12,8 +12,9 @@ development conversations it runs
   categories; the default model needs tens of seconds per question on 2 cores),
   ask and no-agent for both memory kinds,
 
-and prints one table: all-evidence recall by category, answer F1, evidence,
-prompt, prefilled and restored (KV blocks) tokens, and seconds per question. JSONL records are kept
+and prints one table: all-evidence recall by category, answer F1, evidence
+tokens, tokens the answer read, prompt, prefilled and restored (KV blocks)
+tokens, and seconds per question. JSONL records are kept
 in ``--out-dir`` (a rerun with the same directory resumes).
 """
 
@@ -45,6 +46,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--questions", type=int, default=8, help="sampled questions per conversation (model modes)")
     parser.add_argument("--budget", type=int, default=2000)
+    parser.add_argument("--answer-context", type=int, default=None,
+                        help="evidence tokens the answer reads (default: ask.answer_context; 0: all)")
     parser.add_argument("--out-dir", type=Path, default=None)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -55,6 +58,8 @@ def main() -> None:
         records = out_dir / f"{mode}-{memory}.jsonl"
         command = [sys.executable, "-m", "memcli", "eval", "locomo", *FILES, "--mode", mode, "--memory", memory,
                    "--budget", str(args.budget), "--out", str(records), "--resume", "--json", *extra]
+        if args.answer_context is not None:
+            command += ["--answer-context", str(args.answer_context)]
         if memory == "consolidated":
             command.append("--no-llm")
         print(f"running {mode} on {memory} memory ...", file=sys.stderr, flush=True)
@@ -66,8 +71,8 @@ def main() -> None:
         print(json.dumps(rows, indent=2))
         return
     print(f"| mode | memory | questions | all-evidence recall | {' | '.join(f'{v} ({k})' for k, v in CATEGORIES.items())}"
-          " | F1 | evidence tokens | prompt tokens | prefilled tokens | restored tokens | s per question |")
-    print("|---|---|---|---|" + "---|" * len(CATEGORIES) + "---|---|---|---|---|---|")
+          " | F1 | evidence tokens | read tokens | prompt tokens | prefilled tokens | restored tokens | s per question |")
+    print("|---|---|---|---|" + "---|" * len(CATEGORIES) + "---|---|---|---|---|---|---|")
     for row in rows:
         s = row["summary"]
 
@@ -79,6 +84,7 @@ def main() -> None:
         print(f"| {row['mode']} | {row['memory']} | {s['all']['questions']} | {pct('all')} | "
               + " | ".join(pct(k) for k in CATEGORIES)
               + f" | {'-' if f1 is None else f'{f1:.3f}'} | {s['all']['evidence_tokens']:.0f} | "
+              f"{s['all'].get('read_tokens') or 0:.0f} | "
               f"{s['all']['prompt_tokens']:.0f} | {s['all']['prefilled_tokens']:.0f} | "
               f"{s['all'].get('restored_tokens') or 0:.0f} | {s['all']['latency_s']:.2f} |")
     print(f"records: {out_dir}", file=sys.stderr)

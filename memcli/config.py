@@ -45,6 +45,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("search.k", "MEMCLI_SEARCH_K", 10, "hits returned by search"),
     Setting("grep.limit", "MEMCLI_GREP_LIMIT", 100, "matches returned by grep"),
     Setting("ask.budget", "MEMCLI_ASK_BUDGET", 2000, "evidence budget of ask, in tokens"),
+    Setting("ask.answer_context", "MEMCLI_ASK_ANSWER_CONTEXT", 600,
+            "evidence the answering model reads, best-ranked first, in tokens (0: all of it)"),
     Setting("kv.dir", "MEMCLI_KV_DIR", "", "KV block directory (empty: kv/ inside the store)"),
     Setting("kv.budget_mb", "MEMCLI_KV_BUDGET_MB", 2048, "disk budget of the KV block store, in MB (LRU eviction)"),
     Setting("chat.memory_tokens", "MEMCLI_CHAT_MEMORY_TOKENS", 3000,

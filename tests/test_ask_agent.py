@@ -61,6 +61,31 @@ def test_valid_rounds_cite_evidence_and_trace(cli, store, monkeypatch):
     assert model.steps() == ["agent", "agent", "answer"]
 
 
+def test_the_answer_reads_the_cited_lines_and_the_best_ranked_evidence(cli, store, monkeypatch):
+    applied = line_of(cli, "decided to apply")
+    model = use_model(monkeypatch, lambda step, messages, schema: agent_round(
+        snippets=[{"doc_id": "CURRENT", "start_line": applied, "end_line": applied}], done=True)
+        if step == "agent" else "Open Door Adoptions.")
+    result = cli("ask", QUESTION, "--json", "--budget", "400", "--answer-context", "60")
+    assert result.code == 0, result.stderr
+    data = result.json
+    read, evidence = data["read"], data["evidence"]
+    assert 0 < data["tokens"]["read"] <= 60 < data["tokens"]["evidence"] <= 400
+    spans = [tuple(map(int, cite.split(":")[1].split("-"))) for cite in read]
+    assert any(start <= applied <= end for start, end in spans)  # the cited line comes first
+    for start, end in spans:  # what the answer read is part of the evidence returned
+        assert any(e["start_line"] <= start and end <= e["end_line"] for e in evidence)
+    prompt = model.calls[-1][1][1]["content"]
+    assert "decided to apply" in prompt and prompt.count("\n") < sum(e["text"].count("\n") + 1 for e in evidence)
+    # text output: the answer, the ranges it was written from, then the rest of the evidence
+    text = cli("ask", QUESTION, "--budget", "400", "--answer-context", "60").stdout
+    assert "sources: " + ", ".join(read) in text and "more evidence: " in text
+    assert cli("ask", QUESTION, "--answer-context", "-1").code == 2
+    # 0 reads all of it
+    data = cli("ask", QUESTION, "--json", "--budget", "400", "--answer-context", "0").json
+    assert data["read"] == data["citations"] and data["tokens"]["read"] == data["tokens"]["evidence"]
+
+
 def test_first_prompt_has_catalog_question_and_a_search(cli, store, monkeypatch):
     model = use_model(monkeypatch, lambda step, messages, schema: agent_round(done=True)
                       if step == "agent" else "x")

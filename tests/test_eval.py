@@ -69,6 +69,21 @@ def test_baselines_score_a_scripted_answer(cli, monkeypatch, mode):
     assert row["questions"] == 1 and row["f1"] == 1.0 and row["recall_all"] == 1.0  # the agency question
 
 
+def test_the_answer_context_is_recorded_and_part_of_the_resume_key(cli, monkeypatch, tmp_path):
+    model = ScriptedModel(lambda step, messages, schema: "Open Door Adoptions")
+    monkeypatch.setattr("memcli.cli.commands.evaluate.load_model", lambda cfg, out, **_: model)
+    out = tmp_path / "r.jsonl"
+    args = ("eval", "locomo", EXAMPLE, "--mode", "bm25-turns", "--questions", "1", "--out", out, "--resume", "--json")
+    first = cli(*args, "--answer-context", "30", store=False).json
+    assert first["answer_context"] == 30 and first["resumed"] == 0
+    record = json.loads(out.read_text().splitlines()[0])
+    assert record["answer_context"] == 30 and 0 < record["read_tokens"] <= 30 < record["evidence_tokens"]
+    assert cli(*args, "--answer-context", "30", store=False).json["resumed"] == 1
+    again = cli(*args, "--answer-context", "0", store=False).json  # another setting: asked again
+    assert again["resumed"] == 0 and len(out.read_text().splitlines()) == 2
+    assert json.loads(out.read_text().splitlines()[1])["read_tokens"] == record["evidence_tokens"]
+
+
 def test_every_answering_mode_with_the_real_model(cli, tmp_path):
     out = tmp_path / "r.jsonl"
     for mode in ("ask", "no-agent", "full-context", "oracle"):

@@ -10,7 +10,7 @@ from memcli.config import Settings
 from memcli.index import LibraryIndex
 from memcli.paths import Resolved
 from memcli.retrieve import policy
-from memcli.retrieve.evidence import Library, assemble, render_entry, render_run
+from memcli.retrieve.evidence import Library, assemble, best_part, render_entry, render_run
 from memcli.store import Store
 from memcli.store.format import Entry
 from memcli.tokens import count_tokens
@@ -175,3 +175,26 @@ def test_evidence_fills_the_budget_in_either_order(library):
         evidence = assemble(lib, [("CURRENT", line) for line in order], 600)
         used = sum(count_tokens(item.text) for item in evidence)
         assert 600 - longest < used <= 600
+
+
+def test_the_answer_reads_the_best_ranked_part_of_the_evidence(library):
+    store, index = library
+    lib = Library(store)
+    ranked = policy.ranked_entries(lib, index, "What did Tomas name the dogs?")
+    evidence = assemble(lib, ranked, 600)
+    part = best_part(lib, evidence, ranked, 80)
+    assert 0 < sum(item.tokens for item in part) <= 80 < sum(item.tokens for item in evidence)
+    shown = {(item.doc, line) for item in part for line in lib.doc(item.doc).lines
+             if item.start_line <= line <= item.end_line}
+    inside = {(item.doc, line) for item in evidence for line in lib.doc(item.doc).lines
+              if item.start_line <= line <= item.end_line}
+    assert ranked[0] in shown and shown < inside  # the best entry, and nothing the evidence does not cite
+    # all of it: no limit, no order, or evidence that fits
+    assert best_part(lib, evidence, ranked, 0) == best_part(lib, evidence, [], 80) == evidence
+    assert best_part(lib, evidence, ranked, 600) == evidence
+
+
+def test_interleave_alternates_two_rankings():
+    first, second = [("a", 1), ("a", 2), ("a", 3)], [("b", 1), ("a", 1)]
+    assert policy.interleave(first, second) == [("a", 1), ("b", 1), ("a", 2), ("a", 3)]
+    assert policy.interleave([], second) == second

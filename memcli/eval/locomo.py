@@ -10,6 +10,10 @@ consolidate, then every selected question through one mode:
 - ``full-context``: the newest entries that fit the model's context window, then the answer;
 - ``oracle``: exactly the gold evidence turns, then the answer (the model's ceiling).
 
+As in ``memcli ask``, the answer of the ranked modes (ask, no-agent,
+bm25-turns) reads the best-ranked ``answer_context`` tokens of the evidence
+(0: all of it); full-context and oracle answers read all of theirs.
+
 Every question gives one JSONL record (written and flushed as it is made, so
 ``--resume`` continues an interrupted run); the summary is computed from the
 records.
@@ -83,7 +87,9 @@ def conversation_name(conv: Conversation) -> str:
 
 
 def record_key(record: dict) -> tuple:
-    return record["conversation"], record["question_index"], record["mode"], record["memory"], record["budget"]
+    """(conversation, question index) + the run's setting (mode, memory, budget, answer context)."""
+    return (record["conversation"], record["question_index"], record["mode"], record["memory"], record["budget"],
+            record.get("answer_context", 0))  # records from before the setting read all the evidence
 
 
 def read_done(out_path: Path) -> dict[tuple, dict]:
@@ -107,12 +113,14 @@ class Runner:
     """Runs the questions of one conversation in one mode and yields a record per question."""
 
     def __init__(self, mode: str, memory: str, budget: int, cfg, model, *, consolidate_model: bool,
-                 max_rounds: int = 7, kv: bool = False):
+                 max_rounds: int = 7, kv: bool = False, answer_context: int = 0):
         """``kv``: the model (local, opened with ``kv_sequences=2``) keeps shared prompt prefixes as
         KV blocks in the conversation's temporary store, as ``memcli ask`` does."""
         if mode not in MODES:
             raise UsageError(f"unknown mode {mode!r} (modes: {', '.join(MODES)})")
         self.mode, self.memory, self.budget = mode, memory, budget
+        self.answer_context = answer_context
+        self.setting = (mode, memory, budget, answer_context)  # the tail of its records' keys
         self.cfg, self.model = cfg, model
         self.consolidate_model = consolidate_model
         self.max_rounds = max_rounds
@@ -121,7 +129,7 @@ class Runner:
     def run(self, conv: Conversation, picked: list[tuple[int, dict]], done: dict[tuple, dict],
             on_record: Callable[[dict], None]) -> None:
         name = conversation_name(conv)
-        todo = [(n, qa) for n, qa in picked if (name, n, self.mode, self.memory, self.budget) not in done]
+        todo = [(n, qa) for n, qa in picked if (name, n, *self.setting) not in done]
         if not todo:
             return
         work = Path(tempfile.mkdtemp(prefix="memcli-eval-"))
@@ -162,13 +170,15 @@ class Runner:
     def _question(self, store, index, key: tuple, qa: dict) -> dict:
         from memcli.llm.base import CallStats
         from memcli.retrieve.answer import answer
+        from memcli.retrieve.evidence import Library, best_part
 
         stats = CallStats()
         start = time.perf_counter()
-        evidence, rounds = self._evidence(store, index, qa, stats)
-        reply = None
+        evidence, rounds, order = self._evidence(store, index, qa, stats)
+        reply, read = None, []
         if self.mode != "evidence-only":
-            done = answer(self.model, qa["question"], evidence, stats, keep_evidence=False)
+            read = best_part(Library(store), evidence, order, self.answer_context)
+            done = answer(self.model, qa["question"], read, stats, keep_evidence=False)
             reply = done.text if done else None
         latency = time.perf_counter() - start
         gold_ids = gold_dialog_ids(qa.get("evidence", []))
@@ -177,19 +187,21 @@ class Runner:
         gold = qa.get("answer", qa.get("adversarial_answer"))
         return {
             "conversation": key[0], "question_index": key[1], "mode": self.mode, "memory": self.memory,
-            "budget": self.budget, "category": category, "question": qa["question"], "gold": gold,
+            "budget": self.budget, "answer_context": self.answer_context, "category": category, "question": qa["question"], "gold": gold,
             "answer": reply,
             "f1": None if reply is None else round(category_f1(reply, gold, category), 4),
             "bleu1": None if reply is None else round(bleu1(reply, gold), 4),
             "recall_all": all_in, "recall_partial": round(partial, 4),
             "evidence_tokens": sum(e.tokens for e in evidence), "evidence": [
                 f"{e.doc}:{e.start_line}-{e.end_line}" for e in evidence],
+            "read_tokens": sum(e.tokens for e in read),
             "rounds": rounds, "prompt_tokens": stats.prompt_tokens, "prefilled_tokens": stats.prefilled_tokens,
             "restored_tokens": stats.restored_tokens, "generated_tokens": stats.completion_tokens,
             "latency_s": round(latency, 3),
         }
 
-    def _evidence(self, store, index, qa: dict, stats) -> tuple[list, int]:
+    def _evidence(self, store, index, qa: dict, stats) -> tuple[list, int, list]:
+        """(evidence, agent rounds, the entries best first; empty when the answer reads all the evidence)."""
         from memcli.retrieve.evidence import Library, assemble
 
         question = qa["question"]
@@ -198,28 +210,30 @@ class Runner:
 
             found = Agent(self.model, store, index, budget=self.budget, max_rounds=self.max_rounds).run(
                 question, stats)
-            return found.evidence, len(found.rounds)
+            return found.evidence, len(found.rounds), found.order
         if self.mode == "no-agent":
             from memcli.retrieve.hybrid import hybrid
 
-            return hybrid(self.model, store, index, question, budget=self.budget, stats=stats).evidence, 0
+            found = hybrid(self.model, store, index, question, budget=self.budget, stats=stats)
+            return found.evidence, 0, found.order
         if self.mode == "evidence-only":
             from memcli.retrieve.policy import evidence_only
 
-            return evidence_only(store, index, question, budget=self.budget).evidence, 0
+            return evidence_only(store, index, question, budget=self.budget).evidence, 0, []
         library = Library(store)
         entries = [(doc_id, line, entry) for doc_id in store.all_ids()
                    for line, entry in library.doc(doc_id).entries.items()]
         if self.mode == "oracle":
             wanted = gold_dialog_ids(qa.get("evidence", []))
             picks = [(d, n) for d, n, e in entries if set((e.ref or "").split(";")) & wanted]
-            return assemble(library, picks, 10 ** 9), 0
+            return assemble(library, picks, 10 ** 9), 0, []
         if self.mode == "bm25-turns":
-            return assemble(library, bm25_turns(entries, question), self.budget), 0
+            ranked = bm25_turns(entries, question)
+            return assemble(library, ranked, self.budget), 0, ranked
         # full-context: the newest entries that fit the context window, in time order
         window = int(self.model.describe().get("n_ctx") or self.cfg.model_n_ctx) - ANSWER_RESERVE
         newest_first = sorted(entries, key=lambda dne: (dne[2].time or "", dne[2].seq or 0), reverse=True)
-        return assemble(library, [(d, n) for d, n, _ in newest_first], window), 0
+        return assemble(library, [(d, n) for d, n, _ in newest_first], window), 0, []
 
 
 def bm25_turns(entries: list, question: str) -> list[tuple[str, int]]:
@@ -249,7 +263,8 @@ def summarize(records: list[dict]) -> dict:
 
     return {key: {"questions": len(rows), "f1": mean(rows, "f1"), "bleu1": mean(rows, "bleu1"),
                   "recall_all": mean(rows, "recall_all"), "recall_partial": mean(rows, "recall_partial"),
-                  "evidence_tokens": mean(rows, "evidence_tokens"), "prompt_tokens": mean(rows, "prompt_tokens"),
+                  "evidence_tokens": mean(rows, "evidence_tokens"), "read_tokens": mean(rows, "read_tokens"),
+                  "prompt_tokens": mean(rows, "prompt_tokens"),
                   "prefilled_tokens": mean(rows, "prefilled_tokens"), "restored_tokens": mean(rows, "restored_tokens"),
                   "generated_tokens": mean(rows, "generated_tokens"), "latency_s": mean(rows, "latency_s")}
             for key, rows in sorted(groups.items(), key=lambda kv: (kv[0] == "all", kv[0]))}

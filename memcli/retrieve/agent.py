@@ -13,7 +13,8 @@ answer is invalid twice in a row.
 
 Evidence: the cited snippets expanded to their heading block, then the
 newest CURRENT entries, then the deterministic policy's ranking (the recall
-guard) until ``budget`` tokens.
+guard) until ``budget`` tokens. The order an answer reads the evidence in
+(``order``) takes the cited lines themselves and the ranking in turns.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.structured import Invalid, ask_json
 from memcli.retrieve.agent_tools import CATALOG_PAGE, TOOL_NAMES, AgentTools, ToolResult, catalog_text
 from memcli.retrieve.evidence import Evidence, Library, assemble, recent_current, snippet_lines
-from memcli.retrieve.policy import dedupe, ranked_entries
+from memcli.retrieve.policy import dedupe, interleave, ranked_entries
 from memcli.store import Store
 from memcli.tokens import count_tokens
 
@@ -100,6 +101,7 @@ class AgentRetrieval:
     rounds: list[Round]
     stop: str  # done | max-rounds | budget | no-progress | invalid-answer | context
     from_agent: int  # evidence entries the agent cited (after expansion), before the recall guard
+    order: list[tuple[str, int]] = field(default_factory=list)  # entries best first (what an answer reads first)
 
 
 def _validate(data: object) -> dict:
@@ -137,7 +139,8 @@ class Agent:
         shared = [[messages[0], {"role": "user", "content": catalog}]]  # the same for every question
         schema = round_schema()
         rounds: list[Round] = []
-        cited: list[tuple[str, int]] = []
+        cited: list[tuple[str, int]] = []  # cited lines, then their expansion
+        direct: list[tuple[str, int]] = []  # the cited lines only
         stop = "max-rounds"
         for number in range(1, self.max_rounds + 1):
             reply = ask_json(self.model, messages, schema, _validate, step="agent", stats=stats, max_tokens=400,
@@ -146,7 +149,7 @@ class Agent:
                 stop = "invalid-answer"
                 break
             current = Round(number, done=reply["done"], relevant_docs=reply["relevant_docs"])
-            new_citations = self._cite(reply["relevant_snippets"], current, cited)
+            new_citations = self._cite(reply["relevant_snippets"], current, cited, direct)
             new_lines = False
             for call in reply["tool_calls"]:
                 name = call.get("name") if isinstance(call, dict) else None
@@ -175,10 +178,11 @@ class Agent:
                 stop = "context"
                 break
         agent_picks = dedupe(cited)
-        picks = dedupe(agent_picks + recent_current(self.library, self.budget // RECENT_SHARE)
-                       + ranked_entries(self.library, self.index, question))
+        ranked = ranked_entries(self.library, self.index, question)
+        picks = dedupe(agent_picks + recent_current(self.library, self.budget // RECENT_SHARE) + ranked)
         evidence = assemble(self.library, picks, self.budget)
-        return AgentRetrieval(evidence, rounds, stop, from_agent=len(agent_picks))
+        return AgentRetrieval(evidence, rounds, stop, from_agent=len(agent_picks),
+                              order=interleave(dedupe(direct), ranked))
 
     def _opening(self, question: str, seen: set[tuple[str, int]]) -> tuple[str, str]:
         """The first user message as (the catalog's first page, the same for every question;
@@ -190,8 +194,10 @@ class Agent:
                 f"Question: {question}\n\nsearch for the question:\n{first.text}\n\n"
                 "Cite the lines that help as relevant_snippets; search for other key words if needed.")
 
-    def _cite(self, snippets: list, current: Round, cited: list[tuple[str, int]]) -> bool:
-        """Check each snippet against the store and add its (expanded) lines; True when any is new."""
+    def _cite(self, snippets: list, current: Round, cited: list[tuple[str, int]],
+              direct: list[tuple[str, int]]) -> bool:
+        """Check each snippet against the store and add its lines to ``direct`` and, expanded, to ``cited``;
+        True when any is new."""
         before = len(set(cited))
         known = set(self.store.all_ids())
         for snippet in snippets:
@@ -212,6 +218,7 @@ class Agent:
                 continue
             current.snippets.append({"doc_id": doc_id, "start_line": start, "end_line": end})
             cited.extend(lines)
+            direct.extend(pick for pick in lines if start <= pick[1] <= end)
         return len(set(cited)) > before
 
     def _cited_tokens(self, cited: list[tuple[str, int]]) -> int:

@@ -136,6 +136,21 @@ def assemble(library: Library, picks: list[tuple[str, int]], budget: int) -> lis
     return _ranges(library, chosen)
 
 
+def best_part(library: Library, evidence: list[Evidence], order: list[tuple[str, int]],
+              tokens: int) -> list[Evidence]:
+    """The part of ``evidence`` an answering model reads: its entries in ``order`` (best first) until
+    ``tokens``, in document order. All of it when it fits, when ``tokens`` is 0 or without an order.
+
+    A small model answers better from its few best entries than from a full budget of them
+    (README, "ask"); what it reads is always part of the evidence returned, so citations cover it.
+    """
+    if tokens <= 0 or not order or sum(e.tokens for e in evidence) <= tokens:
+        return evidence
+    inside = {(e.doc, line) for e in evidence for line in library.doc(e.doc).lines
+              if e.start_line <= line <= e.end_line}
+    return assemble(library, [pick for pick in order if pick in inside], tokens)
+
+
 def time_cost(entry: Entry) -> int:
     """Tokens an entry's line spends on its time."""
     return count_tokens(render_entry(entry) + "\n") - count_tokens(render_entry(entry, with_time=False) + "\n")

@@ -41,6 +41,7 @@ FOLLOW_WEIGHT = 0.9  # share of a conversational question's score its reply gets
 class Retrieval:
     evidence: list[Evidence]
     trace: list[dict] = field(default_factory=list)
+    order: list[tuple[str, int]] = field(default_factory=list)  # entries best first (what an answer reads first)
 
 
 def ranked_entries(library: Library, index: LibraryIndex, question: str, *, partitions: int = 40,
@@ -117,7 +118,14 @@ def evidence_only(store: Store, index: LibraryIndex, question: str, *, budget: i
     library = Library(store)
     picks = ranked_entries(library, index, question, **options)
     trace = [{"tool": "search", "query": question, "entries": len(picks)}]
-    return Retrieval(assemble(library, picks, budget), trace)
+    return Retrieval(assemble(library, picks, budget), trace, picks)
+
+
+def interleave(first: list[tuple[str, int]], second: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """One of ``first``, one of ``second``, and so on (duplicates dropped): two rankings, neither ahead."""
+    merged = [pick for pair in zip(first, second) for pick in pair]
+    shorter = min(len(first), len(second))
+    return dedupe(merged + first[shorter:] + second[shorter:])
 
 
 def dedupe(picks: list[tuple[str, int]]) -> list[tuple[str, int]]:

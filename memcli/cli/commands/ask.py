@@ -23,6 +23,7 @@ class AskResult:
     mode: str  # agent | no-agent | evidence-only
     answer: str | None
     evidence: list  # of memcli.retrieve.evidence.Evidence
+    read: list = field(default_factory=list)  # the part of the evidence the answer was written from
     tool_calls: list[dict] = field(default_factory=list)  # the trace: one record per round or step
     rounds: int = 0
     stop: str | None = None
@@ -32,6 +33,7 @@ class AskResult:
     def to_dict(self) -> dict:
         return {"question": self.question, "mode": self.mode, "answer": self.answer,
                 "citations": [f"{e.doc}:{e.start_line}-{e.end_line}" for e in self.evidence],
+                "read": [f"{e.doc}:{e.start_line}-{e.end_line}" for e in self.read],
                 "evidence": [e.to_dict() for e in self.evidence], "rounds": self.rounds, "stop": self.stop,
                 "tool_calls": self.tool_calls, "tokens": self.tokens, "timings": self.timings}
 
@@ -46,6 +48,10 @@ def ask(
         "--no-agent", help="Hybrid reader: one model call selects documents by summary, BM25 does the rest.")] = False,
     budget: Annotated[Optional[int], typer.Option(
         "--budget", metavar="TOKENS", help="Evidence budget in tokens (default: ask.budget, 2000).")] = None,
+    answer_context: Annotated[Optional[int], typer.Option(
+        "--answer-context", metavar="TOKENS",
+        help="Evidence the answering model reads, best-ranked first; 0: all of it "
+             "(default: ask.answer_context, 600).")] = None,
     max_rounds: Annotated[Optional[int], typer.Option(
         "--max-rounds", metavar="N", help="Tool-calling rounds of the agent (default: ask.max_rounds, 7).")] = None,
     trace: Annotated[bool, typer.Option(
@@ -67,9 +73,10 @@ def ask(
     --no-agent: one model call picks documents from the catalog, BM25 ranks
     entries. --evidence-only: no model at all (BM25 over heading sections,
     entries ranked by the question's terms); outer agents get the evidence
-    and answer themselves. The answer is written from the evidence, each line
-    showing its time so "last Sunday" resolves to a date. Exit 1 when no
-    evidence is found.
+    and answer themselves. The answer is written from the best-ranked
+    --answer-context tokens of the evidence (listed as "read" in --json),
+    each line showing its time so "last Sunday" resolves to a date. Exit 1
+    when no evidence is found.
 
     With a local model, the prompt parts other questions share (instructions,
     catalog, and the answer's evidence) are kept as KV blocks in the store's
@@ -89,8 +96,11 @@ def ask(
     cfg = settings(ctx, store)
     limit = budget if budget is not None else cfg.ask_budget
     rounds_allowed = max_rounds if max_rounds is not None else cfg.ask_max_rounds
+    reading = answer_context if answer_context is not None else cfg.ask_answer_context
     if limit < 50:
         raise UsageError("--budget must be at least 50 tokens")
+    if reading < 0:
+        raise UsageError("--answer-context must be 0 (all the evidence) or a number of tokens")
     if not 1 <= rounds_allowed <= 50:
         raise UsageError("--max-rounds must be between 1 and 50")
     mode = "evidence-only" if evidence_only else "no-agent" if no_agent else "agent"
@@ -122,18 +132,23 @@ def ask(
             if trace:
                 for step in found.trace:
                     _trace_round(step)
+        if model is not None:
+            from memcli.retrieve.evidence import Library, best_part
+
+            result.read = best_part(Library(store), result.evidence, found.order, reading)
     retrieved = time.perf_counter()
     result.timings = {"model_load_s": round(loaded - start, 3), "retrieval_s": round(retrieved - loaded, 3)}
     retrieval_calls = stats.calls
     if model is not None:
-        written = answer_from(model, question, result.evidence, stats)
+        written = answer_from(model, question, result.read, stats)
         result.answer = written.text if written else None
         result.timings["answer_s"] = round(time.perf_counter() - retrieved, 3)
         if written is not None and written.ttft_s is not None:
             result.timings["answer_ttft_s"] = round(written.ttft_s, 3)
         if written is not None and written.tokens_per_s is not None:
             result.timings["answer_tokens_per_s"] = round(written.tokens_per_s, 2)
-    result.tokens = {"evidence": sum(e.tokens for e in result.evidence), "prompt": stats.prompt_tokens,
+    result.tokens = {"evidence": sum(e.tokens for e in result.evidence),
+                     "read": sum(e.tokens for e in result.read), "prompt": stats.prompt_tokens,
                      "prefilled": stats.prefilled_tokens, "restored": stats.restored_tokens,
                      "generated": stats.completion_tokens, "model_calls": stats.calls,
                      "retrieval_calls": retrieval_calls, "invalid": stats.invalid}
@@ -189,7 +204,11 @@ def _render(result: AskResult, out: Output) -> None:
     if result.answer is not None:
         out.write(result.answer)
         out.write("")
-        out.write("sources: " + ", ".join(f"{e.doc}:{e.start_line}-{e.end_line}" for e in result.evidence))
+        out.write("sources: " + ", ".join(f"{e.doc}:{e.start_line}-{e.end_line}" for e in result.read))
+        rest = [e for e in result.evidence if not any(r.doc == e.doc and r.start_line <= e.end_line
+                                                      and e.start_line <= r.end_line for r in result.read)]
+        if rest:
+            out.write("more evidence: " + ", ".join(f"{e.doc}:{e.start_line}-{e.end_line}" for e in rest))
         return
     for item in result.evidence:
         out.write(f"{item.doc}:{item.start_line}-{item.end_line}")

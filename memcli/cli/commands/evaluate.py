@@ -22,6 +22,7 @@ class EvalResult:
     mode: str
     memory: str
     budget: int
+    answer_context: int
     model: dict | None
     conversations: list[str]
     out: str | None
@@ -29,7 +30,8 @@ class EvalResult:
     summary: dict
 
     def to_dict(self) -> dict:
-        return {"mode": self.mode, "memory": self.memory, "budget": self.budget, "model": self.model,
+        return {"mode": self.mode, "memory": self.memory, "budget": self.budget,
+                "answer_context": self.answer_context, "model": self.model,
                 "conversations": self.conversations, "out": self.out, "resumed": self.resumed,
                 "summary": self.summary}
 
@@ -59,6 +61,9 @@ def locomo(
     memory: Annotated[str, typer.Option("--memory", help="raw (ingested turns) or consolidated.")] = "raw",
     budget: Annotated[Optional[int], typer.Option(
         "--budget", metavar="TOKENS", help="Evidence budget (default: ask.budget, 2000).")] = None,
+    answer_context: Annotated[Optional[int], typer.Option(
+        "--answer-context", metavar="TOKENS", help="Evidence the answer reads in the ranked modes, best first; "
+                                                   "0: all (default: ask.answer_context, 600).")] = None,
     no_llm: Annotated[bool, typer.Option(
         "--no-llm", help="With --memory consolidated: consolidate without the model.")] = False,
     out_path: Annotated[Optional[Path], typer.Option(
@@ -94,8 +99,11 @@ def locomo(
     wanted = _categories(categories)
     cfg = settings(ctx)
     limit = budget if budget is not None else cfg.ask_budget
+    reading = answer_context if answer_context is not None else cfg.ask_answer_context
     if limit < 50:
         raise UsageError("--budget must be at least 50 tokens")
+    if reading < 0:
+        raise UsageError("--answer-context must be 0 (all the evidence) or a number of tokens")
     conversations = load_conversations(files, sample)
     needs_model = mode != "evidence-only" or (memory == "consolidated" and not no_llm and cfg.consolidate_llm)
     from memcli.kv import keeps_blocks
@@ -104,7 +112,7 @@ def locomo(
     model = load_model(cfg, out, kv_sequences=2 if kv else 1) if needs_model else None
     kv = kv and getattr(model, "llm", None) is not None
     runner = Runner(mode, memory, limit, cfg, model, consolidate_model=not no_llm and cfg.consolidate_llm,
-                    max_rounds=cfg.ask_max_rounds, kv=kv)
+                    max_rounds=cfg.ask_max_rounds, kv=kv, answer_context=reading)
     done = read_done(out_path) if resume and out_path is not None else {}
     plan = [(conv, select(conv.questions, wanted, questions)) for conv in conversations]
     records = []
@@ -120,12 +128,12 @@ def locomo(
         resumed = 0
         for conv, picked in plan:
             name = conversation_name(conv)
-            prior = [done[k] for k in done if k[0] == name and k[2:] == (mode, memory, limit)
+            prior = [done[k] for k in done if k[0] == name and k[2:] == runner.setting
                      and k[1] in {n for n, _ in picked}]
             records.extend(prior)
             resumed += len(prior)
             runner.run(conv, picked, done, keep)
-    out.emit(EvalResult(mode=mode, memory=memory, budget=limit, model=model.describe() if model else None,
+    out.emit(EvalResult(mode=mode, memory=memory, budget=limit, answer_context=reading, model=model.describe() if model else None,
                         conversations=[c.source + "#" + c.sample_id for c in conversations],
                         out=str(out_path) if out_path else None, resumed=resumed, summary=summarize(records)))
 
@@ -141,10 +149,12 @@ def _render(result: EvalResult, out: Output) -> None:
     for key, row in result.summary.items():
         label = "all" if key == "all" else f"{CATEGORIES.get(int(key), key)} ({key})"
         rows.append([label, str(row["questions"]), num(row["f1"]), num(row["bleu1"]), num(row["recall_all"], True),
-                     num(row["recall_partial"], True), num(row["evidence_tokens"]), num(row["prompt_tokens"]),
+                     num(row["recall_partial"], True), num(row["evidence_tokens"]), num(row["read_tokens"]),
+                     num(row["prompt_tokens"]),
                      num(row["prefilled_tokens"]), num(row["restored_tokens"]), num(row["latency_s"])])
-    out.table(f"LoCoMo: mode {result.mode}, memory {result.memory}, budget {result.budget}",
+    out.table(f"LoCoMo: mode {result.mode}, memory {result.memory}, budget {result.budget}, "
+              f"answer context {result.answer_context or 'all'}",
               ["category", "questions", "F1", "BLEU-1", "recall (all)", "recall (partial)", "evidence tokens",
-               "prompt tokens", "prefilled", "restored", "latency s"], rows)
+               "read tokens", "prompt tokens", "prefilled", "restored", "latency s"], rows)
     if result.out:
         out.info(f"records: {result.out}" + (f" ({result.resumed} from an earlier run)" if result.resumed else ""))
