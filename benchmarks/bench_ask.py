@@ -70,8 +70,9 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"| mode | memory | questions | all-evidence recall | {' | '.join(f'{v} ({k})' for k, v in CATEGORIES.items())}"
-          " | F1 | evidence tokens | read tokens | prompt tokens | prefilled tokens | restored tokens | s per question |")
+    categories = " | ".join(f"{v} ({k})" for k, v in CATEGORIES.items())
+    print(f"| mode | memory | questions | all-evidence recall | {categories} | F1 | evidence tokens | read tokens"
+          " | prompt tokens | prefilled tokens | restored tokens | s per question |")
     print("|---|---|---|---|" + "---|" * len(CATEGORIES) + "---|---|---|---|---|---|---|")
     for row in rows:
         s = row["summary"]

@@ -187,7 +187,8 @@ class Runner:
         gold = qa.get("answer", qa.get("adversarial_answer"))
         return {
             "conversation": key[0], "question_index": key[1], "mode": self.mode, "memory": self.memory,
-            "budget": self.budget, "answer_context": self.answer_context, "category": category, "question": qa["question"], "gold": gold,
+            "budget": self.budget, "answer_context": self.answer_context, "category": category,
+            "question": qa["question"], "gold": gold,
             "answer": reply,
             "f1": None if reply is None else round(category_f1(reply, gold, category), 4),
             "bleu1": None if reply is None else round(bleu1(reply, gold), 4),

@@ -133,7 +133,8 @@ def locomo(
             records.extend(prior)
             resumed += len(prior)
             runner.run(conv, picked, done, keep)
-    out.emit(EvalResult(mode=mode, memory=memory, budget=limit, answer_context=reading, model=model.describe() if model else None,
+    out.emit(EvalResult(mode=mode, memory=memory, budget=limit, answer_context=reading,
+                        model=model.describe() if model else None,
                         conversations=[c.source + "#" + c.sample_id for c in conversations],
                         out=str(out_path) if out_path else None, resumed=resumed, summary=summarize(records)))
 
