@@ -192,6 +192,10 @@ def test_the_answer_reads_the_best_ranked_part_of_the_evidence(library):
     # all of it: no limit, no order, or evidence that fits
     assert best_part(lib, evidence, ranked, 0) == best_part(lib, evidence, [], 80) == evidence
     assert best_part(lib, evidence, ranked, 600) == evidence
+    # an order that names none of the evidence: its first entries, never nothing
+    elsewhere = [pick for pick in ranked if pick not in inside] or [("CURRENT", 10 ** 6)]
+    first = best_part(lib, evidence, elsewhere, 80)
+    assert 0 < sum(item.tokens for item in first) <= 80 and first[0].start_line == evidence[0].start_line
 
 
 def test_interleave_alternates_two_rankings():

@@ -139,7 +139,8 @@ def assemble(library: Library, picks: list[tuple[str, int]], budget: int) -> lis
 def best_part(library: Library, evidence: list[Evidence], order: list[tuple[str, int]],
               tokens: int) -> list[Evidence]:
     """The part of ``evidence`` an answering model reads: its entries in ``order`` (best first) until
-    ``tokens``, in document order. All of it when it fits, when ``tokens`` is 0 or without an order.
+    ``tokens``, in document order. All of it when it fits, when ``tokens`` is 0 or without an order;
+    its first entries when ``order`` names none of them.
 
     A small model answers better from its few best entries than from a full budget of them
     (README, "ask"); what it reads is always part of the evidence returned, so citations cover it.
@@ -148,7 +149,11 @@ def best_part(library: Library, evidence: list[Evidence], order: list[tuple[str,
         return evidence
     inside = {(e.doc, line) for e in evidence for line in library.doc(e.doc).lines
               if e.start_line <= line <= e.end_line}
-    return assemble(library, [pick for pick in order if pick in inside], tokens)
+    ranked = [pick for pick in order if pick in inside]
+    if not ranked:
+        ranked = [(e.doc, line) for e in evidence for line in library.doc(e.doc).lines
+                  if e.start_line <= line <= e.end_line]
+    return assemble(library, ranked, tokens)
 
 
 def time_cost(entry: Entry) -> int:
