@@ -170,14 +170,15 @@ class Runner:
     def _question(self, store, index, key: tuple, qa: dict) -> dict:
         from memcli.llm.base import CallStats
         from memcli.retrieve.answer import answer
-        from memcli.retrieve.evidence import Library, best_part
+        from memcli.retrieve.evidence import best_part
 
         stats = CallStats()
         start = time.perf_counter()
-        evidence, rounds, order = self._evidence(store, index, qa, stats)
+        found, rounds = self._evidence(store, index, qa, stats)
+        evidence = found.evidence
         reply, read = None, []
         if self.mode != "evidence-only":
-            read = best_part(Library(store), evidence, order, self.answer_context)
+            read = best_part(found.library, evidence, found.order, self.answer_context)
             done = answer(self.model, qa["question"], read, stats, keep_evidence=False)
             reply = done.text if done else None
         latency = time.perf_counter() - start
@@ -201,9 +202,10 @@ class Runner:
             "latency_s": round(latency, 3),
         }
 
-    def _evidence(self, store, index, qa: dict, stats) -> tuple[list, int, list]:
-        """(evidence, agent rounds, the entries best first; empty when the answer reads all the evidence)."""
+    def _evidence(self, store, index, qa: dict, stats) -> tuple:
+        """(the mode's retrieval, agent rounds); a retrieval without an order has its answer read all of it."""
         from memcli.retrieve.evidence import Library, assemble
+        from memcli.retrieve.policy import Retrieval
 
         question = qa["question"]
         if self.mode == "ask":
@@ -211,30 +213,29 @@ class Runner:
 
             found = Agent(self.model, store, index, budget=self.budget, max_rounds=self.max_rounds).run(
                 question, stats)
-            return found.evidence, len(found.rounds), found.order
+            return found, len(found.rounds)
         if self.mode == "no-agent":
             from memcli.retrieve.hybrid import hybrid
 
-            found = hybrid(self.model, store, index, question, budget=self.budget, stats=stats)
-            return found.evidence, 0, found.order
+            return hybrid(self.model, store, index, question, budget=self.budget, stats=stats), 0
         if self.mode == "evidence-only":
             from memcli.retrieve.policy import evidence_only
 
-            return evidence_only(store, index, question, budget=self.budget).evidence, 0, []
+            return evidence_only(store, index, question, budget=self.budget), 0
         library = Library(store)
         entries = [(doc_id, line, entry) for doc_id in store.all_ids()
                    for line, entry in library.doc(doc_id).entries.items()]
         if self.mode == "oracle":
             wanted = gold_dialog_ids(qa.get("evidence", []))
             picks = [(d, n) for d, n, e in entries if set((e.ref or "").split(";")) & wanted]
-            return assemble(library, picks, 10 ** 9), 0, []
+            return Retrieval(assemble(library, picks, 10 ** 9)), 0
         if self.mode == "bm25-turns":
             ranked = bm25_turns(entries, question)
-            return assemble(library, ranked, self.budget), 0, ranked
+            return Retrieval(assemble(library, ranked, self.budget), order=ranked, library=library), 0
         # full-context: the newest entries that fit the context window, in time order
         window = int(self.model.describe().get("n_ctx") or self.cfg.model_n_ctx) - ANSWER_RESERVE
         newest_first = sorted(entries, key=lambda dne: (dne[2].time or "", dne[2].seq or 0), reverse=True)
-        return assemble(library, [(d, n) for d, n, _ in newest_first], window), 0, []
+        return Retrieval(assemble(library, [(d, n) for d, n, _ in newest_first], window)), 0
 
 
 def bm25_turns(entries: list, question: str) -> list[tuple[str, int]]:

@@ -102,6 +102,7 @@ class AgentRetrieval:
     stop: str  # done | max-rounds | budget | no-progress | invalid-answer | context
     from_agent: int  # evidence entries the agent cited (after expansion), before the recall guard
     order: list[tuple[str, int]] = field(default_factory=list)  # entries best first (what an answer reads first)
+    library: Library | None = None  # the documents as the evidence was read (for best_part)
 
 
 def _validate(data: object) -> dict:
@@ -182,7 +183,7 @@ class Agent:
         picks = dedupe(agent_picks + recent_current(self.library, self.budget // RECENT_SHARE) + ranked)
         evidence = assemble(self.library, picks, self.budget)
         return AgentRetrieval(evidence, rounds, stop, from_agent=len(agent_picks),
-                              order=interleave(dedupe(direct), ranked))
+                              order=interleave(dedupe(direct), ranked), library=self.library)
 
     def _opening(self, question: str, seen: set[tuple[str, int]]) -> tuple[str, str]:
         """The first user message as (the catalog's first page, the same for every question;

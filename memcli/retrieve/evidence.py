@@ -136,7 +136,7 @@ def assemble(library: Library, picks: list[tuple[str, int]], budget: int) -> lis
     return _ranges(library, chosen)
 
 
-def best_part(library: Library, evidence: list[Evidence], order: list[tuple[str, int]],
+def best_part(library: Library | None, evidence: list[Evidence], order: list[tuple[str, int]],
               tokens: int) -> list[Evidence]:
     """The part of ``evidence`` an answering model reads: its entries in ``order`` (best first) until
     ``tokens``, in document order. All of it when it fits, when ``tokens`` is 0 or without an order;
@@ -144,16 +144,14 @@ def best_part(library: Library, evidence: list[Evidence], order: list[tuple[str,
 
     A small model answers better from its few best entries than from a full budget of them
     (README, "ask"); what it reads is always part of the evidence returned, so citations cover it.
+    ``library`` is the one the evidence was read from (needed only with an order).
     """
-    if tokens <= 0 or not order or sum(e.tokens for e in evidence) <= tokens:
+    if tokens <= 0 or not order or library is None or sum(e.tokens for e in evidence) <= tokens:
         return evidence
-    inside = {(e.doc, line) for e in evidence for line in library.doc(e.doc).lines
-              if e.start_line <= line <= e.end_line}
-    ranked = [pick for pick in order if pick in inside]
-    if not ranked:
-        ranked = [(e.doc, line) for e in evidence for line in library.doc(e.doc).lines
-                  if e.start_line <= line <= e.end_line]
-    return assemble(library, ranked, tokens)
+    inside = [(e.doc, line) for e in evidence for line in library.doc(e.doc).lines
+              if e.start_line <= line <= e.end_line]
+    wanted = set(inside)
+    return assemble(library, [pick for pick in order if pick in wanted] or inside, tokens)
 
 
 def time_cost(entry: Entry) -> int:

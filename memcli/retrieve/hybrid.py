@@ -62,4 +62,4 @@ def hybrid(model: ChatModel, store: Store, index: LibraryIndex, question: str, *
     picks = ranked_entries(library, index, question, prefer=chosen)
     trace = [{"tool": "select_docs", "shown": len(rows), "chosen": list(chosen)},
              {"tool": "search", "query": question, "entries": len(picks)}]
-    return Retrieval(assemble(library, picks, budget), trace, picks)
+    return Retrieval(assemble(library, picks, budget), trace, picks, library)

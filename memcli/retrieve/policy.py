@@ -42,6 +42,7 @@ class Retrieval:
     evidence: list[Evidence]
     trace: list[dict] = field(default_factory=list)
     order: list[tuple[str, int]] = field(default_factory=list)  # entries best first (what an answer reads first)
+    library: Library | None = None  # the documents as the evidence was read (for best_part)
 
 
 def ranked_entries(library: Library, index: LibraryIndex, question: str, *, partitions: int = 40,
@@ -118,7 +119,7 @@ def evidence_only(store: Store, index: LibraryIndex, question: str, *, budget: i
     library = Library(store)
     picks = ranked_entries(library, index, question, **options)
     trace = [{"tool": "search", "query": question, "entries": len(picks)}]
-    return Retrieval(assemble(library, picks, budget), trace, picks)
+    return Retrieval(assemble(library, picks, budget), trace, picks, library)
 
 
 def interleave(first: list[tuple[str, int]], second: list[tuple[str, int]]) -> list[tuple[str, int]]:

@@ -133,9 +133,9 @@ def ask(
                 for step in found.trace:
                     _trace_round(step)
         if model is not None:
-            from memcli.retrieve.evidence import Library, best_part
+            from memcli.retrieve.evidence import best_part
 
-            result.read = best_part(Library(store), result.evidence, found.order, reading)
+            result.read = best_part(found.library, result.evidence, found.order, reading)
     retrieved = time.perf_counter()
     result.timings = {"model_load_s": round(loaded - start, 3), "retrieval_s": round(retrieved - loaded, 3)}
     retrieval_calls = stats.calls
