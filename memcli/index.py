@@ -22,6 +22,8 @@ import re
 import sqlite3
 from collections import Counter
 from dataclasses import dataclass
+
+from memcli.results import Result, omit_empty
 from math import log
 from pathlib import Path
 from typing import Callable
@@ -167,7 +169,7 @@ def partitions(doc: Document, max_tokens: int) -> list[Partition]:
 # ---------------------------------------------------------------- the index
 
 @dataclass
-class Hit:
+class Hit(Result):
     doc: str
     heading: str
     start_line: int
@@ -175,26 +177,18 @@ class Hit:
     score: float
     snippet: str
 
-    def to_dict(self) -> dict:
-        return {"doc": self.doc, "heading": self.heading, "start_line": self.start_line,
-                "end_line": self.end_line, "score": round(self.score, 4), "snippet": self.snippet}
+    def extra(self) -> dict:
+        return {"score": round(self.score, 4)}
 
 
 @dataclass
-class CatalogRow:
+class CatalogRow(Result):
     id: str
     summary: str
     token_count: int
     updated_time: str | None
     entries: int
-    error: str | None = None
-
-    def to_dict(self) -> dict:
-        out = {"id": self.id, "summary": self.summary, "token_count": self.token_count,
-               "updated_time": self.updated_time, "entries": self.entries}
-        if self.error:
-            out["error"] = self.error
-        return out
+    error: str | None = omit_empty()
 
 
 _SCHEMA = """

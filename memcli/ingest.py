@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
-from typing import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Callable
 
+from memcli.errors import InputError
+from memcli.results import Result
 from memcli.store import CURRENT_ID, Store
 from memcli.store.format import Entry
 from memcli.store.store import new_current, now_iso, refresh_token_count
@@ -14,7 +17,7 @@ from memcli.transcripts import Turn
 
 
 @dataclass
-class IngestResult:
+class IngestResult(Result):
     source: str
     format: str
     turns: int
@@ -30,9 +33,6 @@ class IngestResult:
     warnings: list[str] = field(default_factory=list)
     consolidation: dict | None = None  # the automatic consolidation this ingest triggered
     extraction: dict | None = None  # model calls of --extract
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def ingest_turns(store: Store, turns: list[Turn], *, source: str, fmt: str, ignored: int = 0,
@@ -135,3 +135,20 @@ def forget_entries(store: Store, *, conv: str, texts: list[str]) -> int:
         refresh_token_count(current)
         txn.write("CURRENT.md", current.render())
     return len(drop)
+
+
+def read_source(source: str | Path | IO[bytes] | IO[str], name: str | None = None) -> tuple[bytes, str]:
+    """(bytes, name for messages) of an input: a path, or an open file (named ``name``, else its own name)."""
+    if hasattr(source, "read"):
+        data = source.read()
+        name = name or str(getattr(source, "name", "<input>"))
+        return (data.encode("utf-8") if isinstance(data, str) else data), name
+    path = Path(source)
+    try:
+        return path.read_bytes(), str(source)
+    except FileNotFoundError:
+        raise InputError(str(source), "no such file") from None
+    except IsADirectoryError:
+        raise InputError(str(source), "is a directory") from None
+    except OSError as exc:
+        raise InputError(str(source), f"cannot read: {exc.strerror}") from None

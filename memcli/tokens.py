@@ -1,38 +1,29 @@
-"""The one token counter used everywhere (CURRENT size, thresholds, budgets).
+"""How memcli counts tokens: one documented estimate for everything kept in memory.
 
-Until a model's tokenizer is registered with :func:`use_tokenizer`, counts are
-approximated from the text: a run of letters is one token plus one per 7
-further letters, a run of digits one token per 2 digits, and every other
-non-space character one token. Against SmolLM2's BPE tokenizer this was within
-12% on English chat, Markdown, memcli documents and Python source (measured
-when it was chosen; ``tests/test_tokens.py`` keeps it within 20% on the
-examples). When a model is loaded its own tokenizer is registered, and counts
-are exact for that model.
+Every count that is stored or compared with a memory limit (a document's
+``token_count``, CURRENT's size and the consolidation thresholds, flush and
+split boundaries, search partitions, evidence budgets and the answer
+context) is this estimate, whatever model is configured or was loaded
+before in the same process: the same store gets the same numbers
+everywhere. Limits on what a model reads at once (the agent's prompt) are
+counted by that model's own tokenizer (``ChatModel.count_tokens``).
+
+The estimate: a run of letters is one token plus one per 7 further letters,
+a run of digits one token per 2 digits, every other non-space character one
+token. Against SmolLM2's BPE tokenizer this was within 12% on English chat,
+Markdown, memcli documents and Python source (``tests/test_tokens_and_bm25.py``
+keeps it within 20% on the examples).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Callable
 
 _PIECE = re.compile(r"[^\W\d_]+|\d+|[^\w\s]|_", re.UNICODE)
 
-_tokenizer: Callable[[str], int] | None = None
-_tokenizer_name = "approx"
 
-
-def use_tokenizer(count: Callable[[str], int] | None, name: str = "approx") -> None:
-    """Register a model tokenizer's counting function (``None`` to go back to the estimate)."""
-    global _tokenizer, _tokenizer_name
-    _tokenizer = count
-    _tokenizer_name = name if count else "approx"
-
-
-def tokenizer_name() -> str:
-    return _tokenizer_name
-
-
-def approx_tokens(text: str) -> int:
+def count_tokens(text: str) -> int:
+    """Tokens in ``text`` by memcli's estimate (0 for empty text)."""
     total = 0
     for piece in _PIECE.findall(text):
         if piece[0].isdigit():
@@ -42,12 +33,3 @@ def approx_tokens(text: str) -> int:
         else:
             total += 1
     return total
-
-
-def count_tokens(text: str) -> int:
-    """Tokens in ``text`` by the registered tokenizer, or the documented estimate."""
-    if not text:
-        return 0
-    if _tokenizer is not None:
-        return _tokenizer(text)
-    return approx_tokens(text)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from memcli.errors import UsageError
 from memcli.index import CatalogRow, Hit, LibraryIndex
+from memcli.results import Result, hidden, omit_empty, plain
 from memcli.store import Store
 from memcli.store.format import parse_entry, split_front_matter
 
@@ -19,13 +20,10 @@ from memcli.store.format import parse_entry, split_front_matter
 # ---------------------------------------------------------------- docs
 
 @dataclass
-class DocsResult:
+class DocsResult(Result):
     total: int
     offset: int
     docs: list[CatalogRow]
-
-    def to_dict(self) -> dict:
-        return {"total": self.total, "offset": self.offset, "docs": [d.to_dict() for d in self.docs]}
 
 
 def list_docs(index: LibraryIndex, offset: int = 0, limit: int | None = None) -> DocsResult:
@@ -39,35 +37,29 @@ def list_docs(index: LibraryIndex, offset: int = 0, limit: int | None = None) ->
 # ---------------------------------------------------------------- read
 
 @dataclass
-class Line:
+class ContextLine(Result):
     line: int
     text: str
 
-    def to_dict(self) -> dict:
-        out = {"line": self.line, "text": self.text}
+
+@dataclass
+class Line(ContextLine):
+    """A document line; a memory entry's signature and text are given parsed as well."""
+
+    def extra(self) -> dict:
         entry = parse_entry(self.text)
-        if entry is not None:
-            out["entry"] = {"meta": entry.meta, "text": entry.text}
-        return out
+        return {"entry": {"meta": entry.meta, "text": entry.text}} if entry is not None else {}
 
 
 @dataclass
-class ReadResult:
+class ReadResult(Result):
     doc: str
     path: str
     start_line: int
     end_line: int
     total_lines: int
     lines: list[Line]
-    warning: str | None = None
-
-    def to_dict(self) -> dict:
-        out = {"doc": self.doc, "path": self.path, "start_line": self.start_line,
-               "end_line": self.end_line, "total_lines": self.total_lines,
-               "lines": [ln.to_dict() for ln in self.lines]}
-        if self.warning:
-            out["warning"] = self.warning
-        return out
+    warning: str | None = omit_empty()
 
 
 def parse_range(spec: str) -> tuple[int, int | None]:
@@ -105,32 +97,27 @@ def read_lines(store: Store, doc_id: str, start: int = 1, end: int | None = None
 # ---------------------------------------------------------------- grep
 
 @dataclass
-class GrepMatch:
+class GrepMatch(Result):
     doc: str
     line: int
     text: str
-    before: list[Line] = field(default_factory=list)
-    after: list[Line] = field(default_factory=list)
+    before: list[ContextLine] = hidden(list)
+    after: list[ContextLine] = hidden(list)
 
-    def to_dict(self) -> dict:
-        out = {"doc": self.doc, "line": self.line, "text": self.text}
-        if self.before or self.after:
-            out["before"] = [{"line": b.line, "text": b.text} for b in self.before]
-            out["after"] = [{"line": a.line, "text": a.text} for a in self.after]
-        return out
+    def extra(self) -> dict:
+        """Context lines, both lists, when ``-C`` gave any."""
+        return {"before": plain(self.before), "after": plain(self.after)} if self.before or self.after else {}
 
 
 @dataclass
-class GrepResult:
+class GrepResult(Result):
     pattern: str
     matches: list[GrepMatch]
     truncated: bool
     docs_searched: int
 
-    def to_dict(self) -> dict:
-        return {"pattern": self.pattern, "matches": [m.to_dict() for m in self.matches],
-                "count": len(self.matches), "truncated": self.truncated,
-                "docs_searched": self.docs_searched}
+    def extra(self) -> dict:
+        return {"count": len(self.matches)}
 
 
 def compile_pattern(pattern: str, ignore_case: bool) -> re.Pattern:
@@ -172,8 +159,8 @@ def grep(store: Store, pattern: str, *, doc: str | None = None, ignore_case: boo
         if hit_lines:
             lines = body.split("\n")
             for idx in hit_lines:
-                def numbered(i: int) -> Line:
-                    return Line(first_line + i, lines[i].rstrip("\r"))
+                def numbered(i: int) -> ContextLine:
+                    return ContextLine(first_line + i, lines[i].rstrip("\r"))
 
                 matches.append(GrepMatch(
                     doc_id, first_line + idx, lines[idx].rstrip("\r"),
@@ -187,12 +174,9 @@ def grep(store: Store, pattern: str, *, doc: str | None = None, ignore_case: boo
 # ---------------------------------------------------------------- search
 
 @dataclass
-class SearchResult:
+class SearchResult(Result):
     query: str
     hits: list[Hit]
-
-    def to_dict(self) -> dict:
-        return {"query": self.query, "hits": [h.to_dict() for h in self.hits]}
 
 
 def search(index: LibraryIndex, query: str, k: int = 10, doc: str | None = None) -> SearchResult:

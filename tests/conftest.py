@@ -31,11 +31,7 @@ def isolated_env(tmp_path, monkeypatch):
     # automatic consolidation is tested on its own; elsewhere an ingest only ingests
     monkeypatch.setenv("MEMCLI_AUTO_CONSOLIDATE", "false")
     monkeypatch.chdir(tmp_path)
-    from memcli.tokens import use_tokenizer
-
-    use_tokenizer(None)  # a model loaded by an earlier test must not change this test's token counts
-    yield tmp_path
-    use_tokenizer(None)
+    return tmp_path
 
 
 @dataclass

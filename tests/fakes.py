@@ -10,7 +10,7 @@ from memcli.llm.prompts import EXTRACT_SYSTEM, PLAN_SYSTEM, REWRITE_SYSTEM, SUMM
 from memcli.retrieve.agent import AGENT_SYSTEM
 from memcli.retrieve.answer import ANSWER_SYSTEM
 from memcli.retrieve.hybrid import SELECT_SYSTEM
-from memcli.tokens import approx_tokens
+from memcli.tokens import count_tokens
 
 STEPS = {REWRITE_SYSTEM: "rewrite", PLAN_SYSTEM: "plan", SUMMARY_SYSTEM: "summary", EXTRACT_SYSTEM: "extract",
          AGENT_SYSTEM: "agent", SELECT_SYSTEM: "select", ANSWER_SYSTEM: "answer"}
@@ -36,10 +36,10 @@ class ScriptedModel:
         self.shared.append(shared)
         answer = self.responder(step, messages, schema)
         text = answer if isinstance(answer, str) else json.dumps(answer)
-        return Completion(text, approx_tokens(json.dumps(messages)), approx_tokens(text), "stop")
+        return Completion(text, count_tokens(json.dumps(messages)), count_tokens(text), "stop")
 
     def count_tokens(self, text: str) -> int:
-        return approx_tokens(text)
+        return count_tokens(text)
 
     def describe(self) -> dict:
         return {"backend": "scripted"}

@@ -20,7 +20,7 @@ def store(cli, store_dir):
 
 def use_model(monkeypatch, responder) -> ScriptedModel:
     model = ScriptedModel(responder)
-    monkeypatch.setattr("memcli.cli.commands.ask.load_model", lambda cfg, out, **_: model)
+    monkeypatch.setattr("memcli.llm.open_model", lambda *_, **__: model)  # the one model seam
     return model
 
 

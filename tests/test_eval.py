@@ -62,7 +62,7 @@ def test_question_selection_round_robin():
 @pytest.mark.parametrize("mode", ["oracle", "bm25-turns"])
 def test_baselines_score_a_scripted_answer(cli, monkeypatch, mode):
     model = ScriptedModel(lambda step, messages, schema: "Open Door Adoptions")
-    monkeypatch.setattr("memcli.cli.commands.evaluate.load_model", lambda cfg, out, **_: model)
+    monkeypatch.setattr("memcli.llm.open_model", lambda *_, **__: model)
     data = cli("eval", "locomo", EXAMPLE, "--mode", mode, "--categories", "4", "--questions", "1", "--json",
                store=False).json
     row = data["summary"]["all"]
@@ -71,7 +71,7 @@ def test_baselines_score_a_scripted_answer(cli, monkeypatch, mode):
 
 def test_the_answer_context_is_recorded_and_part_of_the_resume_key(cli, monkeypatch, tmp_path):
     model = ScriptedModel(lambda step, messages, schema: "Open Door Adoptions")
-    monkeypatch.setattr("memcli.cli.commands.evaluate.load_model", lambda cfg, out, **_: model)
+    monkeypatch.setattr("memcli.llm.open_model", lambda *_, **__: model)
     out = tmp_path / "r.jsonl"
     args = ("eval", "locomo", EXAMPLE, "--mode", "bm25-turns", "--questions", "1", "--out", out, "--resume", "--json")
     first = cli(*args, "--answer-context", "30", store=False).json

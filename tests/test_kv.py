@@ -148,9 +148,9 @@ def test_chat_resumed_in_a_new_process_prefills_only_the_new_message(tmp_path):
     assert second.code == 0, second.stderr
     assert "(restored)" in second.stderr and "0 prefilled" in second.stderr
     stats = json.loads(second.stdout.splitlines()[0])["stats"]
-    from memcli.tokens import approx_tokens
+    from memcli.tokens import count_tokens
 
-    assert stats["prefilled_tokens"] <= approx_tokens(message) + 16
+    assert stats["prefilled_tokens"] <= count_tokens(message) + 16
     assert stats["restored_tokens"] == stats["prompt_tokens"] - stats["prefilled_tokens"] > 100
     assert stats["ttft_s"] > 0 and "restored" in second.stderr and "prepared" in second.stderr  # --stats
     assert "Who is Priya?" in (store / "CURRENT.md").read_text()  # remembered (the first turn was not)
@@ -244,14 +244,30 @@ def test_composed_documents_restore_in_any_order_without_prefill(tmp_path):
     assert engine.stats.prefilled == built and engine.stats.restored >= len(first.tokens) + len(second.tokens)
     total = len(header.tokens) + len(first.tokens) + len(second.tokens)
     assert engine.n_tokens == total
-    assert engine._ll.llama_memory_seq_pos_max(engine._memory(), 0) == total - 1
+    assert engine.rt.seq_pos_max(0) == total - 1
     question = engine.tokenize(" Who painted the room?")
     engine.prefill(question)  # decoding after a shift re-rotates the moved keys
     composed = engine.last_logits()
-    assert np.isfinite(composed).all() and float(np.abs(composed).max()) > 1.0
-    # how close composed logits come to a full prefill is measured by benchmarks/bench_kv.py, not asserted here
     blocks = {b.header.unit for b in BlockStore(tmp_path / "blocks").blocks()}
     assert {"compose:u1", "compose:u2"} <= blocks
+
+    def prefilled(units) -> np.ndarray:
+        engine.reset()
+        engine.prefill([t for u in units for t in u.tokens] + question)
+        return engine.last_logits()
+
+    # composed is approximate: the second document never attended to the first. It must still be far
+    # closer to a full prefill of the same order (measured: correlation 0.98-0.99) than a context
+    # without the documents is (0.84-0.87); misplaced or wrong cells fall to the latter or below
+    full = prefilled([header, second, first])
+    without = prefilled([header])
+    assert np.corrcoef(full, composed)[0, 1] > np.corrcoef(full, without)[0, 1] + 0.05
+    assert np.corrcoef(full, composed)[0, 1] > 0.95
+    # one document right after the header is not approximate at all: its block is the exact chain
+    engine.reset()
+    engine.compose(header, [first])
+    engine.prefill(question)
+    assert np.allclose(engine.last_logits(), prefilled([header, first]), atol=1e-3)
 
 
 def test_shared_prompt_prefixes_restore_exactly_in_a_fresh_context(tmp_path):

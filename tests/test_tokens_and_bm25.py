@@ -10,20 +10,20 @@ from conftest import EXAMPLES, REPO
 from memcli.index import LibraryIndex, partitions, terms
 from memcli.paths import Resolved
 from memcli.store import Store
-from memcli.tokens import approx_tokens
+from memcli.tokens import count_tokens
 
 
 def test_token_estimate_within_20_percent_of_smollm2():
-    from memcli.llm.llamacpp import tokenizer_counter
     from memcli.llm.models import default_model_path
+    from memcli.llm.runtime import Vocabulary
 
-    real_count = tokenizer_counter(default_model_path())
+    real_count = Vocabulary(default_model_path()).count
     for path in [EXAMPLES / "caroline-and-priya.json", EXAMPLES / "chat-messages.json",
                  REPO / "memcli" / "index.py"]:
         text = path.read_text()
         real = real_count(text)
         assert real > 100
-        assert abs(approx_tokens(text) - real) / real < 0.20, (path, approx_tokens(text), real)
+        assert abs(count_tokens(text) - real) / real < 0.20, (path, count_tokens(text), real)
 
 
 def test_scores_equal_rank_bm25_over_the_same_partitions(cli, store_dir):

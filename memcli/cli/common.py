@@ -8,9 +8,6 @@ from typing import Annotated, Optional
 import typer
 
 from memcli.cli.output import Output
-from memcli.config import Settings
-from memcli.paths import Resolved, resolve_store
-from memcli.store import Store
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Write one JSON document to stdout.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Only data and errors; no progress or notes.")]
@@ -41,24 +38,16 @@ def output(ctx: typer.Context, json: bool = False, quiet: bool = False, verbose:
     return out
 
 
-def where(ctx: typer.Context) -> Resolved:
-    return resolve_store(state(ctx).store)
+def memory(ctx: typer.Context, *, create: bool = False):
+    """The :class:`memcli.Memory` of this invocation: the store (flag > environment > nearest .memcli/ >
+    XDG), settings (defaults < config files < environment < global flags)."""
+    from memcli.memory import Memory
+
+    app = state(ctx)
+    return Memory(app.store, create=create, settings=app.overrides or None, verbose=app.verbose)
 
 
-def open_store(ctx: typer.Context, create: bool = False) -> Store:
-    return Store.open(where(ctx), create=create)
+def overrides(ctx: typer.Context) -> dict:
+    """Settings given as global flags (``--model``, ``--threads``...)."""
+    return dict(state(ctx).overrides)
 
-
-def settings(ctx: typer.Context, store: Store | None = None, **overrides) -> Settings:
-    """Effective settings: defaults < config files < environment < global flags < ``overrides``."""
-    merged = {**state(ctx).overrides, **{k: v for k, v in overrides.items() if v is not None}}
-    return Settings.load(store.root if store else None, merged or None)
-
-
-def load_model(cfg: Settings, out: Output, *, kv_sequences: int = 1):
-    """Open the configured model (a note on stderr, since a large model takes a while);
-    ``kv_sequences=2``: a local context made for KV blocks."""
-    from memcli.llm import open_model
-
-    out.debug("loading the model")
-    return open_model(cfg, verbose=out.verbose, kv_sequences=kv_sequences)

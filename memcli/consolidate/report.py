@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+
+from memcli.results import Result
 
 
 @dataclass
@@ -24,7 +26,7 @@ class FlushReport:
 
 
 @dataclass
-class ConsolidationResult:
+class ConsolidationResult(Result):
     store: str
     dry_run: bool
     llm: bool
@@ -38,6 +40,3 @@ class ConsolidationResult:
     reason: str | None = None
     kv_invalidated_blocks: int = 0  # KV blocks made from documents this run rewrote, and blocks chained after them
     kv_invalidated_tokens: int = 0
-
-    def to_dict(self) -> dict:
-        return asdict(self)

@@ -33,10 +33,105 @@ from typing import Callable
 
 from memcli.errors import InputError, UsageError
 from memcli.eval.metrics import bleu1, category_f1, evidence_recall, gold_dialog_ids
+from memcli.results import Result
 
 MODES = ("ask", "no-agent", "evidence-only", "bm25-turns", "full-context", "oracle")
+READER_MODES = {"ask": "agent", "no-agent": "no-agent", "evidence-only": "evidence-only"}  # mode -> ask's reader
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 ANSWER_RESERVE = 600  # tokens of the context window kept for the prompt around full-context memory and the answer
+
+
+@dataclass
+class EvalResult(Result):
+    mode: str
+    memory: str
+    budget: int
+    answer_context: int
+    model: dict | None
+    conversations: list[str]
+    out: str | None
+    resumed: int
+    summary: dict
+
+
+def parse_categories(spec: str) -> set[int]:
+    """``"1,2,3"`` -> {1, 2, 3}; categories are 1-5 (5: adversarial)."""
+    try:
+        chosen = {int(part) for part in spec.split(",") if part.strip()}
+    except ValueError:
+        raise UsageError(f"--categories takes numbers 1-5 separated by commas, not {spec!r}") from None
+    if not chosen or not chosen <= {1, 2, 3, 4, 5}:
+        raise UsageError("--categories takes numbers 1-5 (5: adversarial)")
+    return chosen
+
+
+def evaluate(files: list[Path], *, mode: str = "ask", memory: str = "raw", budget: int | None = None,
+             answer_context: int | None = None, categories: set[int] = frozenset({1, 2, 3, 4}),
+             questions: int | None = None, sample: str | None = None, consolidate_llm: bool = True,
+             out_path: Path | None = None, resume: bool = False, settings: dict | None = None,
+             model=None, progress: Callable[[int, int], None] | None = None, verbose: bool = False) -> EvalResult:
+    """Run the selected LoCoMo questions through ``mode`` (see the module's docstring).
+
+    ``settings``: overrides by dotted key; ``model``: the chat model (default: the configured one,
+    opened once); ``progress(done, total)`` after each question; ``out_path``: one JSON record per
+    question (``resume``: questions already recorded there are skipped and counted).
+    """
+    from memcli.config import Settings
+
+    if mode not in MODES:
+        raise UsageError(f"unknown --mode {mode!r} (modes: {', '.join(MODES)})")
+    if memory not in ("raw", "consolidated"):
+        raise UsageError("--memory is raw or consolidated")
+    if resume and out_path is None:
+        raise UsageError("--resume needs --out FILE")
+    if out_path is not None and out_path.exists() and out_path.stat().st_size and not resume:
+        raise UsageError(f"{out_path} exists", hint="pass --resume to continue it, or choose another --out")
+    if questions is not None and questions < 1:
+        raise UsageError("--questions must be at least 1")
+    cfg = Settings.load(None, settings)
+    limit = budget if budget is not None else cfg.ask_budget
+    reading = answer_context if answer_context is not None else cfg.ask_answer_context
+    if limit < 50:
+        raise UsageError("--budget must be at least 50 tokens")
+    if reading < 0:
+        raise UsageError("--answer-context must be 0 (all the evidence) or a number of tokens")
+    conversations = load_conversations(files, sample)
+    consolidate_model = consolidate_llm and cfg.consolidate_llm
+    needs_model = mode != "evidence-only" or (memory == "consolidated" and consolidate_model)
+    from memcli.kv import keeps_blocks
+
+    kv = cfg.ask_kv and mode != "evidence-only" and keeps_blocks(cfg)  # as ask runs: prefixes as KV blocks
+    if model is None and needs_model:
+        from memcli import llm
+
+        model = llm.open_model(cfg, verbose=verbose, kv_sequences=2 if kv else 1)
+    kv = kv and getattr(model, "runtime", None) is not None
+    runner = Runner(mode, memory, limit, cfg, model, consolidate_model=consolidate_model,
+                    max_rounds=cfg.ask_max_rounds, kv=kv, answer_context=reading, settings=settings)
+    done = read_done(out_path) if resume and out_path is not None else {}
+    plan = [(conv, select(conv.questions, categories, questions)) for conv in conversations]
+    total = sum(len(picked) for _, picked in plan)
+    records: list[dict] = []
+
+    def keep(record: dict) -> None:
+        records.append(record)
+        if out_path is not None:
+            append_record(out_path, record)
+        if progress:
+            progress(len(records), total)  # resumed records included
+
+    resumed = 0
+    for conv, picked in plan:
+        name = conversation_name(conv)
+        prior = [done[k] for k in done if k[0] == name and k[2:] == runner.setting
+                 and k[1] in {n for n, _ in picked}]
+        records.extend(prior)
+        resumed += len(prior)
+        runner.run(conv, picked, done, keep)
+    return EvalResult(mode=mode, memory=memory, budget=limit, answer_context=reading,
+                      model=model.describe() if model is not None and needs_model else None,
+                      conversations=[c.source + "#" + c.sample_id for c in conversations],
+                      out=str(out_path) if out_path else None, resumed=resumed, summary=summarize(records))
 
 
 @dataclass
@@ -113,7 +208,7 @@ class Runner:
     """Runs the questions of one conversation in one mode and yields a record per question."""
 
     def __init__(self, mode: str, memory: str, budget: int, cfg, model, *, consolidate_model: bool,
-                 max_rounds: int = 7, kv: bool = False, answer_context: int = 0):
+                 max_rounds: int = 7, kv: bool = False, answer_context: int = 0, settings: dict | None = None):
         """``kv``: the model (local, opened with ``kv_sequences=2``) keeps shared prompt prefixes as
         KV blocks in the conversation's temporary store, as ``memcli ask`` does."""
         if mode not in MODES:
@@ -125,6 +220,7 @@ class Runner:
         self.consolidate_model = consolidate_model
         self.max_rounds = max_rounds
         self.kv = kv
+        self.overrides = settings
 
     def run(self, conv: Conversation, picked: list[tuple[int, dict]], done: dict[tuple, dict],
             on_record: Callable[[dict], None]) -> None:
@@ -134,7 +230,7 @@ class Runner:
             return
         work = Path(tempfile.mkdtemp(prefix="memcli-eval-"))
         try:
-            store, index = self._build(conv, work)
+            memory = self._build(conv, work)
             if self.kv:
                 from memcli.kv import keep_prompt_prefixes
                 from memcli.kv.blocks import BlockStore
@@ -142,45 +238,51 @@ class Runner:
                 keep_prompt_prefixes(self.model, BlockStore(work / "kv"))
             try:
                 for number, qa in todo:
-                    on_record(self._question(store, index, (name, number), qa))
+                    on_record(self._question(memory, (name, number), qa))
             finally:
-                index.close()
+                memory.close()
                 if self.kv:
                     self.model.prefix_cache = None
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
     def _build(self, conv: Conversation, work: Path):
-        from memcli.index import LibraryIndex
-        from memcli.ingest import ingest_turns
-        from memcli.paths import Resolved
-        from memcli.store import Store
-        from memcli.transcripts import parse_input
+        """A fresh store of the conversation (ingested, and consolidated for ``--memory consolidated``)."""
+        from memcli.memory import Memory
 
-        store = Store.open(Resolved(work / "store", "eval"), create=True)
-        parsed = parse_input(Path(conv.source).read_bytes(), conv.source, fmt="locomo", sample=conv.sample_id,
-                             default_time="2000-01-01T00:00")  # LoCoMo sessions carry their own dates
-        ingest_turns(store, parsed.turns, source=conv.source, fmt="locomo")
+        memory = Memory(work / "store", create=True, settings=self.overrides, model=self.model,
+                        cache_dir=work / "index")
+        memory.ingest(conv.source, format="locomo", sample=conv.sample_id, consolidate=False,
+                      time="2000-01-01T00:00")  # LoCoMo sessions carry their own dates
         if self.memory == "consolidated":
-            from memcli.consolidate.run import consolidate
+            memory.consolidate(llm=self.consolidate_model)
+        return memory
 
-            consolidate(store, self.cfg, model=self.model if self.consolidate_model else None)
-        return store, LibraryIndex(store, self.cfg.search_partition_tokens, cache_dir=work / "index")
-
-    def _question(self, store, index, key: tuple, qa: dict) -> dict:
+    def _question(self, memory, key: tuple, qa: dict) -> dict:
         from memcli.llm.base import CallStats
         from memcli.retrieve.answer import answer
         from memcli.retrieve.evidence import best_part
 
-        stats = CallStats()
         start = time.perf_counter()
-        found, rounds = self._evidence(store, index, qa, stats)
-        evidence = found.evidence
-        reply, read = None, []
-        if self.mode != "evidence-only":
+        if self.mode in READER_MODES:  # exactly what `memcli ask` returns
+            from memcli.retrieve.ask import ask
+
+            asked = ask(memory.store, memory.index, self.model if self.mode != "evidence-only" else None,
+                        qa["question"], reader=READER_MODES[self.mode], budget=self.budget, answer_context=self.answer_context,
+                        max_rounds=self.max_rounds, keep_evidence=False)
+            evidence, read, reply, rounds = asked.evidence, asked.read, asked.answer, asked.rounds
+            tokens = asked.tokens
+            counts = {"prompt_tokens": tokens["prompt"], "prefilled_tokens": tokens["prefilled"],
+                      "restored_tokens": tokens["restored"], "generated_tokens": tokens["generated"]}
+        else:
+            stats = CallStats()
+            found = self._baseline(memory.store, qa)
+            evidence = found.evidence
             read = best_part(found.library, evidence, found.order, self.answer_context)
             done = answer(self.model, qa["question"], read, stats, keep_evidence=False)
-            reply = done.text if done else None
+            reply, rounds = (done.text if done else None), 0
+            counts = {"prompt_tokens": stats.prompt_tokens, "prefilled_tokens": stats.prefilled_tokens,
+                      "restored_tokens": stats.restored_tokens, "generated_tokens": stats.completion_tokens}
         latency = time.perf_counter() - start
         gold_ids = gold_dialog_ids(qa.get("evidence", []))
         all_in, partial = evidence_recall(gold_ids, {r for e in evidence for r in e.refs})
@@ -197,45 +299,30 @@ class Runner:
             "evidence_tokens": sum(e.tokens for e in evidence), "evidence": [
                 f"{e.doc}:{e.start_line}-{e.end_line}" for e in evidence],
             "read_tokens": sum(e.tokens for e in read),
-            "rounds": rounds, "prompt_tokens": stats.prompt_tokens, "prefilled_tokens": stats.prefilled_tokens,
-            "restored_tokens": stats.restored_tokens, "generated_tokens": stats.completion_tokens,
+            "rounds": rounds, **counts,
             "latency_s": round(latency, 3),
         }
 
-    def _evidence(self, store, index, qa: dict, stats) -> tuple:
-        """(the mode's retrieval, agent rounds); a retrieval without an order has its answer read all of it."""
+    def _baseline(self, store, qa: dict):
+        """The evidence of a baseline mode; one without an order has its answer read all of it."""
         from memcli.retrieve.evidence import Library, assemble
         from memcli.retrieve.policy import Retrieval
 
         question = qa["question"]
-        if self.mode == "ask":
-            from memcli.retrieve.agent import Agent
-
-            found = Agent(self.model, store, index, budget=self.budget, max_rounds=self.max_rounds).run(
-                question, stats)
-            return found, len(found.rounds)
-        if self.mode == "no-agent":
-            from memcli.retrieve.hybrid import hybrid
-
-            return hybrid(self.model, store, index, question, budget=self.budget, stats=stats), 0
-        if self.mode == "evidence-only":
-            from memcli.retrieve.policy import evidence_only
-
-            return evidence_only(store, index, question, budget=self.budget), 0
         library = Library(store)
         entries = [(doc_id, line, entry) for doc_id in store.all_ids()
                    for line, entry in library.doc(doc_id).entries.items()]
         if self.mode == "oracle":
             wanted = gold_dialog_ids(qa.get("evidence", []))
             picks = [(d, n) for d, n, e in entries if set((e.ref or "").split(";")) & wanted]
-            return Retrieval(assemble(library, picks, 10 ** 9)), 0
+            return Retrieval(assemble(library, picks, 10 ** 9))
         if self.mode == "bm25-turns":
             ranked = bm25_turns(entries, question)
-            return Retrieval(assemble(library, ranked, self.budget), order=ranked, library=library), 0
+            return Retrieval(assemble(library, ranked, self.budget), order=ranked, library=library)
         # full-context: the newest entries that fit the context window, in time order
         window = int(self.model.describe().get("n_ctx") or self.cfg.model_n_ctx) - ANSWER_RESERVE
         newest_first = sorted(entries, key=lambda dne: (dne[2].time or "", dne[2].seq or 0), reverse=True)
-        return Retrieval(assemble(library, [(d, n) for d, n, _ in newest_first], window)), 0
+        return Retrieval(assemble(library, [(d, n) for d, n, _ in newest_first], window))
 
 
 def bm25_turns(entries: list, question: str) -> list[tuple[str, int]]:

@@ -23,11 +23,9 @@ def block_store(store, cfg):
     return BlockStore(kv_root(store, cfg) / "blocks")
 
 
-def open_engine(store, cfg, *, verbose: bool = False, verify: bool = False):
-    """The configured local model with a context made for KV blocks, and its engine."""
-    from memcli.llm import open_model
-
-    return _engine(open_model(cfg, verbose=verbose, kv_sequences=2), block_store(store, cfg), verify)
+def engine_for(model, store, cfg, *, verify: bool = False):
+    """The KV engine of ``model`` (local, opened with ``kv_sequences=2``) over the store's blocks."""
+    return _engine(model, block_store(store, cfg), verify)
 
 
 def keeps_blocks(cfg) -> bool:

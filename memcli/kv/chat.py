@@ -73,20 +73,8 @@ class ChatSession:
     def __post_init__(self):
         if not SESSION_NAME.fullmatch(self.name):
             raise UsageError(f"bad session name {self.name!r} (letters, digits, '_', '.', '-'; 64 at most)")
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
-        llm = self.engine.llm
-        template = (llm.metadata or {}).get("tokenizer.chat_template")
-        if not template:
+        if not self.engine.rt.metadata.get("tokenizer.chat_template"):
             raise UsageError("this model has no chat template in its GGUF metadata")
-        eos = llm.token_eos()
-        self.formatter = Jinja2ChatFormatter(template=template, eos_token=llm._model.token_get_text(eos),
-                                             bos_token=llm._model.token_get_text(llm.token_bos())
-                                             if llm.token_bos() != -1 else "")
-        self.stop_ids = {eos}
-        end = self.engine.tokenize("<|im_end|>", special=True)
-        if len(end) == 1:
-            self.stop_ids.add(end[0])
 
     # ------------------------------------------------------------ prompt
 
@@ -95,7 +83,7 @@ class ChatSession:
         ``open_last``: stop where the last message's text would start."""
         shown = [{"role": "system", "content": "\x1eSYS\x1e"}] + [
             {"role": m["role"], "content": f"\x1e{i}\x1e"} for i, m in enumerate(messages)]
-        text = self.formatter(messages=shown).prompt
+        text = self.engine.rt.render_chat(shown)[0]
         pieces = _SENTINEL.split(text)  # template, name, template, name, ...
         before: list[int] = []
         after: list[int] = []
@@ -164,8 +152,10 @@ class ChatSession:
         """The memory's tokens, without the turn opening (the rendered conversation starts with it)."""
         return [t for u in self.memory_units if u.label != "turn-open" for t in u.tokens]
 
-    def turn(self, text: str) -> tuple[str, TurnStats]:
-        """One user message in, the assistant's reply out; the session is saved before returning."""
+    def turn(self, text: str, on_text=None) -> tuple[str, TurnStats]:
+        """One user message in, the assistant's reply out; the session is saved before returning.
+
+        ``on_text`` receives the reply's text as it grows (streaming)."""
         text = text.strip()
         if not text:
             raise UsageError("empty message")
@@ -174,13 +164,13 @@ class ChatSession:
         prompt = self._memory_tokens() + after
         stats = TurnStats(prompt_tokens=len(prompt))
         before = self.engine.stats.prefilled
-        generated, first, rest = self.engine.generate(prompt, max_tokens=self.max_tokens, stop_ids=self.stop_ids)
+        done = self.engine.generate(prompt, max_tokens=self.max_tokens, on_text=on_text)
         stats.prefilled_tokens = self.engine.stats.prefilled - before
         stats.restored_tokens = stats.prompt_tokens - stats.prefilled_tokens
-        stats.generated_tokens = len(generated)
-        stats.ttft_s = first
-        stats.tokens_per_s = (len(generated) - 1) / rest if rest > 0 and len(generated) > 1 else 0.0
-        reply = self.engine.llm.detokenize(generated).decode("utf-8", "replace").strip()
+        stats.generated_tokens = len(done.tokens)
+        stats.ttft_s = done.ttft_s
+        stats.tokens_per_s = done.tokens_per_s or 0.0
+        reply = done.text.strip()
         self.messages = [*messages, {"role": "assistant", "content": reply}]
         # after the reply, not before the next first token: the reply as the template renders it and
         # the opening of the next user turn go into the context (and the session block)

@@ -1,16 +1,15 @@
-"""Saving and restoring KV blocks in a live llama.cpp context (this and ``llm/llamacpp.py`` touch llama.cpp).
+"""Saving and restoring KV blocks in a live llama.cpp context, through :class:`~memcli.llm.runtime.LlamaRuntime`.
 
 The context (a :class:`~memcli.llm.llamacpp.LlamaCppModel` opened with two
 sequences and unified KV cells) holds the conversation in sequence 0.
 
 - Saving a block: the block's cells are copied to sequence 1
-  (``llama_memory_seq_cp``), sequence 1's state is serialized
-  (``llama_state_seq_get_data``), and sequence 1 is cleared: the file holds
+  (``seq_cp``), sequence 1's state is serialized (``state_get``), and
+  sequence 1 is cleared: the file holds
   only this block's cells, at their positions.
-- Restoring: the state goes into sequence 1 (``llama_state_seq_set_data``),
-  its cells are copied to sequence 0 and sequence 1 is cleared; the
-  ``Llama`` object's token list is updated so its own prefix matching treats
-  the restored tokens as evaluated. A chain restored in order is the exact
+- Restoring: the state goes into sequence 1 (``state_set``), its cells are
+  copied to sequence 0 and sequence 1 is cleared; the runtime's token record
+  is updated so its prefix matching treats the restored tokens as evaluated. A chain restored in order is the exact
   prefix it names: llama.cpp computes the next logits from the same cells.
 
 Nothing here assumes a CPU build: with layers offloaded to a GPU the state
@@ -20,7 +19,6 @@ fingerprint, so blocks made on one never load on the other.
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import json
 import threading
@@ -36,10 +34,9 @@ from memcli.kv.blocks import (
     block_key,
     verify_state,
 )
-from memcli.llm.llamacpp import common_prefix
+from memcli.llm.runtime import common_prefix
 
 VERIFY_TOLERANCE = 0.02  # relative difference of next-token logits accepted by --kv-verify
-PROBE = "Caf\u00e9 na\u00efve \u2014 12,345 tokens? <b>yes</b>\n\u65e5\u672c"
 
 
 @dataclass
@@ -68,37 +65,9 @@ class KVStats:
 
 def fingerprint(model, sha_cache: Path | None = None) -> dict:
     """What a block's state depends on: weights, architecture, KV layout and types, RoPE, tokenizer."""
-    import llama_cpp
-
     from memcli.llm.models import file_sha256
 
-    llm = model.llm
-    handle = llm._model.model
-    params = llm.context_params
-    meta = llm.metadata or {}
-    arch = meta.get("general.architecture", "")
-    probe = llm.tokenize(PROBE.encode(), add_bos=False, special=False)
-    tokenizer = hashlib.sha256(json.dumps([meta.get("tokenizer.chat_template", ""), llm.n_vocab(), probe])
-                               .encode()).hexdigest()
-    return {
-        "model_sha256": file_sha256(model.path, sha_cache),
-        "architecture": arch,
-        "n_layer": llama_cpp.llama_model_n_layer(handle),
-        "n_embd": llama_cpp.llama_model_n_embd(handle),
-        "n_head_kv": llama_cpp.llama_model_n_head_kv(handle),
-        "n_vocab": llm.n_vocab(),
-        "type_k": int(params.type_k),
-        "type_v": int(params.type_v),
-        "flash_attn": int(getattr(params, "flash_attn_type", getattr(params, "flash_attn", 0))),
-        "rope_freq_base": float(params.rope_freq_base) or meta.get(f"{arch}.rope.freq_base"),
-        "rope_freq_scale": float(params.rope_freq_scale) or llama_cpp.llama_model_rope_freq_scale_train(handle),
-        "rope_scaling_type": int(params.rope_scaling_type),
-        "yarn_ext_factor": float(params.yarn_ext_factor),
-        "tokenizer": tokenizer,
-        "gpu_layers": model.settings.get("gpu_layers"),
-        "llama_cpp": getattr(llama_cpp, "__version__", ""),
-        "state_version": llama_cpp.LLAMA_STATE_SEQ_VERSION,
-    }
+    return model.runtime.fingerprint(file_sha256(model.path, sha_cache))
 
 
 def fingerprint_id(fp: dict) -> str:
@@ -110,19 +79,17 @@ class KVEngine:
         """``verify``: after restoring a block, recompute its last token over the restored cells and
         compare the next-token logits with those recorded when it was saved; on a mismatch the block
         is refused and prefilled instead."""
-        import llama_cpp
-
-        if getattr(model, "llm", None) is None:
+        runtime = getattr(model, "runtime", None)
+        if runtime is None:
             raise ConfigError("KV blocks need the local llama.cpp backend")
-        if int(model.llm.context_params.n_seq_max) < 2:
+        if runtime.sequences < 2:
             raise ConfigError("KV blocks need a context opened with kv_sequences=2")
-        self._ll = llama_cpp
         self.model = model
-        self.llm = model.llm
+        self.rt = runtime
         self.blocks = blocks
         self.fp = fingerprint(model, sha_cache)
         self.fp_id = fingerprint_id(self.fp)
-        self.n_ctx = self.llm.n_ctx()
+        self.n_ctx = runtime.n_ctx
         self.verify = verify
         self.stats = KVStats()
 
@@ -130,14 +97,14 @@ class KVEngine:
 
     def tokenize(self, text: str, *, special: bool = False, bos: bool = False) -> list[int]:
         """Token ids; memory and user text use ``special=False`` so it can never spell control tokens."""
-        return self.llm.tokenize(text.encode("utf-8"), add_bos=bos, special=special)
+        return self.rt.tokenize(text, special=special, bos=bos)
 
     @property
     def n_tokens(self) -> int:
-        return self.llm.n_tokens
+        return len(self.rt.tokens)
 
     def context_tokens(self) -> list[int]:
-        return [int(t) for t in self.llm._input_ids[: self.llm.n_tokens]]
+        return list(self.rt.tokens)
 
     # ------------------------------------------------------------ the memory chain
 
@@ -177,7 +144,7 @@ class KVEngine:
 
     def compose(self, header: Unit, docs: list[Unit], *, save: bool = True) -> list[str]:
         """The header as an exact chain, then each document from a block prefilled right after the header
-        alone, moved to its place (``llama_memory_seq_add``); any subset in any order, approximate.
+        alone, moved to its place (``seq_shift``); any subset in any order, approximate.
 
         A document's composed block holds only its own cells (the header's are removed from the spare
         sequence before saving), at positions ``len(header)`` on; llama.cpp re-rotates the shifted keys
@@ -189,7 +156,7 @@ class KVEngine:
         total = h + sum(len(d.tokens) for d in docs)
         if total >= self.n_ctx:
             raise ConfigError(f"the composed context is {total} tokens; the model context holds {self.n_ctx}")
-        ll, mem = self._ll, self._memory()
+        rt = self.rt
         keys, pos = [], h
         for doc in docs:
             n = len(doc.tokens)
@@ -200,18 +167,17 @@ class KVEngine:
             if self._read_into_spare(key, h, n) is not None:
                 self.stats.restored += n
             else:
-                ll.llama_memory_seq_rm(mem, 1, -1, -1)
-                ll.llama_memory_seq_cp(mem, 0, 1, 0, h)  # the header, shared with the spare sequence
+                rt.seq_rm(1)
+                rt.seq_cp(0, 1, 0, h)  # the header, shared with the spare sequence
                 self._decode_spare(doc.tokens, h)
-                ll.llama_memory_seq_rm(mem, 1, 0, h)  # keep only the document's cells
+                rt.seq_rm(1, 0, h)  # keep only the document's cells
                 if save:
                     self._write_spare(key, "compose:" + header_keys[-1], f"compose:{doc.label}", h, n)
             if pos != h:
-                ll.llama_memory_seq_add(mem, 1, h, h + n, pos - h)
-            ll.llama_memory_seq_cp(mem, 1, 0, -1, -1)
-            ll.llama_memory_seq_rm(mem, 1, -1, -1)
-            self.llm.input_ids[pos: pos + n] = doc.tokens
-            self.llm.n_tokens = pos + n
+                rt.seq_shift(1, h, h + n, pos - h)
+            rt.seq_cp(1, 0)
+            rt.seq_rm(1)
+            rt.placed(pos, doc.tokens)
             keys.append(key)
             pos += n
         return header_keys + keys
@@ -219,19 +185,7 @@ class KVEngine:
     def _decode_spare(self, tokens: list[int], start: int) -> None:
         """Decode ``tokens`` into sequence 1 at positions ``start``.. (sequence 0 is untouched)."""
         begin = time.perf_counter()
-        batch = self.llm._batch
-        step = self.llm.n_batch
-        for offset in range(0, len(tokens), step):
-            chunk = tokens[offset: offset + step]
-            batch.batch.n_tokens = len(chunk)
-            for i, token in enumerate(chunk):
-                batch.batch.token[i] = token
-                batch.batch.pos[i] = start + offset + i
-                batch.batch.seq_id[i][0] = 1
-                batch.batch.n_seq_id[i] = 1
-                batch.batch.logits[i] = False
-            batch.batch.logits[len(chunk) - 1] = True
-            self.llm._ctx.decode(batch)
+        self.rt.decode(tokens, seq=1, start=start)
         self.stats.prefill_s += time.perf_counter() - begin
         self.stats.prefilled += len(tokens)
 
@@ -252,18 +206,16 @@ class KVEngine:
         if header.start != start or header.n_tokens != n:
             return self._refuse(key, f"{key[:12]}: block holds positions {header.start}+{header.n_tokens}, "
                                      f"wanted {start}+{n}")
-        ll, mem, ctx = self._ll, self._memory(), self.llm._ctx.ctx
+        rt = self.rt
         begin = time.perf_counter()
-        ll.llama_memory_seq_rm(mem, 1, -1, -1)
+        rt.seq_rm(1)
         corrupt: list[str] = []
         checker = threading.Thread(target=_check_state, args=(header, state, self.blocks.path(key), corrupt))
         checker.start()
-        buffer = (ctypes.c_uint8 * len(state)).from_buffer(state)
-        loaded = ll.llama_state_seq_set_data(ctx, buffer, len(state), 1)
-        del buffer  # the state's buffer export must end before the state can be released
+        loaded = rt.state_set(state, 1)
         checker.join()
-        if corrupt or not loaded or ll.llama_memory_seq_pos_max(mem, 1) != start + n - 1:
-            ll.llama_memory_seq_rm(mem, 1, -1, -1)
+        if corrupt or not loaded or rt.seq_pos_max(1) != start + n - 1:
+            rt.seq_rm(1)
             return self._refuse(key, corrupt[0] if corrupt else f"{key[:12]}: llama.cpp did not load the state")
         self.stats.restore_s += time.perf_counter() - begin
         return header
@@ -276,51 +228,44 @@ class KVEngine:
     def _write_spare(self, key: str, parent: str | None, label: str, start: int, n: int,
                      probe: dict | None = None) -> None:
         """Save sequence 1's cells (positions ``start``.. ``start+n-1``) as block ``key``."""
-        ll, ctx = self._ll, self.llm._ctx.ctx
-        size = ll.llama_state_seq_get_size(ctx, 1)
-        buffer = (ctypes.c_uint8 * size)()
-        written = ll.llama_state_seq_get_data(ctx, buffer, size, 1)
-        if not written:
+        state = self.rt.state_get(1)
+        if not state:
             raise BlockRefused("llama.cpp wrote no state for the block")
         header = BlockHeader(key=key, parent=parent, unit=label, start=start, n_tokens=n,
                              fingerprint_id=self.fp_id, fingerprint=self.fp,
-                             state_version=ll.LLAMA_STATE_SEQ_VERSION, checksum="", size=0, probe=probe)
-        self.blocks.put(header, bytes(buffer[:written]))
+                             state_version=self.rt.state_version, checksum="", size=0, probe=probe)
+        self.blocks.put(header, state)
         self.stats.saved_blocks += 1
 
     def prefill(self, tokens: list[int]) -> None:
         if not tokens:
             return
-        if self.llm.n_tokens + len(tokens) > self.n_ctx:
-            raise ConfigError(f"{self.llm.n_tokens + len(tokens)} tokens do not fit the context ({self.n_ctx})")
+        if self.n_tokens + len(tokens) > self.n_ctx:
+            raise ConfigError(f"{self.n_tokens + len(tokens)} tokens do not fit the context ({self.n_ctx})")
         start = time.perf_counter()
-        self.llm.eval(tokens)
+        self.rt.decode(tokens)
         self.stats.prefill_s += time.perf_counter() - start
         self.stats.prefilled += len(tokens)
 
     def truncate(self, pos: int) -> None:
         """Forget every cell from position ``pos`` on."""
-        if pos < self.llm.n_tokens:
-            self._ll.llama_memory_seq_rm(self._memory(), 0, pos, -1)
-            self.llm.n_tokens = pos
+        self.rt.truncate(pos)
 
     def reset(self) -> None:
-        self._ll.llama_memory_clear(self._memory(), True)
-        self.llm.n_tokens = 0
+        self.rt.clear()
 
     # ------------------------------------------------------------ blocks
 
     def save(self, key: str, parent: str | None, label: str, start: int, end: int | None = None) -> None:
         """Save cells ``start..end`` (default: to the end of the context) of sequence 0 as block ``key``."""
-        end = self.llm.n_tokens if end is None else end
-        probe = self._probe() if end == self.llm.n_tokens else None
-        ll, mem = self._ll, self._memory()
-        ll.llama_memory_seq_rm(mem, 1, -1, -1)
-        ll.llama_memory_seq_cp(mem, 0, 1, start, end)
+        end = self.n_tokens if end is None else end
+        probe = self._probe() if end == self.n_tokens else None
+        self.rt.seq_rm(1)
+        self.rt.seq_cp(0, 1, start, end)
         try:
             self._write_spare(key, parent, label, start, end - start, probe)
         finally:
-            ll.llama_memory_seq_rm(mem, 1, -1, -1)
+            self.rt.seq_rm(1)
 
     def restore(self, key: str, unit: Unit, pos: int) -> bool:
         """Load block ``key`` (holding ``unit``) at ``pos``; False when absent or refused (the reason is in stats)."""
@@ -332,11 +277,9 @@ class KVEngine:
         header = self._read_into_spare(key, pos, n)
         if header is None:
             return False
-        ll, mem = self._ll, self._memory()
-        ll.llama_memory_seq_cp(mem, 1, 0, -1, -1)
-        ll.llama_memory_seq_rm(mem, 1, -1, -1)
-        self.llm.input_ids[pos: pos + n] = unit.tokens
-        self.llm.n_tokens = pos + n
+        self.rt.seq_cp(1, 0)
+        self.rt.seq_rm(1)
+        self.rt.placed(pos, unit.tokens)
         if self.verify and header.probe and not self._matches(header.probe, unit.tokens[-1]):
             self.truncate(pos)
             self.stats.refused.append(f"{key[:12]}: --kv-verify: restored state predicts other next tokens "
@@ -354,8 +297,8 @@ class KVEngine:
 
     def _matches(self, probe: dict, last_token: int) -> bool:
         """Recompute the last restored token over the cells before it and compare with the saved probe."""
-        self.truncate(self.llm.n_tokens - 1)
-        self.llm.eval([last_token])
+        self.truncate(self.n_tokens - 1)
+        self.rt.decode([last_token])
         now = self._probe()
         # one token recomputed alone runs other kernels than the batched prefill that made the probe:
         # small differences are expected, a wrong state (RoPE, weights, cells) changes the prediction
@@ -364,17 +307,11 @@ class KVEngine:
                     for i, v in zip(now["ids"], now["values"]) if i in saved)
         return now["ids"][:1] == probe["ids"][:1] and close
 
-    def _memory(self):
-        return self._ll.llama_get_memory(self.llm._ctx.ctx)
-
     # ------------------------------------------------------------ generation
 
     def last_logits(self):
         """The logits llama.cpp computed for the last evaluated token (a numpy copy)."""
-        import numpy as np
-
-        pointer = self._ll.llama_get_logits_ith(self.llm._ctx.ctx, -1)
-        return np.ctypeslib.as_array(pointer, shape=(self.llm.n_vocab(),)).copy()
+        return self.rt.logits()
 
     def next_logits(self, token: int):
         """Evaluate one token after the context and return the logits it gives (for checks and tests)."""
@@ -384,30 +321,16 @@ class KVEngine:
     def extend(self, tokens: list[int]) -> None:
         """Make the context hold exactly ``tokens``: keep what it shares with them, prefill the rest."""
         self.truncate(common_prefix(self.context_tokens(), tokens))
-        self.prefill(tokens[self.llm.n_tokens:])
+        self.prefill(tokens[self.n_tokens:])
 
-    def generate(self, prompt: list[int], *, max_tokens: int, stop_ids: set[int]) -> tuple[list[int], float, float]:
-        """Greedy continuation of ``prompt`` (whose prefix may already be in the context).
-
-        Returns (generated ids, seconds to first token, seconds of the rest);
-        only the part of ``prompt`` not already in the context is prefilled.
-        """
-        # the last prompt token is always evaluated: its logits give the first generated token
-        self.truncate(common_prefix(self.context_tokens(), prompt[:-1]))
-        start = time.perf_counter()
-        self.extend(prompt)
-        out: list[int] = []
-        first = None
-        for _ in range(max_tokens):
-            token = int(self.last_logits().argmax())
-            if first is None:
-                first = time.perf_counter() - start
-            if token in stop_ids or self.llm.n_tokens + 1 >= self.n_ctx:
-                break
-            out.append(token)
-            self.llm.eval([token])
-        total = time.perf_counter() - start
-        return out, first or total, total - (first or total)
+    def generate(self, prompt: list[int], *, max_tokens: int, on_text=None):
+        """Greedy continuation of ``prompt`` (whose prefix may already be in the context) until the
+        model's own end-of-generation token; only the part of ``prompt`` not already in the context
+        is prefilled. Returns the runtime's :class:`~memcli.llm.runtime.Generation`."""
+        done = self.rt.generate(prompt, max_tokens=max_tokens, on_text=on_text)
+        self.stats.prefilled += done.prefilled_tokens
+        self.stats.prefill_s += done.ttft_s
+        return done
 
 
 def _check_state(header: BlockHeader, state: bytearray, path: Path, corrupt: list[str]) -> None:

@@ -3,14 +3,14 @@
 A caller marks the parts of its prompt that other calls share as message
 prefixes (``shared``): the agent's instructions and catalog, the answer's
 instructions and evidence. Before the call, the longest chain of stored
-blocks covering those prefixes is restored into the context; llama-cpp-python
-then finds them by its own prefix matching (it compares token ids, so a
+blocks covering those prefixes is restored into the context; the runtime
+then finds them by its prefix matching (it compares token ids, so a
 restored prefix it does not share is simply recomputed, never misused) and
 prefills only the rest. After the call, missing blocks of the chain are
 saved from the context.
 
-The prompt is rendered exactly as llama-cpp-python renders it for a GGUF
-chat template (the same Jinja2 formatter, tokenized with special tokens). A
+The prompt is rendered exactly as the model backend renders it (the
+runtime's GGUF chat template, tokenized with special tokens). A
 prefix's boundary is where the rendering of its messages stops agreeing
 with the rendering of the whole prompt, cut back to whole tokens. Blocks are
 keyed by content (parent key and token ids), so a changed catalog or
@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 from memcli.kv.blocks import BlockRefused, block_key
 from memcli.kv.engine import KVEngine, Unit
-from memcli.llm.llamacpp import common_prefix
+from memcli.errors import ConfigError
+from memcli.llm.runtime import common_prefix
 
 
 @dataclass
@@ -43,36 +44,28 @@ class PromptBlocks:
     """Restores and saves the shared prefixes of one model's prompts (attach as ``model.prefix_cache``)."""
 
     def __init__(self, engine: KVEngine, label: str = "prompt"):
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
-        llm = engine.llm
         self.engine = engine
         self.label = label
-        template = (llm.metadata or {}).get("tokenizer.chat_template")
-        self.formatter = None
-        if template and llm.chat_format == "chat_template.default" and llm.chat_handler is None:
-            eos, bos = llm.token_eos(), llm.token_bos()
-            self.formatter = Jinja2ChatFormatter(
-                template=template, eos_token=llm._model.token_get_text(eos) if eos != -1 else "",
-                bos_token=llm._model.token_get_text(bos) if bos != -1 else "", stop_token_ids=[eos])
 
-    def _render(self, messages: list[dict]) -> tuple[str, bool]:
-        result = self.formatter(messages=messages)
-        return result.prompt, bool(result.added_special)
+    def _render(self, messages: list[dict]) -> str:
+        return self.engine.rt.render_chat(messages)[0]
 
-    def _tokens(self, text: str, added_special: bool) -> list[int]:
-        return self.engine.llm.tokenize(text.encode("utf-8"), add_bos=not added_special, special=True)
+    def _tokens(self, text: str) -> list[int]:
+        return self.engine.rt.chat_tokens(text)
 
     def chain(self, messages: list[dict], shared: list[list[dict]]) -> list[Link]:
         """The blocks covering the shared prefixes of ``messages``' prompt, shortest prefix first."""
-        if self.formatter is None or not shared:
+        if not shared:
             return []
-        full, special = self._render(messages)
-        tokens = self._tokens(full, special)
+        try:
+            full = self._render(messages)
+        except ConfigError:  # no chat template: the call itself will say so
+            return []
+        tokens = self._tokens(full)
         bounds = set()
         for prefix in shared:
-            text = os.path.commonprefix([self._render(prefix)[0], full])
-            same = common_prefix(self._tokens(text, special), tokens) if text else 0
+            text = os.path.commonprefix([self._render(prefix), full])
+            same = common_prefix(self._tokens(text), tokens) if text else 0
             if 0 < same < len(tokens):  # the last prompt token is always computed for its logits
                 bounds.add(same)
         links: list[Link] = []
@@ -93,7 +86,7 @@ class PromptBlocks:
             if held[link.start:link.end] == link.tokens:
                 continue  # already in the context (an earlier call of this process)
             if not engine.blocks.path(link.key).exists():
-                break  # not stored: leave the context as it is for llama-cpp-python's own prefix reuse
+                break  # not stored: leave the context as it is for the runtime's own prefix reuse
             try:
                 if not engine.restore(link.key, Unit(self.label, link.tokens), link.start):
                     break

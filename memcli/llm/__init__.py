@@ -11,7 +11,6 @@ from pathlib import Path
 from memcli.config import Settings
 from memcli.errors import ConfigError
 from memcli.llm.base import CallStats, ChatModel, Completion, ModelError
-from memcli.tokens import use_tokenizer
 
 __all__ = ["CallStats", "ChatModel", "Completion", "ModelError", "model_path", "open_model"]
 
@@ -32,7 +31,7 @@ def uses_server(settings: Settings) -> bool:
 
 
 def open_model(settings: Settings, *, verbose: bool = False, kv_sequences: int = 1) -> ChatModel:
-    """The configured model; registers its tokenizer as the store-wide token counter.
+    """The configured model (the one seam where tests put a scripted model in place of a real one).
 
     ``kv_sequences`` > 1 asks for a local context with spare sequences (KV blocks need them).
     """
@@ -53,9 +52,7 @@ def open_model(settings: Settings, *, verbose: bool = False, kv_sequences: int =
         raise ConfigError(f"unknown model.backend {backend!r} (llama or openai)")
     from memcli.llm.llamacpp import LlamaCppModel
 
-    model = LlamaCppModel(model_path(settings), n_ctx=settings.model_n_ctx, threads=settings.model_threads,
-                          gpu_layers=settings.model_gpu_layers, seed=settings.model_seed,
-                          extra_buffers=settings.model_extra_buffers, flash_attn=settings.model_flash_attn,
-                          verbose=verbose, kv_sequences=kv_sequences)
-    use_tokenizer(model.count_tokens, model.name)
-    return model
+    return LlamaCppModel(model_path(settings), n_ctx=settings.model_n_ctx, threads=settings.model_threads,
+                         gpu_layers=settings.model_gpu_layers, seed=settings.model_seed,
+                         extra_buffers=settings.model_extra_buffers, flash_attn=settings.model_flash_attn,
+                         verbose=verbose, kv_sequences=kv_sequences)

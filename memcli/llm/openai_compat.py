@@ -17,7 +17,7 @@ from typing import Any
 
 from memcli.errors import ConfigError
 from memcli.llm.base import Completion, ModelError
-from memcli.tokens import approx_tokens
+from memcli.tokens import count_tokens
 
 
 class OpenAICompatModel:
@@ -92,7 +92,7 @@ class OpenAICompatModel:
                           prefilled_tokens=prompt - int(cached) if isinstance(cached, int) else None)
 
     def count_tokens(self, text: str) -> int:
-        return approx_tokens(text)  # the server's tokenizer is not available here
+        return count_tokens(text)  # the server's tokenizer is not available here
 
     def describe(self) -> dict[str, Any]:
         return {"backend": "openai", "base_url": self.base_url, "model": self.name,

@@ -26,11 +26,10 @@ from typing import Callable
 from memcli.index import LibraryIndex
 from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.structured import Invalid, ask_json
-from memcli.retrieve.agent_tools import CATALOG_PAGE, TOOL_NAMES, AgentTools, ToolResult, catalog_text
+from memcli.retrieve.agent_tools import CATALOG_PAGE, AgentTools, ToolResult, calls_schema, catalog_text, tool_lines
 from memcli.retrieve.evidence import Evidence, Library, assemble, recent_current, snippet_lines
 from memcli.retrieve.policy import dedupe, interleave, ranked_entries
 from memcli.store import Store
-from memcli.tokens import count_tokens
 
 MAX_CALLS_PER_ROUND = 3
 MAX_SNIPPETS_PER_ROUND = 8
@@ -40,17 +39,13 @@ AGENT_SYSTEM = """You search an assistant's long-term memory to find what answer
 The memory is a library of topic documents plus CURRENT (recent, unsorted memories).
 Every memory line is shown as doc:line: [time] speaker: text.
 Tools (call up to 3 per round):
-- search {"query": words}: best-matching lines, ranked (BM25).
-- grep {"pattern": regex}: lines matching a regular expression, case-insensitive, all documents.
-- grep_doc {"doc_id": id, "pattern": regex}: the same inside one document.
-- read_lines {"doc_id": id, "start_line": n, "end_line": m}: read lines of a document (40 at most).
-- list_docs {"offset": n}: more of the catalog.
+{tools}
 Each round answer with JSON:
 - relevant_snippets: line ranges you have seen that help answer, as {doc_id, start_line, end_line};
 - relevant_docs: ids of documents that look relevant;
 - tool_calls: what to look up next (search for names, events and other key words of the question);
 - done: true when the snippets found are enough to answer.
-Answer with JSON only."""
+Answer with JSON only.""".replace("{tools}", tool_lines())  # the tools as their registry defines them
 
 
 def round_schema() -> dict:
@@ -63,13 +58,7 @@ def round_schema() -> dict:
                 "type": "object", "properties": {"doc_id": string, "start_line": line, "end_line": line},
                 "required": ["doc_id", "start_line", "end_line"]}},
             "relevant_docs": {"type": "array", "maxItems": 5, "items": string},
-            "tool_calls": {"type": "array", "maxItems": MAX_CALLS_PER_ROUND, "items": {
-                "type": "object",
-                "properties": {"name": {"type": "string", "enum": list(TOOL_NAMES)},
-                               "arguments": {"type": "object", "properties": {
-                                   "query": string, "pattern": string, "doc_id": string,
-                                   "start_line": line, "end_line": line, "offset": {"type": "integer", "minimum": 0}}}},
-                "required": ["name", "arguments"]}},
+            "tool_calls": {"type": "array", "maxItems": MAX_CALLS_PER_ROUND, "items": calls_schema()},
             "done": {"type": "boolean"},
         },
         "required": ["relevant_snippets", "relevant_docs", "tool_calls", "done"],
@@ -175,7 +164,7 @@ class Agent:
                 break
             messages += [{"role": "assistant", "content": json.dumps(reply, ensure_ascii=False)},
                          {"role": "user", "content": _results_message(current)}]
-            if sum(count_tokens(m["content"]) for m in messages) > self.max_prompt_tokens:
+            if sum(self.model.count_tokens(m["content"]) for m in messages) > self.max_prompt_tokens:
                 stop = "context"
                 break
         agent_picks = dedupe(cited)

@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 
 from memcli.store import CURRENT_ID, Store
 from memcli.store.format import Document, Entry, parse_entry, parse_heading
+from memcli.results import Result
 from memcli.tokens import count_tokens
 
 
 @dataclass
-class Evidence:
+class Evidence(Result):
     doc: str
     start_line: int
     end_line: int
@@ -28,9 +29,10 @@ class Evidence:
     text: str = ""
     tokens: int = 0
 
-    def to_dict(self) -> dict:
-        return {"doc": self.doc, "start_line": self.start_line, "end_line": self.end_line, "seqs": self.seqs,
-                "refs": self.refs, "time": self.time, "text": self.text, "tokens": self.tokens}
+    @property
+    def citation(self) -> str:
+        """``doc:start-end``, the form a range is cited in."""
+        return f"{self.doc}:{self.start_line}-{self.end_line}"
 
 
 def render_entry(entry: Entry, with_time: bool = True) -> str:

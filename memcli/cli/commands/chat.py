@@ -9,8 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from memcli.cli.app import app
-from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, open_store, output, settings
-from memcli.errors import UsageError
+from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, memory, output
 
 HELP = """commands:
   /help      this help
@@ -48,35 +47,23 @@ def chat(
     message and every reply one stdout line (with --json, one JSON object per
     turn with its stats). Turns become CURRENT entries unless --no-remember.
     """
-    from memcli.kv import kv_root, open_engine
-    from memcli.kv.chat import ChatSession
-
     out = output(ctx, json, quiet, verbose)
-    if max_tokens < 1:
-        raise UsageError("--max-tokens must be at least 1")
-    store = open_store(ctx)
-    cfg = settings(ctx, store)
-    engine = open_engine(store, cfg, verbose=out.verbose, verify=kv_verify)
-    name = session or "default"
-    talk = ChatSession(engine, store, kv_root(store, cfg) / "sessions", name, cfg.chat_memory_tokens,
-                       max_tokens=max_tokens, compose=kv_compose)
-    budget = cfg.kv_budget_mb * 1024 * 1024
-    with store.reading():
-        talk.start()
-    for reason in engine.stats.refused:
+    talk = memory(ctx).chat(session or "default", remember=not no_remember, max_tokens=max_tokens,
+                            verify=kv_verify, compose=kv_compose)
+    for reason in talk.warnings:
         out.warn(f"KV block refused and rebuilt: {reason}")
     begin = talk.start_stats
     interactive = sys.stdin.isatty() and not json
     if interactive or verbose or stats:
-        print(f"memcli chat: session {name} ({begin['resumed']}{', composed: approximate' if kv_compose else ''}), memory {begin['memory_tokens']} tokens in "
-              f"{begin['memory_units']} blocks: {begin['restored_tokens']} restored, {begin['prefilled_tokens']} "
-              f"prefilled, {begin['seconds']:.2f} s. /help for commands.", file=sys.stderr)
+        print(f"memcli chat: session {talk.name} ({begin['resumed']}{', composed: approximate' if kv_compose else ''}), "
+              f"memory {begin['memory_tokens']} tokens in {begin['memory_units']} blocks: "
+              f"{begin['restored_tokens']} restored, {begin['prefilled_tokens']} prefilled, "
+              f"{begin['seconds']:.2f} s. /help for commands.", file=sys.stderr)
     console = None
     if interactive:
         from rich.console import Console
 
         console = Console(highlight=False)
-    last = None
     while True:
         try:
             line = console.input("[bold]you>[/bold] ") if console else sys.stdin.readline()
@@ -88,20 +75,17 @@ def chat(
         if not text:
             continue
         if text.startswith("/"):
-            if _command(text, talk, last, store, console) == "quit":
+            if _command(text, talk, console) == "quit":
                 break
             continue
-        reply, turn_stats = talk.turn(text)
-        last = turn_stats
-        engine.blocks.evict(budget, keep={*talk.memory_keys, talk.session_key or ""})
-        if not no_remember:
-            _remember(store, name, text, reply)
-        if json:
-            sys.stdout.write(jsonlib.dumps({"session": name, "message": text, "reply": reply,
-                                            "stats": turn_stats.to_dict()}, ensure_ascii=False) + "\n")
-        elif console:
-            console.print(f"[bold cyan]memcli>[/bold cyan] {reply}")
+        if console:
+            reply, turn_stats = _streamed(talk, text, console)
         else:
+            reply, turn_stats = talk.say(text)
+        if json:
+            sys.stdout.write(jsonlib.dumps({"session": talk.name, "message": text, "reply": reply,
+                                            "stats": turn_stats.to_dict()}, ensure_ascii=False) + "\n")
+        elif not console:
             sys.stdout.write(reply.replace("\n", " ") + "\n")
         sys.stdout.flush()
         if stats:
@@ -112,7 +96,22 @@ def chat(
                   file=sys.stderr)
 
 
-def _command(text: str, talk, last, store, console) -> str | None:
+def _streamed(talk, text: str, console):
+    """One turn on a terminal: the reply is printed as it is generated."""
+    shown = 0
+    console.print("[bold cyan]memcli>[/bold cyan] ", end="")
+
+    def show(so_far: str) -> None:
+        nonlocal shown
+        console.out(so_far[shown:].lstrip() if shown == 0 else so_far[shown:], end="", highlight=False)
+        shown = len(so_far)
+
+    reply, turn_stats = talk.say(text, on_text=show)
+    console.out("")
+    return reply, turn_stats
+
+
+def _command(text: str, talk, console) -> str | None:
     word = text.split()[0].lower()
     say = console.print if console else (lambda msg: print(msg, file=sys.stderr))
     if word in ("/quit", "/exit", "/q"):
@@ -120,38 +119,13 @@ def _command(text: str, talk, last, store, console) -> str | None:
     if word == "/help":
         say(HELP)
     elif word == "/forget":
-        dropped = talk.messages[-2:] if len(talk.messages) >= 2 else []
-        if talk.forget_last():
-            removed = _unremember(store, talk.name, dropped)
-            say(f"forgot the last exchange ({removed} memory entries removed)")
-        else:
-            say("nothing to forget")
+        removed = talk.forget()
+        say("nothing to forget" if removed is None else f"forgot the last exchange ({removed} memory entries removed)")
     elif word == "/evidence":
-        for unit in talk.memory_units:
-            if unit.label != "turn-open":
-                say(f"{unit.label}: {len(unit.tokens)} tokens")
+        for label, tokens in talk.units():
+            say(f"{label}: {tokens} tokens")
     elif word == "/stats":
-        say(jsonlib.dumps({"start": talk.start_stats, "last_turn": last.to_dict() if last else None,
-                           "engine": talk.engine.stats.to_dict()}))
+        say(jsonlib.dumps(talk.stats()))
     else:
         say(f"unknown command {word}; /help lists them")
     return None
-
-
-def _remember(store, session: str, message: str, reply: str) -> None:
-    from memcli.ingest import ingest_turns
-    from memcli.store.store import now_iso
-    from memcli.transcripts import Turn, fingerprint_turns
-
-    when = now_iso("minutes")
-    turns = [Turn(text=message, time=when, speaker="user", conv=f"chat:{session}"),
-             Turn(text=reply, time=when, speaker="assistant", source="AI", conv=f"chat:{session}")]
-    fingerprint_turns(turns, f"chat:{session}", "chat")
-    ingest_turns(store, turns, source=f"chat:{session}", fmt="chat")
-
-
-def _unremember(store, session: str, dropped: list[dict]) -> int:
-    from memcli.ingest import forget_entries
-
-    texts = [m["content"] for m in dropped]
-    return forget_entries(store, conv=f"chat:{session}", texts=texts)

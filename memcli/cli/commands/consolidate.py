@@ -7,11 +7,9 @@ from typing import Annotated, Optional
 import typer
 
 from memcli.cli.app import app
-from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, load_model, open_store, output, settings
+from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, memory, output
 from memcli.cli.output import Output, register
 from memcli.consolidate.report import ConsolidationResult
-from memcli.errors import UsageError
-from memcli.store import CURRENT_ID
 
 
 @app.command()
@@ -37,20 +35,10 @@ def consolidate(
     and the deterministic path takes over where it fails.
     """
     out = output(ctx, json, quiet, verbose)
-    if split is not None and split < 100:
-        raise UsageError("--split must be at least 100 tokens")
-    if merge is not None and merge < 0:
-        raise UsageError("--merge must not be negative")
-    store = open_store(ctx)
-    cfg = settings(ctx, store, **{"consolidate.split_tokens": split, "consolidate.merge_tokens": merge})
-    pending = store.current_path.exists() and any(True for _ in store.load(CURRENT_ID).doc.entries())
-    model = None if no_llm or not cfg.consolidate_llm or not pending else load_model(cfg, out)
-    from memcli.consolidate.run import consolidate as run_consolidation
-
+    mem = memory(ctx)
     with out.stages() as progress:
-        result = run_consolidation(store, cfg, model=model, dry_run=dry_run, progress=progress,
-                                   split_limit=cfg.consolidate_split_tokens,
-                                   merge_limit=cfg.consolidate_merge_tokens)
+        result = mem.consolidate(split=split, merge=merge, dry_run=dry_run, llm=False if no_llm else None,
+                                 progress=progress)
     out.emit(result)
 
 

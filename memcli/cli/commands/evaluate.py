@@ -2,48 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from memcli.cli.app import app
-from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, load_model, output, settings
+from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, output, overrides
 from memcli.cli.output import Output, register
-from memcli.errors import UsageError
+from memcli.eval.locomo import EvalResult
 
 eval_app = typer.Typer(help="Benchmarks of memory quality and cost.", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
-
-
-@dataclass
-class EvalResult:
-    mode: str
-    memory: str
-    budget: int
-    answer_context: int
-    model: dict | None
-    conversations: list[str]
-    out: str | None
-    resumed: int
-    summary: dict
-
-    def to_dict(self) -> dict:
-        return {"mode": self.mode, "memory": self.memory, "budget": self.budget,
-                "answer_context": self.answer_context, "model": self.model,
-                "conversations": self.conversations, "out": self.out, "resumed": self.resumed,
-                "summary": self.summary}
-
-
-def _categories(spec: str) -> set[int]:
-    try:
-        chosen = {int(part) for part in spec.split(",") if part.strip()}
-    except ValueError:
-        raise UsageError(f"--categories takes numbers 1-5 separated by commas, not {spec!r}") from None
-    if not chosen or not chosen <= {1, 2, 3, 4, 5}:
-        raise UsageError("--categories takes numbers 1-5 (5: adversarial)")
-    return chosen
 
 
 @eval_app.command("locomo")
@@ -82,61 +52,16 @@ def locomo(
     Deterministic: temperature 0 and the configured seed. Your store is not
     touched.
     """
-    from memcli.eval.locomo import (MODES, Runner, append_record, conversation_name, load_conversations, read_done,
-                                    select, summarize)
+    from memcli.eval.locomo import evaluate, parse_categories
 
     out = output(ctx, json, quiet, verbose)
-    if mode not in MODES:
-        raise UsageError(f"unknown --mode {mode!r} (modes: {', '.join(MODES)})")
-    if memory not in ("raw", "consolidated"):
-        raise UsageError("--memory is raw or consolidated")
-    if resume and out_path is None:
-        raise UsageError("--resume needs --out FILE")
-    if out_path is not None and out_path.exists() and out_path.stat().st_size and not resume:
-        raise UsageError(f"{out_path} exists", hint="pass --resume to continue it, or choose another --out")
-    if questions is not None and questions < 1:
-        raise UsageError("--questions must be at least 1")
-    wanted = _categories(categories)
-    cfg = settings(ctx)
-    limit = budget if budget is not None else cfg.ask_budget
-    reading = answer_context if answer_context is not None else cfg.ask_answer_context
-    if limit < 50:
-        raise UsageError("--budget must be at least 50 tokens")
-    if reading < 0:
-        raise UsageError("--answer-context must be 0 (all the evidence) or a number of tokens")
-    conversations = load_conversations(files, sample)
-    needs_model = mode != "evidence-only" or (memory == "consolidated" and not no_llm and cfg.consolidate_llm)
-    from memcli.kv import keeps_blocks
-
-    kv = cfg.ask_kv and mode != "evidence-only" and keeps_blocks(cfg)  # as ask runs: prefixes as KV blocks
-    model = load_model(cfg, out, kv_sequences=2 if kv else 1) if needs_model else None
-    kv = kv and getattr(model, "llm", None) is not None
-    runner = Runner(mode, memory, limit, cfg, model, consolidate_model=not no_llm and cfg.consolidate_llm,
-                    max_rounds=cfg.ask_max_rounds, kv=kv, answer_context=reading)
-    done = read_done(out_path) if resume and out_path is not None else {}
-    plan = [(conv, select(conv.questions, wanted, questions)) for conv in conversations]
-    records = []
-
-    total = sum(len(picked) for _, picked in plan)
-    with out.progress(f"eval {mode}", total) as advance:
-        def keep(record: dict) -> None:
-            records.append(record)
-            if out_path is not None:
-                append_record(out_path, record)
-            advance(len(records))  # resumed records included
-
-        resumed = 0
-        for conv, picked in plan:
-            name = conversation_name(conv)
-            prior = [done[k] for k in done if k[0] == name and k[2:] == runner.setting
-                     and k[1] in {n for n, _ in picked}]
-            records.extend(prior)
-            resumed += len(prior)
-            runner.run(conv, picked, done, keep)
-    out.emit(EvalResult(mode=mode, memory=memory, budget=limit, answer_context=reading,
-                        model=model.describe() if model else None,
-                        conversations=[c.source + "#" + c.sample_id for c in conversations],
-                        out=str(out_path) if out_path else None, resumed=resumed, summary=summarize(records)))
+    wanted = parse_categories(categories)
+    with out.stages() as progress:
+        result = evaluate(files, mode=mode, memory=memory, budget=budget, answer_context=answer_context,
+                          categories=wanted, questions=questions, sample=sample, consolidate_llm=not no_llm,
+                          out_path=out_path, resume=resume, settings=overrides(ctx),
+                          progress=lambda done, total: progress(f"eval {mode}", done, total), verbose=out.verbose)
+    out.emit(result)
 
 
 @register(EvalResult)

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from memcli.cli.app import app
-from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, load_model, open_store, output, settings
+from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, memory, output
 from memcli.cli.output import Output, register
-from memcli.errors import InputError, UsageError
-from memcli.ingest import IngestResult, ingest_turns
-from memcli.store.store import now_iso
-from memcli.transcripts import FORMATS, parse_input, parse_time
+from memcli.ingest import IngestResult
+from memcli.transcripts import FORMATS
 
 
 @app.command()
@@ -48,64 +45,14 @@ def ingest(
     consolidate.auto = false.
     """
     out = output(ctx, json, quiet, verbose)
-    if fmt is not None and fmt not in FORMATS:
-        raise UsageError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
-    raw, source = _read_input(file)
-    default_time = parse_time(when, "--time", "value") if when else now_iso("minutes")
-    parsed = parse_input(raw, source, fmt=fmt, sample=sample, default_time=default_time, conv=conv)
-    store = open_store(ctx, create=True)
-    cfg = settings(ctx, store)
-    out.debug(f"{source}: {parsed.format}, {len(parsed.turns)} turns -> {store.root}")
-    if extract if extract is not None else cfg.ingest_extract:
-        result = _ingest_extracted(store, parsed, source, cfg, out)
-    else:
-        with out.progress("ingesting", len(parsed.turns),
-                          enabled=len(parsed.turns) >= cfg.ingest_progress_min) as advance:
-            result = ingest_turns(store, parsed.turns, source=source, fmt=parsed.format,
-                                  ignored=parsed.ignored, progress=advance)
-    from memcli.consolidate.run import consolidate, due
-
-    reason = None if no_auto or not cfg.consolidate_auto else due(store, cfg)
-    if reason:
-        out.info(f"memcli: consolidating: {reason}")
-        model = load_model(cfg, out) if cfg.consolidate_llm else None
-        with out.stages() as stages:
-            result.consolidation = consolidate(store, cfg, model=model, progress=stages, reason=reason).to_dict()
+    mem = memory(ctx, create=True)
+    out.debug(f"{file} -> {mem.root}")
+    with out.stages() as progress:
+        result = mem.ingest(sys.stdin.buffer if file == "-" else file, format=fmt, sample=sample, conv=conv,
+                            time=when, extract=extract, consolidate=not no_auto, progress=progress,
+                            on_consolidate=lambda reason: out.info(f"memcli: consolidating: {reason}"),
+                            name="<stdin>" if file == "-" else None)
     out.emit(result)
-
-
-def _ingest_extracted(store, parsed, source: str, cfg, out: Output) -> IngestResult:
-    """Facts from the turns not ingested before, written in place of the raw turns."""
-    from memcli.extract import extract_facts
-    from memcli.llm.base import CallStats
-
-    known = store.read_fingerprints()
-    fresh = [t for t in parsed.turns if t.fingerprint not in known]
-    facts = []
-    stats = CallStats()
-    if fresh:
-        model = load_model(cfg, out)
-        with out.stages() as stages:
-            facts = extract_facts(fresh, model=model, stats=stats,
-                                  progress=lambda d, t: stages("extracting facts", d, t))
-    result = ingest_turns(store, facts, source=source, fmt=parsed.format, ignored=parsed.ignored,
-                          consumed=[t.fingerprint for t in fresh], input_turns=len(parsed.turns))
-    result.extraction = stats.to_dict()
-    return result
-
-
-def _read_input(file: str) -> tuple[bytes, str]:
-    if file == "-":
-        return sys.stdin.buffer.read(), "<stdin>"
-    path = Path(file)
-    try:
-        return path.read_bytes(), file
-    except FileNotFoundError:
-        raise InputError(file, "no such file") from None
-    except IsADirectoryError:
-        raise InputError(file, "is a directory") from None
-    except OSError as exc:
-        raise InputError(file, f"cannot read: {exc.strerror}") from None
 
 
 @register(IngestResult)

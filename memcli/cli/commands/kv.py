@@ -2,28 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Annotated, Optional
 
 import typer
 
 from memcli.cli.app import app
-from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, open_store, output, settings
+from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, memory, output
 from memcli.cli.output import Output, register
-from memcli.errors import EXIT_FAILURE, UsageError
+from memcli.errors import EXIT_FAILURE
+from memcli.kv import admin
+from memcli.kv.admin import KVReport
 
 kv_app = typer.Typer(help="The KV-block store: saved llama.cpp states of memory.", no_args_is_help=True)
 app.add_typer(kv_app, name="kv")
-
-
-@dataclass
-class KVReport:
-    action: str
-    data: dict = field(default_factory=dict)
-    rows: list[dict] = field(default_factory=list)
-
-    def to_dict(self) -> dict:
-        return {"action": self.action, **self.data, **({"blocks": self.rows} if self.action == "ls" else {})}
 
 
 @kv_app.command("build")
@@ -38,76 +29,27 @@ def build(
     Blocks already stored and valid are restored instead; a block saved under
     another model context is refused and rebuilt.
     """
-    import time
-
-    from memcli.kv import kv_root, open_engine
-    from memcli.kv.chat import ChatSession
-
-    out = output(ctx, json, quiet, verbose)
-    store = open_store(ctx)
-    cfg = settings(ctx, store)
-    engine = open_engine(store, cfg, verbose=out.verbose, verify=kv_verify)
-    begin = time.perf_counter()
-    talk = ChatSession(engine, store, kv_root(store, cfg) / "sessions", "default", cfg.chat_memory_tokens)
-    with store.reading():
-        units = talk.memory()
-        keys = engine.load_chain(units)
-    evicted = engine.blocks.evict(cfg.kv_budget_mb * 1024 * 1024, keep=set(keys))
-    out.emit(KVReport("build", {"units": [{"unit": u.label, "tokens": len(u.tokens)} for u in units],
-                                "tokens": sum(len(u.tokens) for u in units), **engine.stats.to_dict(),
-                                "evicted_blocks": evicted[0], "seconds": round(time.perf_counter() - begin, 3)}))
+    output(ctx, json, quiet, verbose).emit(admin.build(memory(ctx), verify=kv_verify))
 
 
 @kv_app.command("ls")
 def ls(ctx: typer.Context, json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False) -> None:
     """List stored blocks: key, unit, start, tokens, size, last use (newest first)."""
-    from memcli.kv import block_store
-
-    out = output(ctx, json, quiet, verbose)
-    store = open_store(ctx)
-    blocks = sorted(block_store(store, settings(ctx, store)).blocks(), key=lambda b: -b.last_used)
-    out.emit(KVReport("ls", {"count": len(blocks)}, [b.to_dict() for b in blocks]))
+    output(ctx, json, quiet, verbose).emit(admin.listing(memory(ctx)))
 
 
 @kv_app.command("stats")
 def stats(ctx: typer.Context, json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False) -> None:
     """Blocks, tokens and bytes stored, by kind of unit, against the budget (kv.budget_mb)."""
-    from memcli.kv import block_store, kv_root
-
-    out = output(ctx, json, quiet, verbose)
-    store = open_store(ctx)
-    cfg = settings(ctx, store)
-    blocks = block_store(store, cfg).blocks()
-    kinds: dict[str, dict] = {}
-    for b in blocks:
-        kind = b.header.unit.split(":", 1)[0].split("@", 1)[0]
-        row = kinds.setdefault(kind, {"blocks": 0, "tokens": 0, "bytes": 0})
-        row["blocks"] += 1
-        row["tokens"] += b.header.n_tokens
-        row["bytes"] += b.file_size
-    total_bytes = sum(b.file_size for b in blocks)
-    tokens = sum(b.header.n_tokens for b in blocks)
-    out.emit(KVReport("stats", {"dir": str(kv_root(store, cfg)), "blocks": len(blocks), "tokens": tokens,
-                                "bytes": total_bytes, "bytes_per_token": round(total_bytes / tokens) if tokens else None,
-                                "budget_bytes": cfg.kv_budget_mb * 1024 * 1024, "by_unit": kinds}))
+    output(ctx, json, quiet, verbose).emit(admin.stats(memory(ctx)))
 
 
 @kv_app.command("verify")
 def verify(ctx: typer.Context, json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False) -> None:
     """Check every block's header, checksum and parent; exit 1 when any is bad (no model needed)."""
-    from memcli.kv import block_store
-
-    out = output(ctx, json, quiet, verbose)
-    store = open_store(ctx)
-    blocks = block_store(store, settings(ctx, store))
-    bad = {}
-    infos = blocks.blocks()
-    for info in infos:
-        reason = blocks.verify(info.header.key)
-        if reason:
-            bad[info.header.key] = reason
-    out.emit(KVReport("verify", {"checked": len(infos), "bad": bad}))
-    if bad:
+    report = admin.verify(memory(ctx))
+    output(ctx, json, quiet, verbose).emit(report)
+    if report.bad:
         raise typer.Exit(EXIT_FAILURE)
 
 
@@ -119,24 +61,7 @@ def prune(
     json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
 ) -> None:
     """Remove stale blocks (their document changed), broken ones, then least recently used ones over budget."""
-    from memcli.kv import block_store
-    from memcli.kv.context import stale_labels
-
-    out = output(ctx, json, quiet, verbose)
-    if budget is not None and budget < 0:
-        raise UsageError("--budget must not be negative")
-    store = open_store(ctx)
-    cfg = settings(ctx, store)
-    blocks = block_store(store, cfg)
-    with store.reading():
-        stale = stale_labels(store, {b.header.unit for b in blocks.blocks()})
-    stale_blocks, stale_tokens = blocks.invalidate(stale)
-    broken = [b.header.key for b in blocks.blocks() if blocks.verify(b.header.key)]
-    for key in broken:
-        blocks.remove(key)
-    evicted, freed = blocks.evict((cfg.kv_budget_mb if budget is None else budget) * 1024 * 1024)
-    out.emit(KVReport("prune", {"stale_blocks": stale_blocks, "stale_tokens": stale_tokens, "broken": len(broken),
-                                "evicted_blocks": evicted, "evicted_bytes": freed}))
+    output(ctx, json, quiet, verbose).emit(admin.prune(memory(ctx), budget))
 
 
 @register(KVReport)

@@ -7,12 +7,10 @@ from typing import Annotated, Optional
 import typer
 
 from memcli.cli.app import app
-from memcli.cli.common import DocOpt, JsonOpt, QuietOpt, VerboseOpt, open_store, output, settings
+from memcli.cli.common import DocOpt, JsonOpt, QuietOpt, VerboseOpt, memory, output
 from memcli.cli.output import Output, register
 from memcli.errors import EXIT_NO_MATCH
-from memcli.index import LibraryIndex
-from memcli.tools import (DocsResult, GrepResult, ReadResult, SearchResult, grep as grep_tool,
-                          list_docs, parse_range, read_lines, search as search_tool)
+from memcli.tools import DocsResult, GrepResult, ReadResult, SearchResult, parse_range
 
 
 @app.command()
@@ -24,10 +22,7 @@ def docs(
 ) -> None:
     """List the catalog: id, summary, tokens and last update of every document (CURRENT last)."""
     out = output(ctx, json, quiet, verbose)
-    store = open_store(ctx)
-    with store.reading():
-        index = LibraryIndex(store, settings(ctx, store).search_partition_tokens)
-        out.emit(list_docs(index, offset, limit))
+    out.emit(memory(ctx).docs(offset, limit))
 
 
 @register(DocsResult)
@@ -48,9 +43,7 @@ def read(
     """Print a document with file line numbers, so a line range can be cited as DOC:A-B."""
     out = output(ctx, json, quiet, verbose)
     start, end = parse_range(lines) if lines else (1, None)
-    store = open_store(ctx)
-    with store.reading():
-        result = read_lines(store, doc, start, end)
+    result = memory(ctx).read(doc, start, end)
     if result.warning:
         out.warn(result.warning)
     out.emit(result)
@@ -79,11 +72,7 @@ def grep(
     Output is DOC:LINE: TEXT (context lines as DOC-LINE- TEXT), like grep.
     """
     out = output(ctx, json, quiet, verbose)
-    store = open_store(ctx)
-    cfg = settings(ctx, store)
-    with store.reading():
-        result = grep_tool(store, pattern, doc=doc, ignore_case=ignore_case, context=context,
-                           limit=limit if limit is not None else cfg.grep_limit)
+    result = memory(ctx).grep(pattern, doc=doc, ignore_case=ignore_case, context=context, limit=limit)
     out.emit(result)
     if result.truncated:
         out.info(f"memcli: stopped after {len(result.matches)} matches (--limit)")
@@ -113,11 +102,7 @@ def search(
 ) -> None:
     """Rank heading sections of the library and CURRENT by BM25; exit 1 when nothing matches."""
     out = output(ctx, json, quiet, verbose)
-    store = open_store(ctx)
-    cfg = settings(ctx, store)
-    with store.reading():
-        index = LibraryIndex(store, cfg.search_partition_tokens)
-        result = search_tool(index, query, k if k is not None else cfg.search_k, doc=doc)
+    result = memory(ctx).search(query, k=k, doc=doc)
     out.emit(result)
     if not result.hits:
         raise typer.Exit(EXIT_NO_MATCH)

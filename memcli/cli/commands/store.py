@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from memcli.cli.app import app
-from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, open_store, output, settings, where
+from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, memory, output, state
 from memcli.cli.output import Output, register
-from memcli.index import LibraryIndex
-from memcli.paths import PROJECT_STORE_DIRNAME, Resolved, resolve_config_file, store_cache_dir
-from memcli.store import CURRENT_ID, Store
-
-
-@dataclass
-class InitResult:
-    store: str
-    created: bool
-
-    def to_dict(self) -> dict:
-        return {"store": self.store, "created": self.created}
+from memcli.memory import InitResult, Memory, StatusResult
 
 
 @app.command()
@@ -38,39 +26,12 @@ def init(
     is given, else ./.memcli/.
     """
     out = output(ctx, json, quiet, verbose)
-    chosen = where(ctx)
-    if directory is None and chosen.source in ("--store", "$MEMCLI_STORE"):
-        root = chosen.path
-    else:
-        root = (directory or Path.cwd()).absolute() / PROJECT_STORE_DIRNAME
-    existed = (root / "state.json").exists()
-    Store.open(Resolved(root, "memcli init"), create=True)
-    out.emit(InitResult(str(root), not existed))
+    out.emit(Memory.init(directory, store=state(ctx).store))
 
 
 @register(InitResult)
 def _render_init(result: InitResult, out: Output) -> None:
     out.write(f"{'created' if result.created else 'already a store:'} {result.store}")
-
-
-@dataclass
-class StatusResult:
-    store: str
-    store_source: str
-    documents: int
-    entries: int
-    library_tokens: int
-    current_entries: int
-    current_tokens: int
-    current_oldest: str | None
-    next_seq: int
-    consolidation_due: str | None  # why CURRENT is due for consolidation, or None
-    settings: dict
-    config_file: str
-    index_cache: str
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
 
 
 @app.command()
@@ -80,29 +41,7 @@ def status(
 ) -> None:
     """Show the store, how it was chosen, its size, CURRENT and the thresholds in force."""
     out = output(ctx, json, quiet, verbose)
-    store = open_store(ctx)
-    cfg = settings(ctx, store)
-    with store.reading():
-        index = LibraryIndex(store, cfg.search_partition_tokens)
-        rows = index.catalog()
-        current = store.load(CURRENT_ID).doc
-        times = [e.time for _, e in current.entries() if e.time]
-        state = store.read_state()
-    cur = next((r for r in rows if r.id == CURRENT_ID), None)
-    oldest = min(times) if times else None
-    from memcli.consolidate.run import due
-
-    reason = due(store, cfg)
-    out.emit(StatusResult(
-        store=str(store.root), store_source=where(ctx).source,
-        documents=sum(1 for r in rows if r.id != CURRENT_ID),
-        entries=sum(r.entries for r in rows),
-        library_tokens=sum(r.token_count for r in rows if r.id != CURRENT_ID),
-        current_entries=cur.entries if cur else 0, current_tokens=cur.token_count if cur else 0,
-        current_oldest=oldest, next_seq=int(state.get("next_seq", 1)), consolidation_due=reason,
-        settings=cfg.to_dict(), config_file=str(resolve_config_file().path),
-        index_cache=str(store_cache_dir(store.root)),
-    ))
+    out.emit(memory(ctx).status())
 
 
 @register(StatusResult)

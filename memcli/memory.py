@@ -1,0 +1,340 @@
+"""``memcli.Memory``: the application layer and public Python API.
+
+Every face of memcli (the CLI, ``eval locomo``, scripts, a future MCP
+server) opens a :class:`Memory` and calls its methods; they return result
+dataclasses whose ``to_dict()`` is what ``--json`` prints::
+
+    from memcli import Memory
+
+    memory = Memory("~/notes/.memcli", create=True)
+    memory.ingest("transcript.json")
+    memory.remember("Caroline's adoption interview is on 3 June", speaker="user")
+    print(memory.ask("Which agency did Caroline apply to?", reader="evidence-only").evidence[0].text)
+
+A model is opened only when an operation needs one (``ask`` with a model
+reader, ``chat``, consolidation or extraction with the model), through
+:func:`memcli.llm.open_model`, or the ``model`` you pass in.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Callable
+
+from memcli.config import Settings
+from memcli.errors import InputError, UsageError
+from memcli.ingest import IngestResult, ingest_turns, read_source
+from memcli.paths import PROJECT_STORE_DIRNAME, Resolved, resolve_config_file, resolve_store, store_cache_dir
+from memcli.results import Result
+from memcli.store import CURRENT_ID, Store
+from memcli.store.store import now_iso
+
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
+
+
+@dataclass
+class InitResult(Result):
+    store: str
+    created: bool
+
+
+@dataclass
+class StatusResult(Result):
+    store: str
+    store_source: str
+    documents: int
+    entries: int
+    library_tokens: int
+    current_entries: int
+    current_tokens: int
+    current_oldest: str | None
+    next_seq: int
+    consolidation_due: str | None  # why CURRENT is due for consolidation, or None
+    settings: dict
+    config_file: str
+    index_cache: str
+
+
+class Memory:
+    """One memory store, its settings, and (opened when needed) its model."""
+
+    def __init__(self, store: str | Path | Resolved | None = None, *, create: bool = False,
+                 settings: dict[str, Any] | None = None, model=None, cache_dir: Path | None = None,
+                 verbose: bool = False):
+        """``store``: a directory (else $MEMCLI_STORE, the nearest ``.memcli/``, or the XDG data
+        directory); ``create``: make it if missing; ``settings``: overrides by dotted key
+        (``{"ask.budget": 1000}``); ``model``: a chat model to use instead of the configured one;
+        ``cache_dir``: where the search index lives (default: the per-store cache folder).
+
+        With ``create`` a missing store is made by the first write (bad input creates nothing)."""
+        self.where = store if isinstance(store, Resolved) else resolve_store(store)
+        self._missing = create and not (self.where.path / "state.json").exists()
+        self.store = Store(self.where.path, self.where.source) if self._missing else Store.open(self.where)
+        self.settings = Settings.load(self.store.root, settings)
+        self.verbose = verbose
+        self._model = model
+        self._own_model = model is None
+        self._sequences = 0
+        self._cache_dir = cache_dir
+        self._index = None
+        self._prefixes = False
+
+    @classmethod
+    def init(cls, directory: str | Path | None = None, *, store: str | Path | None = None) -> InitResult:
+        """Create a store: ``store`` (or $MEMCLI_STORE) when given and no ``directory``, else
+        ``directory/.memcli`` (default: the current directory)."""
+        chosen = resolve_store(store)
+        if directory is None and chosen.source in ("--store", "$MEMCLI_STORE"):
+            root = chosen.path
+        else:
+            root = Path(directory or Path.cwd()).expanduser().absolute() / PROJECT_STORE_DIRNAME
+        existed = (root / "state.json").exists()
+        Store.open(Resolved(root, "memcli init"), create=True)
+        return InitResult(str(root), not existed)
+
+    # ------------------------------------------------------------ resources
+
+    def _writable(self) -> Store:
+        """The store, created now if it was missing and ``create`` was given."""
+        if self._missing:
+            self.store = Store.open(self.where, create=True)
+            self._missing = False
+        return self.store
+
+    @property
+    def root(self) -> Path:
+        return self.store.root
+
+    @property
+    def index(self):
+        """The search index (BM25 partitions and the catalog), opened on first use."""
+        if self._index is None:
+            from memcli.index import LibraryIndex
+
+            self._index = LibraryIndex(self.store, self.settings.search_partition_tokens, cache_dir=self._cache_dir)
+        return self._index
+
+    def model(self, *, kv_sequences: int = 1):
+        """The chat model: the one given to the constructor, or the configured one (opened once;
+        reopened with spare sequences when KV-block work needs them)."""
+        if self._model is not None and (not self._own_model or self._sequences >= kv_sequences):
+            return self._model
+        from memcli import llm
+
+        self._model = llm.open_model(self.settings, verbose=self.verbose, kv_sequences=kv_sequences)
+        self._sequences = kv_sequences
+        self._prefixes = False
+        return self._model
+
+    def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ writing
+
+    def ingest(self, source: str | Path | IO | list, *, format: str | None = None, sample: str | None = None,
+               conv: str | None = None, time: str | None = None, extract: bool | None = None,
+               consolidate: bool = True, progress: Progress | None = None, on_consolidate=None,
+               name: str | None = None) -> IngestResult:
+        """Append a transcript's turns to CURRENT (turns ingested before are skipped).
+
+        ``source``: a path, an open file, or a list of :class:`memcli.transcripts.Turn`;
+        ``format``: force one of :data:`memcli.transcripts.FORMATS`; ``extract``: let the model
+        extract facts (default: the ``ingest.extract`` setting). When CURRENT then crosses a
+        consolidation threshold it is consolidated (unless ``consolidate=False`` or
+        ``consolidate.auto`` is off); ``on_consolidate(reason)`` is told before it starts. ``name``
+        names an open file in messages and entries (default: its own name).
+        """
+        from memcli.transcripts import FORMATS, Parsed, fingerprint_turns, parse_input, parse_time
+
+        cfg = self.settings
+        if format is not None and format not in FORMATS:
+            raise UsageError(f"unknown format {format!r} (choose from {', '.join(FORMATS)})")
+        default_time = parse_time(time, "--time", "value") if time else now_iso("minutes")
+        if isinstance(source, list):
+            name = name or f"<{conv or 'turns'}>"
+            fingerprint_turns(source, name, format or "turns")
+            parsed = Parsed(format or "turns", source)
+        else:
+            raw, name = read_source(source, name)
+            parsed = parse_input(raw, name, fmt=format, sample=sample, default_time=default_time, conv=conv)
+        self._writable()
+        if extract if extract is not None else cfg.ingest_extract:
+            result = self._ingest_extracted(parsed, name, progress)
+        else:
+            shown = progress if progress and len(parsed.turns) >= cfg.ingest_progress_min else None
+            total = len(parsed.turns)
+            result = ingest_turns(self.store, parsed.turns, source=name, fmt=parsed.format, ignored=parsed.ignored,
+                                  progress=(lambda done: shown("ingesting", done, total)) if shown else None)
+        from memcli.consolidate.run import due
+
+        reason = due(self.store, cfg) if consolidate and cfg.consolidate_auto else None
+        if reason:
+            if on_consolidate:
+                on_consolidate(reason)
+            result.consolidation = self.consolidate(progress=progress, reason=reason).to_dict()
+        return result
+
+    def _ingest_extracted(self, parsed, name: str, progress: Progress | None) -> IngestResult:
+        """Facts from the turns not ingested before, written in place of the raw turns."""
+        from memcli.extract import extract_facts
+        from memcli.llm.base import CallStats
+
+        known = self.store.read_fingerprints()
+        fresh = [t for t in parsed.turns if t.fingerprint not in known]
+        facts = []
+        stats = CallStats()
+        if fresh:
+            facts = extract_facts(fresh, model=self.model(), stats=stats,
+                                  progress=(lambda d, t: progress("extracting facts", d, t)) if progress else None)
+        result = ingest_turns(self.store, facts, source=name, fmt=parsed.format, ignored=parsed.ignored,
+                              consumed=[t.fingerprint for t in fresh], input_turns=len(parsed.turns))
+        result.extraction = stats.to_dict()
+        return result
+
+    def remember(self, text: str, *, speaker: str | None = None, time: str | None = None,
+                 source: str | None = None, conv: str | None = None) -> IngestResult:
+        """One note or fact as a new CURRENT entry (the same note given twice is kept once)."""
+        from memcli.transcripts import Turn, fingerprint_turns, parse_time
+
+        text = text.strip() if isinstance(text, str) else ""
+        if not text:
+            raise InputError(source or "<note>", "the note is empty")
+        when = parse_time(time, "time", "value") if time else now_iso("minutes")
+        turn = Turn(text=text, time=when, speaker=speaker, source=source, conv=conv, time_given=time is not None)
+        fingerprint_turns([turn], conv or "note", "note")
+        return ingest_turns(self._writable(), [turn], source=source or "note", fmt="note")
+
+    def consolidate(self, *, split: int | None = None, merge: int | None = None, dry_run: bool = False,
+                    llm: bool | None = None, progress: Progress | None = None, reason: str | None = None):
+        """Move CURRENT into the topic library (see ``memcli consolidate --help``); returns a
+        :class:`~memcli.consolidate.report.ConsolidationResult`. ``llm=False``: deterministic only."""
+        from memcli.consolidate.run import consolidate as run
+
+        if split is not None and split < 100:
+            raise UsageError("--split must be at least 100 tokens")
+        if merge is not None and merge < 0:
+            raise UsageError("--merge must not be negative")
+        cfg = self.settings
+        pending = self.store.current_path.exists() and any(
+            True for _ in self.store.load(CURRENT_ID).doc.entries())
+        use_model = (cfg.consolidate_llm if llm is None else llm) and pending
+        return run(self.store, cfg, model=self.model() if use_model else None, dry_run=dry_run, progress=progress,
+                   split_limit=split or cfg.consolidate_split_tokens,
+                   merge_limit=merge if merge is not None else cfg.consolidate_merge_tokens, reason=reason)
+
+    # ------------------------------------------------------------ reading
+
+    def docs(self, offset: int = 0, limit: int | None = None):
+        """The catalog: every document's id, summary, size and last update (CURRENT last)."""
+        from memcli.tools import list_docs
+
+        with self.store.reading():
+            return list_docs(self.index, offset, limit)
+
+    def read(self, doc: str, start: int = 1, end: int | None = None):
+        """Lines ``start..end`` of a document, numbered as in the file (cite them as ``doc:start-end``)."""
+        from memcli.tools import read_lines
+
+        with self.store.reading():
+            return read_lines(self.store, doc, start, end)
+
+    def grep(self, pattern: str, *, doc: str | None = None, ignore_case: bool = False, context: int = 0,
+             limit: int | None = None):
+        """Lines of document bodies and CURRENT matching a regular expression."""
+        from memcli.tools import grep
+
+        with self.store.reading():
+            return grep(self.store, pattern, doc=doc, ignore_case=ignore_case, context=context,
+                        limit=limit if limit is not None else self.settings.grep_limit)
+
+    def search(self, query: str, *, k: int | None = None, doc: str | None = None):
+        """Heading sections ranked by BM25 for ``query``."""
+        from memcli.tools import search
+
+        with self.store.reading():
+            return search(self.index, query, k if k is not None else self.settings.search_k, doc=doc)
+
+    def ask(self, question: str, *, reader: str = "agent", budget: int | None = None,
+            answer_context: int | None = None, max_rounds: int | None = None, kv: bool | None = None,
+            on_step: Callable[[dict], None] | None = None):
+        """Answer ``question`` from memory, citing the lines used; see :mod:`memcli.retrieve.ask`.
+
+        ``reader``: ``agent`` | ``no-agent`` | ``evidence-only`` (no model, no answer); ``kv``: keep
+        shared prompt prefixes as KV blocks (a local model; default: the ``ask.kv`` setting).
+        """
+        from memcli.retrieve.ask import ask, check_options
+
+        cfg = self.settings
+        budget = budget if budget is not None else cfg.ask_budget
+        reading = answer_context if answer_context is not None else cfg.ask_answer_context
+        rounds = max_rounds if max_rounds is not None else cfg.ask_max_rounds
+        check_options(reader=reader, budget=budget, answer_context=reading, max_rounds=rounds)
+        begin = time.perf_counter()
+        model = None if reader == "evidence-only" else self._ask_model(cfg.ask_kv if kv is None else kv)
+        loaded = time.perf_counter() - begin
+        result = ask(self.store, self.index, model, question, reader=reader, budget=budget,
+                     answer_context=reading, max_rounds=rounds, on_step=on_step)
+        result.timings = {"model_load_s": round(loaded, 3), **result.timings,
+                          "total_s": round(result.timings["total_s"] + loaded, 3)}
+        cache = getattr(model, "prefix_cache", None)
+        if cache is not None:
+            cache.engine.blocks.evict(cfg.kv_budget_mb * 1024 * 1024)
+            result.warnings = [f"KV blocks: {reason}" for reason in cache.engine.stats.refused]
+            cache.engine.stats.refused.clear()
+        return result
+
+    def _ask_model(self, kv: bool):
+        """The model for ask; a local one keeps the shared prompt prefixes as KV blocks when ``kv``."""
+        from memcli.kv import block_store, keep_prompt_prefixes, keeps_blocks
+
+        keep = kv and keeps_blocks(self.settings) and self._own_model
+        model = self.model(kv_sequences=2 if keep else 1)
+        if keep and not self._prefixes and getattr(model, "runtime", None) is not None:
+            keep_prompt_prefixes(model, block_store(self.store, self.settings))
+            self._prefixes = True
+        return model
+
+    def status(self) -> StatusResult:
+        """The store, how it was chosen, its size, CURRENT and the thresholds in force."""
+        from memcli.consolidate.run import due
+
+        with self.store.reading():
+            rows = self.index.catalog()
+            current = self.store.load(CURRENT_ID).doc
+            times = [e.time for _, e in current.entries() if e.time]
+            state = self.store.read_state()
+        cur = next((r for r in rows if r.id == CURRENT_ID), None)
+        return StatusResult(
+            store=str(self.root), store_source=self.where.source,
+            documents=sum(1 for r in rows if r.id != CURRENT_ID),
+            entries=sum(r.entries for r in rows),
+            library_tokens=sum(r.token_count for r in rows if r.id != CURRENT_ID),
+            current_entries=cur.entries if cur else 0, current_tokens=cur.token_count if cur else 0,
+            current_oldest=min(times) if times else None, next_seq=int(state.get("next_seq", 1)),
+            consolidation_due=due(self.store, self.settings), settings=self.settings.to_dict(),
+            config_file=str(resolve_config_file().path), index_cache=str(store_cache_dir(self.root)))
+
+    # ------------------------------------------------------------ chat and KV blocks
+
+    def chat(self, session: str = "default", *, remember: bool = True, max_tokens: int = 256,
+             verify: bool = False, compose: bool = False):
+        """A chat session with memory in context, restored from KV blocks (:class:`memcli.chat.Chat`)."""
+        from memcli.chat import Chat
+
+        return Chat(self, session, remember=remember, max_tokens=max_tokens, verify=verify, compose=compose)
+
+    def kv_engine(self, *, verify: bool = False):
+        """The KV engine on this store's block directory and the local model (opened with a spare sequence)."""
+        from memcli.kv import engine_for
+
+        return engine_for(self.model(kv_sequences=2), self.store, self.settings, verify=verify)

@@ -1,0 +1,127 @@
+"""One question through a reader and, unless only the evidence is wanted, the answer.
+
+The readers (:data:`READERS`):
+
+- ``agent``: the agentic reader (the model searches with tools, cites lines;
+  the deterministic ranking fills the rest of the budget);
+- ``no-agent``: the hybrid reader (one model call picks documents by summary,
+  BM25 ranks entries);
+- ``evidence-only``: the deterministic evidence reader, no model, no answer.
+
+The answer is written from the best-ranked ``answer_context`` tokens of the
+evidence (0: all of it). ``memcli ask``, :meth:`memcli.Memory.ask` and
+``memcli eval locomo`` all run this function, so eval scores exactly what
+users get.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from memcli.errors import UsageError
+from memcli.llm.base import CallStats, ChatModel
+from memcli.results import Result, hidden
+from memcli.retrieve.evidence import Evidence
+
+READERS = ("agent", "no-agent", "evidence-only")
+
+
+@dataclass
+class AskResult(Result):
+    question: str
+    mode: str  # one of READERS
+    answer: str | None
+    evidence: list[Evidence]
+    read: list[Evidence] = field(default_factory=list)  # the part of the evidence the answer was written from
+    rounds: int = 0
+    stop: str | None = None
+    tool_calls: list[dict] = field(default_factory=list)  # the trace: one record per round or step
+    tokens: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+    problems: list[str] = hidden(list)  # the model's rejected answers (first few), for -v
+    warnings: list[str] = hidden(list)  # e.g. KV blocks refused and rebuilt
+
+    def extra(self) -> dict:
+        return {"citations": [e.citation for e in self.evidence], "read": [e.citation for e in self.read]}
+
+    @property
+    def unread(self) -> list[Evidence]:
+        """Evidence ranges the answer did not read."""
+        return [e for e in self.evidence if not any(r.doc == e.doc and r.start_line <= e.end_line
+                                                    and e.start_line <= r.end_line for r in self.read)]
+
+
+def check_options(*, reader: str, budget: int, answer_context: int, max_rounds: int) -> None:
+    if reader not in READERS:
+        raise UsageError(f"unknown reader {reader!r} (readers: {', '.join(READERS)})")
+    if budget < 50:
+        raise UsageError("--budget must be at least 50 tokens")
+    if answer_context < 0:
+        raise UsageError("--answer-context must be 0 (all the evidence) or a number of tokens")
+    if not 1 <= max_rounds <= 50:
+        raise UsageError("--max-rounds must be between 1 and 50")
+
+
+def ask(store, index, model: ChatModel | None, question: str, *, reader: str, budget: int, answer_context: int,
+        max_rounds: int = 7, on_step: Callable[[dict], None] | None = None,
+        keep_evidence: bool = True) -> AskResult:
+    """Retrieve evidence for ``question`` with ``reader`` and answer from it (no answer for
+    ``evidence-only``, which needs no model). ``on_step`` sees each round or retrieval step as it
+    happens; ``keep_evidence``: the answer's evidence may be kept as a KV block (a local model)."""
+    from memcli.retrieve.answer import answer as answer_from
+    from memcli.retrieve.evidence import best_part
+
+    question = question.strip()
+    if not question:
+        raise UsageError("the question is empty")
+    check_options(reader=reader, budget=budget, answer_context=answer_context, max_rounds=max_rounds)
+    if reader != "evidence-only" and model is None:
+        raise UsageError(f"the {reader} reader needs a model")
+    start = time.perf_counter()
+    stats = CallStats()
+    result = AskResult(question=question, mode=reader, answer=None, evidence=[])
+    with store.reading():
+        if reader == "agent":
+            from memcli.retrieve.agent import Agent
+
+            show = (lambda r: on_step(r.to_dict())) if on_step else None
+            found = Agent(model, store, index, budget=budget, max_rounds=max_rounds, on_round=show).run(
+                question, stats)
+            result.rounds, result.stop = len(found.rounds), found.stop
+            result.tool_calls = [r.to_dict() for r in found.rounds]
+        else:
+            if reader == "no-agent":
+                from memcli.retrieve.hybrid import hybrid
+
+                found = hybrid(model, store, index, question, budget=budget, stats=stats)
+            else:
+                from memcli.retrieve.policy import evidence_only
+
+                found = evidence_only(store, index, question, budget=budget)
+            result.tool_calls = found.trace
+            for step in found.trace if on_step else ():
+                on_step(step)
+        result.evidence = found.evidence
+        if model is not None and reader != "evidence-only":
+            result.read = best_part(found.library, result.evidence, found.order, answer_context)
+    retrieved = time.perf_counter()
+    result.timings = {"retrieval_s": round(retrieved - start, 3)}
+    retrieval_calls = stats.calls
+    if model is not None and reader != "evidence-only":
+        written = answer_from(model, question, result.read, stats, keep_evidence=keep_evidence)
+        result.answer = written.text if written else None
+        result.timings["answer_s"] = round(time.perf_counter() - retrieved, 3)
+        if written is not None and written.ttft_s is not None:
+            result.timings["answer_ttft_s"] = round(written.ttft_s, 3)
+        if written is not None and written.tokens_per_s is not None:
+            result.timings["answer_tokens_per_s"] = round(written.tokens_per_s, 2)
+    result.tokens = {"evidence": sum(e.tokens for e in result.evidence),
+                     "read": sum(e.tokens for e in result.read), "prompt": stats.prompt_tokens,
+                     "prefilled": stats.prefilled_tokens, "restored": stats.restored_tokens,
+                     "generated": stats.completion_tokens, "model_calls": stats.calls,
+                     "retrieval_calls": retrieval_calls, "invalid": stats.invalid}
+    result.timings["total_s"] = round(time.perf_counter() - start, 3)
+    result.problems = stats.problems[:5]
+    return result
