@@ -175,7 +175,7 @@ def greedy(engine, n: int) -> list[int]:
     for _ in range(n):
         token = int(engine.last_logits().argmax())
         out.append(token)
-        engine.llm.eval([token])
+        engine.prefill([token])
     return out
 
 

@@ -158,12 +158,12 @@ class Settings:
 
     def to_dict(self) -> dict:
         return {
-            s.key: {"value": self._values[s.attr], "source": self._sources[s.attr], "env": s.env}
+            s.key: {"value": self._values[s.attr], "source": self._sources[s.attr], "env": s.env, "help": s.help}
             for s in SETTINGS
         }
 
     @classmethod
-    def load(cls, store_root: Path | None = None, overrides: dict[str, Any] | None = None) -> "Settings":
+    def load(cls, store_root: Path | None = None, overrides: dict[str, Any] | None = None) -> Settings:
         layers: list[tuple[str, dict[str, Any]]] = []
         user_file = resolve_config_file().path
         layers.append((str(user_file), _read_toml(user_file)))

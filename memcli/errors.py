@@ -14,7 +14,6 @@ The exit-code table (documented in the README):
 
 from __future__ import annotations
 
-EXIT_OK = 0
 EXIT_NO_MATCH = 1
 EXIT_FAILURE = 1
 EXIT_USAGE = 2

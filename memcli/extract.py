@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.prompts import EXTRACT_SYSTEM, extract_schema

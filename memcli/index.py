@@ -21,14 +21,13 @@ import os
 import re
 import sqlite3
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
-
-from memcli.results import Result, omit_empty
 from math import log
 from pathlib import Path
-from typing import Callable
 
 from memcli.paths import ensure_private_dir, store_cache_dir
+from memcli.results import Result, omit_empty
 from memcli.store import CURRENT_ID, Store
 from memcli.store.format import Document, parse_entry, parse_heading
 from memcli.tokens import count_tokens
@@ -36,17 +35,7 @@ from memcli.tokens import count_tokens
 INDEX_VERSION = 2
 K1, B, EPSILON = 1.5, 0.75, 0.25  # rank-bm25's BM25Okapi defaults
 
-_STOPWORDS = frozenset("""
-a about above after again against all am an and any are as at be because been before being
-below between both but by can could did do does doing down during each few for from further
-had has have having he her here hers herself him himself his how i if in into is it its itself
-just me more most my myself no nor not now of off on once only or other our ours ourselves out
-over own same she should so some such than that the their theirs them themselves then there
-these they this those through to too under until up very was we were what when where which
-while who whom why will with would you your yours yourself yourselves s t don ll re ve d m o y
-isn aren wasn weren hasn haven hadn doesn didn won wouldn shan shouldn couldn mustn ain
-oh hey hi hello yeah yep yes ok okay wow lol btw fyi aww hmm gonna wanna gotta
-""".split())
+_STOPWORDS = frozenset(["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves", "s", "t", "don", "ll", "re", "ve", "d", "m", "o", "y", "isn", "aren", "wasn", "weren", "hasn", "haven", "hadn", "doesn", "didn", "won", "wouldn", "shan", "shouldn", "couldn", "mustn", "ain", "oh", "hey", "hi", "hello", "yeah", "yep", "yes", "ok", "okay", "wow", "lol", "btw", "fyi", "aww", "hmm", "gonna", "wanna", "gotta"])
 _TERM_RE = re.compile(r"[^\W_]+", re.UNICODE)
 
 
@@ -85,9 +74,7 @@ def stem(word: str) -> str:
     """
     if len(word) <= 3 or not word.isalpha():
         return word
-    if word.endswith("sses"):
-        word = word[:-2]
-    elif word.endswith("ies"):
+    if word.endswith("sses") or word.endswith("ies"):
         word = word[:-2]
     elif word.endswith("s") and not word.endswith("ss") and not word.endswith(("us", "is")):
         word = word[:-1]

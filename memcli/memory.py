@@ -19,9 +19,10 @@ reader, ``chat``, consolidation or extraction with the model), through
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any
 
 from memcli.config import Settings
 from memcli.errors import InputError, UsageError
@@ -71,10 +72,10 @@ class Memory:
         With ``create`` a missing store is made by the first write (bad input creates nothing)."""
         self.where = store if isinstance(store, Resolved) else resolve_store(store)
         self._missing = create and not (self.where.path / "state.json").exists()
-        self.store = Store(self.where.path, self.where.source) if self._missing else Store.open(self.where)
+        self.store = Store(self.where.path) if self._missing else Store.open(self.where)
         self.settings = Settings.load(self.store.root, settings)
         self.verbose = verbose
-        self._model = model
+        self._chat_model = model
         self._own_model = model is None
         self._sequences = 0
         self._cache_dir = cache_dir
@@ -119,14 +120,14 @@ class Memory:
     def model(self, *, kv_sequences: int = 1):
         """The chat model: the one given to the constructor, or the configured one (opened once;
         reopened with spare sequences when KV-block work needs them)."""
-        if self._model is not None and (not self._own_model or self._sequences >= kv_sequences):
-            return self._model
+        if self._chat_model is not None and (not self._own_model or self._sequences >= kv_sequences):
+            return self._chat_model
         from memcli import llm
 
-        self._model = llm.open_model(self.settings, verbose=self.verbose, kv_sequences=kv_sequences)
+        self._chat_model = llm.open_model(self.settings, verbose=self.verbose, kv_sequences=kv_sequences)
         self._sequences = kv_sequences
         self._prefixes = False
-        return self._model
+        return self._chat_model
 
     def close(self) -> None:
         if self._index is not None:

@@ -8,14 +8,13 @@ are validated, never joined into paths unchecked) and bound their output.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from memcli.errors import UsageError
 from memcli.index import CatalogRow, Hit, LibraryIndex
 from memcli.results import Result, hidden, omit_empty, plain
 from memcli.store import Store
 from memcli.store.format import parse_entry, split_front_matter
-
 
 # ---------------------------------------------------------------- docs
 

@@ -19,12 +19,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from memcli.errors import InputError
 
-FORMATS = ("locomo", "chat", "jsonl", "text")
 SKIPPED_ROLES = ("system", "developer", "tool", "function")
 
 
@@ -74,7 +74,7 @@ def parse_time(value, source: str, where: str) -> str:
     """A LoCoMo date ("1:56 pm on 8 May, 2023"), an ISO string or epoch seconds -> ISO minutes."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         try:
-            return iso_minutes(datetime.fromtimestamp(value, tz=timezone.utc))
+            return iso_minutes(datetime.fromtimestamp(value, tz=UTC))
         except (OverflowError, OSError, ValueError):
             raise InputError(source, f"timestamp {value!r} is out of range", where=where) from None
     if not isinstance(value, str):
@@ -96,11 +96,11 @@ def parse_time(value, source: str, where: str) -> str:
         raise InputError(source, f"date {value!r} does not parse "
                          "(expected e.g. '1:56 pm on 8 May, 2023' or ISO 8601)", where=where) from None
     if moment.tzinfo is not None:
-        moment = moment.astimezone(timezone.utc)
+        moment = moment.astimezone(UTC)
     return iso_minutes(moment)
 
 
-# ---------------------------------------------------------------- detection
+# ---------------------------------------------------------------- detection helpers
 
 def _json_error(source: str, exc: json.JSONDecodeError) -> InputError:
     return InputError(source, f"invalid JSON: {exc.msg}", where=f"line {exc.lineno}, column {exc.colno}")
@@ -117,37 +117,6 @@ def _is_locomo_sample(obj) -> bool:
 
 def _is_message(obj) -> bool:
     return isinstance(obj, dict) and "role" in obj and "content" in obj
-
-
-def detect(text: str, name: str) -> tuple[str, object]:
-    """(format, decoded JSON or None) for an input's text."""
-    lowered = name.lower()
-    stripped = text.lstrip()
-    if lowered.endswith((".jsonl", ".ndjson")):
-        return "jsonl", None
-    if lowered.endswith((".md", ".markdown", ".txt")) or not stripped[:1] in ("[", "{"):
-        return "text", None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        first_line = stripped.split("\n", 1)[0]
-        try:
-            if _is_message(json.loads(first_line)):
-                return "jsonl", None
-        except json.JSONDecodeError:
-            pass
-        raise _json_error(name, exc) from None
-    if _is_locomo_conversation(data) or _is_locomo_sample(data):
-        return "locomo", data
-    if isinstance(data, list) and data and all(_is_locomo_sample(s) for s in data):
-        return "locomo", data
-    if isinstance(data, dict) and isinstance(data.get("messages"), list):
-        return "chat", data
-    if isinstance(data, list) and data and all(_is_message(m) for m in data):
-        return "chat", data
-    raise InputError(name, "unknown shape: expected a LoCoMo conversation or sample list, "
-                     "a list of {role, content} messages, {\"messages\": [...]}, or JSONL",
-                     where="top level")
 
 
 # ---------------------------------------------------------------- LoCoMo
@@ -311,6 +280,97 @@ def parse_text(text: str, source: str, default_time: str, conv: str | None) -> P
     return Parsed("text", turns)
 
 
+# ---------------------------------------------------------------- the formats
+
+@dataclass(frozen=True)
+class TranscriptFormat:
+    """One input format: how it is recognised, parsed, and how its turns are identified across ingests.
+
+    ``extensions``: file names that settle the format; ``sniff(text, data)``: whether an input is
+    this format (``data``: the decoded JSON, or None when the text is not one JSON document);
+    ``parse(text, data, source, options)``: the turns; ``identity(turn, base)``: the parts of a turn
+    that make it the same turn when the file is ingested again (``base``: the input's name).
+    """
+
+    name: str
+    description: str
+    extensions: tuple[str, ...]
+    json_document: bool  # the whole input is one JSON document
+    sniff: Callable[[str, object], bool]
+    parse: Callable[..., Parsed]
+    identity: Callable[[Turn, str], list]
+
+
+def _message_identity(fmt: str) -> Callable[[Turn, str], list]:
+    return lambda turn, base: [fmt, turn.conv or base, turn.speaker, turn.source, turn.text,
+                               turn.time if turn.time_given else None]
+
+
+def _parse_locomo(text, data, source, *, sample=None, **_) -> Parsed:
+    if not (_is_locomo_conversation(data) or _is_locomo_sample(data) or isinstance(data, list)):
+        raise InputError(source, "not a LoCoMo conversation or sample list", where="top level")
+    return Parsed("locomo", parse_locomo(data, source, sample))
+
+
+def _parse_chat(text, data, source, *, default_time, conv=None, **_) -> Parsed:
+    if not isinstance(data, (list, dict)) or (isinstance(data, dict) and "messages" not in data):
+        raise InputError(source, "expected a list of messages or {\"messages\": [...]}", where="top level")
+    return parse_chat(data, source, default_time, conv)
+
+
+def _first_line_is_message(text: str, data) -> bool:
+    try:
+        return data is None and _is_message(json.loads(text.lstrip().split("\n", 1)[0]))
+    except json.JSONDecodeError:
+        return False
+
+
+REGISTRY: dict[str, TranscriptFormat] = {fmt.name: fmt for fmt in (
+    TranscriptFormat(
+        "locomo", "a LoCoMo conversation, sample, or the locomo10.json sample list", (), True,
+        lambda text, data: _is_locomo_conversation(data) or _is_locomo_sample(data) or (
+            isinstance(data, list) and bool(data) and all(_is_locomo_sample(s) for s in data)),
+        _parse_locomo,
+        lambda turn, base: ["locomo", turn.conv, turn.ref, turn.speaker, turn.text]),
+    TranscriptFormat(
+        "chat", 'a JSON list of {role, content} messages, or {"messages": [...]}', (), True,
+        lambda text, data: (isinstance(data, dict) and isinstance(data.get("messages"), list)) or (
+            isinstance(data, list) and bool(data) and all(_is_message(m) for m in data)),
+        _parse_chat, _message_identity("chat")),
+    TranscriptFormat(
+        "jsonl", "one chat message per line", (".jsonl", ".ndjson"), False, _first_line_is_message,
+        lambda text, data, source, *, default_time, conv=None, **_: parse_jsonl(text, source, default_time, conv),
+        _message_identity("jsonl")),
+    TranscriptFormat(
+        "text", "plain text or Markdown, one entry per paragraph", (".md", ".markdown", ".txt"), False,
+        lambda text, data: text.lstrip()[:1] not in ("[", "{"),
+        lambda text, data, source, *, default_time, conv=None, **_: parse_text(text, source, default_time, conv),
+        _message_identity("text")),
+)}
+FORMATS = tuple(REGISTRY)
+
+
+def detect(text: str, name: str) -> tuple[str, object]:
+    """(format, decoded JSON or None) for an input's text: its file name first, then its content."""
+    lowered = name.lower()
+    for fmt in REGISTRY.values():
+        if lowered.endswith(fmt.extensions or ("\0",)):
+            return fmt.name, None
+    data, error = None, None
+    if text.lstrip()[:1] in ("[", "{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            error = exc
+    for fmt in REGISTRY.values():
+        if (data is not None or not fmt.json_document) and fmt.sniff(text, data):
+            return fmt.name, data
+    if error is not None:
+        raise _json_error(name, error) from None
+    raise InputError(name, "unknown shape: expected " + "; ".join(
+        f"{f.description} ({f.name})" for f in REGISTRY.values() if f.json_document) + ", or JSONL", where="top level")
+
+
 # ---------------------------------------------------------------- entry point
 
 def parse_input(raw: bytes, source: str, *, fmt: str | None = None, sample: str | None = None,
@@ -325,25 +385,16 @@ def parse_input(raw: bytes, source: str, *, fmt: str | None = None, sample: str 
     data = None
     if fmt is None:
         fmt, data = detect(text, source)
-    elif fmt in ("locomo", "chat"):
+    elif fmt not in REGISTRY:
+        raise InputError(source, f"unknown format {fmt!r} (formats: {', '.join(FORMATS)})")
+    elif REGISTRY[fmt].json_document:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise _json_error(source, exc) from None
     if sample is not None and fmt != "locomo":
         raise InputError(source, f"--sample applies to LoCoMo input, but this is {fmt}")
-    if fmt == "locomo":
-        if not (_is_locomo_conversation(data) or _is_locomo_sample(data) or isinstance(data, list)):
-            raise InputError(source, "not a LoCoMo conversation or sample list", where="top level")
-        parsed = Parsed("locomo", parse_locomo(data, source, sample))
-    elif fmt == "chat":
-        if not isinstance(data, (list, dict)) or (isinstance(data, dict) and "messages" not in data):
-            raise InputError(source, "expected a list of messages or {\"messages\": [...]}", where="top level")
-        parsed = parse_chat(data, source, default_time, conv)
-    elif fmt == "jsonl":
-        parsed = parse_jsonl(text, source, default_time, conv)
-    else:
-        parsed = parse_text(text, source, default_time, conv)
+    parsed = REGISTRY[fmt].parse(text, data, source, sample=sample, default_time=default_time, conv=conv)
     if not parsed.turns:
         raise InputError(source, "no turns to ingest")
     fingerprint_turns(parsed.turns, source, fmt)
@@ -351,7 +402,7 @@ def parse_input(raw: bytes, source: str, *, fmt: str | None = None, sample: str 
 
 
 def fingerprint_turns(turns: list[Turn], source: str, fmt: str) -> None:
-    """Identity of each turn for duplicate detection across ingests.
+    """Identity of each turn for duplicate detection across ingests (the format's ``identity``).
 
     LoCoMo turns are identified by conversation and dialog id; other turns by
     their input's name (or ``--conv``), speaker, text and given time, with an
@@ -359,12 +410,9 @@ def fingerprint_turns(turns: list[Turn], source: str, fmt: str) -> None:
     """
     seen: dict[str, int] = {}
     base = source.rsplit("/", 1)[-1]
+    identity = REGISTRY[fmt].identity if fmt in REGISTRY else _message_identity(fmt)
     for turn in turns:
-        if fmt == "locomo":
-            key = ["locomo", turn.conv, turn.ref, turn.speaker, turn.text]
-        else:
-            given = turn.time if turn.time_given else None
-            key = [fmt, turn.conv or base, turn.speaker, turn.source, turn.text, given]
+        key = identity(turn, base)
         digest = hashlib.sha256(json.dumps(key, ensure_ascii=False).encode()).hexdigest()[:32]
         seen[digest] = seen.get(digest, 0) + 1
         turn.fingerprint = f"{digest}.{seen[digest]}" if seen[digest] > 1 else digest

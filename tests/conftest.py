@@ -17,6 +17,10 @@ SHARED = REPO.parent / "shared"
 LOCOMO = SHARED / "data" / "locomo"
 EXAMPLES = REPO / "examples"
 
+# tests that read the LoCoMo development conversations skip, saying why, when ../shared is not beside the checkout
+needs_locomo = pytest.mark.skipif(not (LOCOMO / "conv-26.json").is_file(),
+                                  reason=f"LoCoMo development data not found at {LOCOMO} (../shared beside the checkout)")
+
 
 @pytest.fixture(autouse=True)
 def isolated_env(tmp_path, monkeypatch):

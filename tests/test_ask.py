@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from conftest import EXAMPLES
+
 from memcli.tokens import count_tokens
 
 QUESTION = "Which adoption agency did Caroline apply to?"

@@ -8,9 +8,9 @@ import subprocess
 import sys
 
 from conftest import snapshot
+
 from memcli.paths import Resolved
-from memcli.store import CURRENT_ID, Store
-from memcli.store import atomic
+from memcli.store import CURRENT_ID, Store, atomic
 
 
 def test_parallel_ingests_never_lose_or_duplicate_a_seq(tmp_path, store_dir):

@@ -7,9 +7,9 @@ import re
 from collections import Counter
 
 import pytest
-
-from conftest import EXAMPLES, LOCOMO, snapshot
+from conftest import EXAMPLES, LOCOMO, needs_locomo, snapshot
 from fakes import ScriptedModel, seqs_in
+
 from memcli.config import Settings
 from memcli.consolidate import guard
 from memcli.consolidate.run import consolidate
@@ -61,6 +61,7 @@ def cfg_for(store: Store, **overrides) -> Settings:
     return Settings.load(store.root, overrides)
 
 
+@needs_locomo
 def test_deterministic_consolidation_of_conv26_conserves_everything(cli, store_dir):
     ingest(cli, LOCOMO / "conv-26.json")
     store = open_store(store_dir)
@@ -85,6 +86,7 @@ def test_deterministic_consolidation_of_conv26_conserves_everything(cli, store_d
     assert cli("search", "adoption agency", "--json").json["hits"][0]["doc"] != CURRENT_ID
 
 
+@needs_locomo
 def test_dry_run_writes_nothing_and_reports_the_plan(cli, store_dir):
     ingest(cli, LOCOMO / "conv-30.json")
     before = snapshot(store_dir)
@@ -256,6 +258,7 @@ def test_guard_catches_every_kind_of_damage():
     assert any("line lost" in p for p in guard.check([], [good], {"d": doc(e1.render(), e2.render())}))
 
 
+@needs_locomo
 def test_split_and_merge(cli, store_dir):
     ingest(cli, LOCOMO / "conv-30.json")
     store = open_store(store_dir)

@@ -7,16 +7,31 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import EXAMPLES, run_memcli
+
 from memcli import __version__
 
-COMMANDS = ["ingest", "docs", "read", "grep", "search", "init", "status", "consolidate", "doctor", "ask"]
+COMMANDS = ["ingest", "docs", "read", "grep", "search", "init", "status", "consolidate", "doctor", "ask", "chat",
+            "kv build", "kv ls", "kv stats", "kv verify", "kv prune", "eval locomo"]
+
+
+def test_the_list_names_every_registered_command():
+
+    from memcli.cli import commands  # noqa: F401  (registers the commands)
+    from memcli.cli.app import app
+
+    def names(group, prefix=""):
+        for info in group.registered_commands:
+            yield prefix + (info.name or info.callback.__name__)
+        for sub in group.registered_groups:
+            yield from names(sub.typer_instance, prefix + sub.name + " ")
+
+    assert sorted(names(app)) == sorted(COMMANDS)
 
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_command_has_help_and_json(command):
-    result = run_memcli(command, "--help")
+    result = run_memcli(*command.split(), "--help")
     assert result.code == 0
     assert "--json" in result.stdout and "Usage" in result.stdout
     assert len(result.stdout.strip().splitlines()) > 5
@@ -95,3 +110,36 @@ def test_doctor_checks_the_real_default_model(tmp_path):
     assert report["paths"]["store"]["source"] == "--store"
     missing = run_memcli("--model", tmp_path / "nope.gguf", "doctor", "--json")
     assert missing.code == 3 and json.loads(missing.stdout)["ok"] is False
+
+    # offload asked for explicitly: the check passes only when the build can offload
+    asked = run_memcli("--store", tmp_path / "s", "--gpu-layers", "10", "doctor", "--json")
+    gpu = next(c for c in json.loads(asked.stdout)["checks"] if c["name"] == "gpu offload")
+    assert gpu["ok"] is report["model"]["gpu_offload"]
+    assert asked.code == (0 if report["model"]["gpu_offload"] else 1)
+
+
+def test_the_readme_settings_table_matches_the_settings():
+    from conftest import REPO
+
+    from memcli.config import SETTINGS
+
+    readme = (REPO / "README.md").read_text()
+    table = readme.split("<!-- settings-table")[1].split("\n\n")[0]
+    rows = {}
+    for line in table.splitlines():
+        cells = [c.strip().strip("`") for c in line.strip("|").split("|")]
+        if len(cells) == 4 and cells[0] not in ("key (TOML)", "---"):
+            rows[cells[0]] = cells
+    assert set(rows) == {s.key for s in SETTINGS}
+    for setting in SETTINGS:
+        key, env, default, meaning = rows[setting.key]
+        shown = str(setting.default).lower() if isinstance(setting.default, bool) else str(setting.default)
+        assert (env, default) == (setting.env, shown), setting.key
+        assert meaning, setting.key
+
+
+def test_ruff_is_clean():
+    from conftest import REPO
+
+    ruff = subprocess.run([sys.executable, "-m", "ruff", "check", str(REPO)], capture_output=True, text=True)
+    assert ruff.returncode == 0, ruff.stdout[-3000:]

@@ -11,10 +11,14 @@ import sys
 import time
 from collections import Counter
 
-from conftest import LOCOMO, run_memcli
+import pytest
+from conftest import LOCOMO, needs_locomo, run_memcli
+
 from memcli.paths import Resolved
 from memcli.store import Store
 from memcli.store.format import parse_document
+
+pytestmark = [needs_locomo, pytest.mark.slow]
 
 
 def store_seqs(root) -> Counter:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import EXAMPLES
 from fakes import ScriptedModel
+
 from memcli.eval.locomo import select
 
 EXAMPLE = EXAMPLES / "caroline-and-priya.json"
@@ -84,6 +84,7 @@ def test_the_answer_context_is_recorded_and_part_of_the_resume_key(cli, monkeypa
     assert json.loads(out.read_text().splitlines()[1])["read_tokens"] == record["evidence_tokens"]
 
 
+@pytest.mark.slow
 def test_every_answering_mode_with_the_real_model(cli, tmp_path):
     out = tmp_path / "r.jsonl"
     for mode in ("ask", "no-agent", "full-context", "oracle"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from conftest import EXAMPLES
 from fakes import ScriptedModel
+
 from memcli.extract import extract_facts
 from memcli.ingest import ingest_turns
 from memcli.llm.base import CallStats

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from memcli.store.format import (Document, Entry, escape_text, parse_document, parse_entry,
-                                 parse_signature, render_signature, unescape_text)
+from memcli.store.format import (
+    Document,
+    Entry,
+    escape_text,
+    parse_document,
+    parse_entry,
+    parse_signature,
+    render_signature,
+    unescape_text,
+)
 
 keys = st.from_regex(r"[A-Za-z_][A-Za-z0-9_.-]{0,10}", fullmatch=True)
 values = st.text(max_size=40)

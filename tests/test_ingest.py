@@ -6,10 +6,10 @@ import json
 import re
 
 import pytest
+from conftest import EXAMPLES, LOCOMO, needs_locomo, snapshot
 
-from conftest import EXAMPLES, LOCOMO, snapshot
-from memcli.store import CURRENT_ID, Store
 from memcli.paths import Resolved
+from memcli.store import CURRENT_ID, Store
 from memcli.transcripts import parse_time
 
 
@@ -24,6 +24,7 @@ def locomo_turns(path):
 
 
 @pytest.mark.parametrize("name", ["conv-26.json", "conv-30.json"])
+@needs_locomo
 def test_ingest_locomo_conversation_object(cli, store_dir, name):
     path = LOCOMO / name
     result = cli("ingest", path, "--json")
@@ -45,6 +46,7 @@ def test_ingest_locomo_conversation_object(cli, store_dir, name):
     assert captioned["blip_caption"] in entry.text
 
 
+@needs_locomo
 def test_ingest_locomo_sample_list_and_sample_choice(cli, store_dir, tmp_path):
     samples = []
     for name in ("conv-26.json", "conv-30.json"):

@@ -10,8 +10,8 @@ import time
 
 import numpy as np
 import pytest
-
 from conftest import EXAMPLES, REPO, run_memcli
+
 from memcli.kv.blocks import BlockHeader, BlockRefused, BlockStore, checksum
 from memcli.llm.models import default_model_path
 

@@ -6,8 +6,7 @@ import math
 
 import pytest
 
-from memcli.eval.metrics import (bleu1, category_f1, evidence_recall, gold_dialog_ids, multi_part_f1, normalize,
-                                 token_f1)
+from memcli.eval.metrics import bleu1, category_f1, evidence_recall, gold_dialog_ids, multi_part_f1, normalize, token_f1
 
 
 def test_normalize_drops_articles_punctuation_commas_and_case():

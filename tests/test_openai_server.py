@@ -12,10 +12,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import EXAMPLES, run_memcli
+
 from memcli.llm.models import default_model_path
 from memcli.llm.openai_compat import OpenAICompatModel
+
+pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 
 def _free_port() -> int:

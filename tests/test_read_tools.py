@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from conftest import EXAMPLES
+
 from memcli.index import LibraryIndex
 from memcli.paths import Resolved
 from memcli.store import Store
@@ -171,7 +172,8 @@ def test_settings_precedence(cli, store_dir, isolated_env, monkeypatch):
     assert data["value"] == 7000 and data["source"].endswith("config.toml")
     monkeypatch.setenv("MEMCLI_CONSOLIDATE_TOKENS", "9000")
     data = cli("status", "--json").json["settings"]["consolidate.threshold_tokens"]
-    assert data == {"value": 9000, "source": "$MEMCLI_CONSOLIDATE_TOKENS", "env": "MEMCLI_CONSOLIDATE_TOKENS"}
+    assert data == {"value": 9000, "source": "$MEMCLI_CONSOLIDATE_TOKENS", "env": "MEMCLI_CONSOLIDATE_TOKENS",
+                    "help": "CURRENT size (tokens) that triggers consolidation"}
     monkeypatch.setenv("MEMCLI_CONSOLIDATE_TOKENS", "lots")
     bad = cli("status", "--json")
     assert bad.code == 3 and bad.json["error"]["type"] == "config"

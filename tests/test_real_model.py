@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from conftest import LOCOMO, run_memcli
+import pytest
+from conftest import LOCOMO, needs_locomo, run_memcli
+
 from memcli.paths import Resolved
 from memcli.store import Store
 from memcli.store.format import parse_document
+
+pytestmark = [needs_locomo, pytest.mark.slow]
 
 
 def test_default_model_consolidates_conv26_losing_nothing(tmp_path):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
-
 from conftest import EXAMPLES, REPO
+
 from memcli.index import LibraryIndex, partitions, terms
 from memcli.paths import Resolved
 from memcli.store import Store
@@ -30,8 +30,7 @@ def test_scores_equal_rank_bm25_over_the_same_partitions(cli, store_dir):
     from rank_bm25 import BM25Okapi
 
     rng = random.Random(7)
-    words = ("adoption agency pottery bowl minivan kayak garden tomato sister course home study "
-             "waiting list parent match friday thursday class").split()
+    words = ["adoption", "agency", "pottery", "bowl", "minivan", "kayak", "garden", "tomato", "sister", "course", "home", "study", "waiting", "list", "parent", "match", "friday", "thursday", "class"]
     lines = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) for _ in range(120)]
     assert cli("ingest", "-", "--format", "text", stdin="\n\n".join(lines).encode()).code == 0
     store = Store.open(Resolved(store_dir, "test"))

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import singledispatch
-from typing import Any, Iterator
+from typing import Any
 
 from memcli.errors import MemcliError
 

@@ -10,7 +10,7 @@ people and salient terms.
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from memcli.consolidate.draft import Block, Draft, entry_line, exact_duplicates, resolve_chains
 from memcli.consolidate.layout import Layout, superseded_line
@@ -173,7 +173,3 @@ def finish(ws: Workspace, doc_id: str) -> None:
     doc.meta["update_log"] = [*log, *ws.log.get(doc_id, [])]
     doc.meta.setdefault("aux", {})
     ws.forget_profile(doc_id)
-
-
-def entries_of(doc: Document) -> list[Entry]:
-    return [e for _, e in doc.entries()]

@@ -11,8 +11,8 @@ assistant's, then the newer seq).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from memcli.consolidate.lexical import Vector, cosine, grounded, normalized, salient_words, term_counts, tfidf
 from memcli.llm.base import CallStats, ChatModel

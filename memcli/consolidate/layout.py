@@ -36,7 +36,7 @@ class Layout:
     superseded: list[str] = field(default_factory=list)
 
     @classmethod
-    def of(cls, doc: Document) -> "Layout":
+    def of(cls, doc: Document) -> Layout:
         out = cls()
         current: list[str] = out.preamble
         for _, line in doc.lines():

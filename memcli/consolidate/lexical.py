@@ -10,8 +10,8 @@ import hashlib
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Callable, Iterable
 from math import log, sqrt
-from typing import Callable, Iterable
 
 from memcli.index import terms, words
 

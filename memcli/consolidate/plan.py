@@ -11,7 +11,7 @@ does not grow with the size of the library.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from memcli.consolidate.draft import Block, clean_title, entry_line
 from memcli.consolidate.lexical import Vector, cosine, grounded, salient_words, term_counts, tfidf

@@ -16,16 +16,16 @@ import json
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Callable
 
 from memcli.config import Settings
 from memcli.consolidate import guard
 from memcli.consolidate.apply import apply_blocks, finish, refresh_summary
-from memcli.consolidate.report import ConsolidationResult, FlushReport
 from memcli.consolidate.draft import rewrite
 from memcli.consolidate.plan import Planner, plan
+from memcli.consolidate.report import ConsolidationResult, FlushReport
 from memcli.consolidate.reshape import merge_small, split_document
 from memcli.consolidate.workspace import Workspace
 from memcli.errors import StoreError

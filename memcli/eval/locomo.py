@@ -27,9 +27,9 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from memcli.errors import InputError, UsageError
 from memcli.eval.metrics import bleu1, category_f1, evidence_recall, gold_dialog_ids

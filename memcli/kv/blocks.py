@@ -71,7 +71,7 @@ class BlockHeader:
                 "checksum": self.checksum, "size": self.size, "created": self.created, "probe": self.probe}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "BlockHeader":
+    def from_dict(cls, data: dict) -> BlockHeader:
         return cls(key=data["key"], parent=data.get("parent"), unit=data["unit"], start=int(data["start"]),
                    n_tokens=int(data["n_tokens"]), fingerprint_id=data["fingerprint_id"],
                    fingerprint=data.get("fingerprint") or {}, state_version=int(data["state_version"]),

@@ -22,9 +22,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from memcli.errors import ConfigError
 from memcli.kv.blocks import BlockRefused, block_key
 from memcli.kv.engine import KVEngine, Unit
-from memcli.errors import ConfigError
 from memcli.llm.runtime import common_prefix
 
 

@@ -22,9 +22,10 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from memcli.errors import ConfigError
 
@@ -98,7 +99,20 @@ class Generation:
     tokens_per_s: float | None
 
 
-class Vocabulary:
+class _Freed:
+    """Frees its llama.cpp objects when collected (``close`` may also be called earlier)."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may be gone already
+            pass
+
+
+class Vocabulary(_Freed):
     """A GGUF file's tokenizer alone (no weights in memory): exact token counts without a context."""
 
     def __init__(self, path: Path):
@@ -123,11 +137,6 @@ class Vocabulary:
             self._ll.llama_model_free(self._model)
             self._model = None
 
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown
-            pass
 
 
 def _tokenize(ll, vocab, text: str, *, special: bool, bos: bool) -> list[int]:
@@ -142,7 +151,7 @@ def _tokenize(ll, vocab, text: str, *, special: bool, bos: bool) -> list[int]:
     return list(buffer[:n])
 
 
-class LlamaRuntime:
+class LlamaRuntime(_Freed):
     """A local GGUF model, one context with ``sequences`` sequences, and a decode batch."""
 
     def __init__(self, path: Path, *, n_ctx: int = 8192, threads: int = 0, gpu_layers: int = -1,
@@ -209,11 +218,6 @@ class LlamaRuntime:
             ll.llama_model_free(self._model)
             self._model = None
 
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown
-            pass
 
     # ------------------------------------------------------------ model facts
 

@@ -10,7 +10,8 @@ after that the caller gets ``None`` and takes its deterministic path.
 from __future__ import annotations
 
 import json
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from memcli.llm.base import CallStats, ChatModel, ModelError
 

@@ -20,8 +20,8 @@ guard) until ``budget`` tokens. The order an answer reads the evidence in
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from memcli.index import LibraryIndex
 from memcli.llm.base import CallStats, ChatModel
@@ -89,7 +89,6 @@ class AgentRetrieval:
     evidence: list[Evidence]
     rounds: list[Round]
     stop: str  # done | max-rounds | budget | no-progress | invalid-answer | context
-    from_agent: int  # evidence entries the agent cited (after expansion), before the recall guard
     order: list[tuple[str, int]] = field(default_factory=list)  # entries best first (what an answer reads first)
     library: Library | None = None  # the documents as the evidence was read (for best_part)
 
@@ -171,7 +170,7 @@ class Agent:
         ranked = ranked_entries(self.library, self.index, question)
         picks = dedupe(agent_picks + recent_current(self.library, self.budget // RECENT_SHARE) + ranked)
         evidence = assemble(self.library, picks, self.budget)
-        return AgentRetrieval(evidence, rounds, stop, from_agent=len(agent_picks),
+        return AgentRetrieval(evidence, rounds, stop,
                               order=interleave(dedupe(direct), ranked), library=self.library)
 
     def _opening(self, question: str, seen: set[tuple[str, int]]) -> tuple[str, str]:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Callable, get_args, get_type_hints
+from typing import Annotated, get_args, get_type_hints
 
 from memcli import tools as read_tools
 from memcli.errors import MemcliError
@@ -123,7 +124,7 @@ class AgentTool:
         shown = ", ".join(f'"{p.name}": {p.arg.placeholder}' for p in self.params)
         return f"- {self.name} {{{shown}}}: {self.summary}"
 
-    def run(self, tools: "AgentTools", args: dict) -> "ToolResult":
+    def run(self, tools: AgentTools, args: dict) -> ToolResult:
         unknown = sorted(set(args) - {p.name for p in self.params})
         if unknown:
             raise ToolArgumentError(f"{self.name} takes no {', '.join(map(repr, unknown))}")

@@ -17,8 +17,8 @@ users get.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from memcli.errors import UsageError
 from memcli.llm.base import CallStats, ChatModel

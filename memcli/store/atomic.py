@@ -106,7 +106,7 @@ class StoreLock:
                 os.close(self._fd)
                 self._fd = None
 
-    def __enter__(self) -> "StoreLock":
+    def __enter__(self) -> StoreLock:
         self.acquire()
         return self
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 import copy
 import functools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
-
+from typing import Any
 
 # ---------------------------------------------------------------- signatures
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator
 
 from memcli.errors import NotFound, StoreError, UsageError
 from memcli.paths import Resolved, ensure_private_dir
@@ -50,9 +50,8 @@ class LoadedDoc:
 
 
 class Store:
-    def __init__(self, root: Path, source: str = ""):
+    def __init__(self, root: Path):
         self.root = root
-        self.source = source
         self.docs_dir = root / "docs"
         self.current_path = root / "CURRENT.md"
         self.state_path = root / "state.json"
@@ -62,9 +61,9 @@ class Store:
     # ------------------------------------------------------------ opening
 
     @classmethod
-    def open(cls, where: Resolved, create: bool = False) -> "Store":
+    def open(cls, where: Resolved, create: bool = False) -> Store:
         """Open the store at ``where``; with ``create`` make it if missing."""
-        store = cls(where.path, where.source)
+        store = cls(where.path)
         if store.state_path.exists():
             state = store.read_state()
             if state.get("format", STORE_FORMAT) > STORE_FORMAT:
@@ -97,7 +96,7 @@ class Store:
     # ------------------------------------------------------------ locking
 
     @contextmanager
-    def reading(self) -> Iterator["Store"]:
+    def reading(self) -> Iterator[Store]:
         """Hold the shared lock; finish an interrupted transaction first if there is one."""
         if atomic.pending(self.root):
             with atomic.StoreLock(self.root, exclusive=True):

@@ -1,0 +1,74 @@
+"""The Python API: what the CLI does, from Python, with the same results; token counts independent of models."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import EXAMPLES, REPO
+
+from memcli import Memory
+from memcli.errors import InputError, UsageError
+
+
+def test_memory_api_does_what_the_cli_does(tmp_path, cli, store_dir):
+    memory = Memory(store_dir, create=True)
+    added = memory.ingest(EXAMPLES / "caroline-and-priya.json", consolidate=False)
+    assert added.added == 25 and added.first_seq == 1
+    assert memory.ingest(EXAMPLES / "caroline-and-priya.json", consolidate=False).added == 0  # already in memory
+    note = memory.remember("Caroline's home study is on 3 June", speaker="user", time="2023-05-30T10:00")
+    assert note.added == 1 and note.first_seq == 26
+    assert memory.remember("Caroline's home study is on 3 June", speaker="user", time="2023-05-30T10:00").added == 0
+    found = memory.ask("Which adoption agency did Caroline apply to?", reader="evidence-only")
+    assert found.answer is None and found.evidence and "Open Door" in " ".join(e.text for e in found.evidence)
+    # the CLI prints exactly what the API returns
+    for args, result in ((["docs"], memory.docs()), (["grep", "-i", "open door"], memory.grep("open door", ignore_case=True)),
+                         (["search", "adoption"], memory.search("adoption")),
+                         (["read", "CURRENT", "--lines", "1-9"], memory.read("CURRENT", 1, 9))):
+        assert cli(*args, "--json").json == json.loads(json.dumps(result.to_dict())), args
+    asked = cli("ask", "Which adoption agency did Caroline apply to?", "--evidence-only", "--json").json
+    assert asked["evidence"] == found.to_dict()["evidence"] and asked["citations"] == found.to_dict()["citations"]
+    assert memory.status().current_entries == 26
+    memory.close()
+
+
+def test_api_errors_are_memcli_errors(tmp_path):
+    memory = Memory(tmp_path / "s", create=True)
+    with pytest.raises(InputError):
+        memory.remember("   ")
+    with pytest.raises(UsageError):
+        memory.ask("anything", reader="psychic")
+    assert not (tmp_path / "s").exists()  # nothing was written, so no store was made
+
+
+STORED_COUNTS = """
+import json, sys
+from pathlib import Path
+from memcli import Memory
+if sys.argv[2] == "load":
+    from memcli import llm
+    from memcli.config import Settings
+    model = llm.open_model(Settings.load())  # the real default model, loaded before anything is counted
+    assert model.count_tokens("Open Door Adoptions") > 0
+memory = Memory(sys.argv[1], create=True, settings={"consolidate.threshold_tokens": 400})
+memory.ingest(sys.argv[3], consolidate=False)
+memory.consolidate(llm=False)
+root = Path(sys.argv[1])
+counts = {p.name: [l for l in p.read_text().splitlines() if l.startswith("token_count:")]
+          for p in [root / "CURRENT.md", *sorted((root / "docs").glob("*.md"))]}
+print(json.dumps(counts))
+"""
+
+
+def test_stored_token_counts_do_not_depend_on_a_model_loaded_before(tmp_path):
+    def counts(name: str, mode: str) -> dict:
+        proc = subprocess.run([sys.executable, "-c", STORED_COUNTS, str(tmp_path / name), mode,
+                               str(EXAMPLES / "caroline-and-priya.json")], capture_output=True, text=True, cwd=REPO)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    plain, loaded = counts("plain", "none"), counts("loaded", "load")
+    assert len(plain) > 2 and all(plain.values())  # CURRENT and several documents, each with its count
+    assert loaded == plain
