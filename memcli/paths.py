@@ -15,18 +15,17 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from memcli.results import Result
+
 PROJECT_STORE_DIRNAME = ".memcli"
 
 
 @dataclass(frozen=True)
-class Resolved:
+class Resolved(Result):
     """A resolved location and a human-readable account of where it came from."""
 
     path: Path
     source: str
-
-    def to_dict(self) -> dict:
-        return {"path": str(self.path), "source": self.source}
 
 
 def _xdg(var: str, fallback: str) -> Resolved:

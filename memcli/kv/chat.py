@@ -30,6 +30,7 @@ from memcli.errors import UsageError
 from memcli.kv.blocks import block_key
 from memcli.kv.context import CHAT_HEADER, memory_texts
 from memcli.kv.engine import KVEngine, Unit
+from memcli.results import Result
 from memcli.store import Store
 from memcli.store.atomic import atomic_write
 
@@ -38,7 +39,7 @@ SESSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 @dataclass
-class TurnStats:
+class TurnStats(Result):
     prompt_tokens: int = 0
     prefilled_tokens: int = 0
     restored_tokens: int = 0  # prompt tokens not prefilled: restored from blocks, or kept from earlier turns
@@ -47,11 +48,8 @@ class TurnStats:
     tokens_per_s: float = 0.0
     prepared_tokens: int = 0  # prefilled after the reply: its rendering and the next turn's opening
 
-    def to_dict(self) -> dict:
-        return {"prompt_tokens": self.prompt_tokens, "prefilled_tokens": self.prefilled_tokens,
-                "restored_tokens": self.restored_tokens, "generated_tokens": self.generated_tokens,
-                "prepared_tokens": self.prepared_tokens,
-                "ttft_s": round(self.ttft_s, 4), "tokens_per_s": round(self.tokens_per_s, 2)}
+    def extra(self) -> dict:
+        return {"ttft_s": round(self.ttft_s, 4), "tokens_per_s": round(self.tokens_per_s, 2)}
 
 
 @dataclass

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from memcli.index import LibraryIndex
 from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.structured import Invalid, ask_json
+from memcli.results import Result, omit_empty
 from memcli.retrieve.agent_tools import CATALOG_PAGE, AgentTools, ToolResult, calls_schema, catalog_text, tool_lines
 from memcli.retrieve.evidence import Evidence, Library, assemble, recent_current, snippet_lines
 from memcli.retrieve.policy import dedupe, interleave, ranked_entries
@@ -66,22 +67,15 @@ def round_schema() -> dict:
 
 
 @dataclass
-class Round:
+class Round(Result):
     """What the model asked for in one round and what it got back."""
 
-    number: int
-    snippets: list[dict] = field(default_factory=list)
-    rejected_snippets: list[str] = field(default_factory=list)
+    round: int
+    relevant_snippets: list[dict] = field(default_factory=list)
+    rejected_snippets: list[str] = omit_empty(list)
     relevant_docs: list[str] = field(default_factory=list)
-    calls: list[ToolResult] = field(default_factory=list)
+    tool_calls: list[ToolResult] = field(default_factory=list)
     done: bool = False
-
-    def to_dict(self) -> dict:
-        out = {"round": self.number, "tool_calls": [c.to_dict() for c in self.calls],
-               "relevant_snippets": self.snippets, "relevant_docs": self.relevant_docs, "done": self.done}
-        if self.rejected_snippets:
-            out["rejected_snippets"] = self.rejected_snippets
-        return out
 
 
 @dataclass
@@ -143,7 +137,7 @@ class Agent:
             for call in reply["tool_calls"]:
                 name = call.get("name") if isinstance(call, dict) else None
                 result = self.tools.run(name, call.get("arguments") if isinstance(call, dict) else None)
-                current.calls.append(result)
+                current.tool_calls.append(result)
                 fresh = set(result.lines) - seen
                 if result.error:  # an error is news once: the model may correct the call
                     fresh = {("error", hash((result.name, result.error)))} - seen
@@ -205,7 +199,7 @@ class Agent:
             if not lines:
                 current.rejected_snippets.append(f"{doc_id}:{start}-{end} holds no memory entries")
                 continue
-            current.snippets.append({"doc_id": doc_id, "start_line": start, "end_line": end})
+            current.relevant_snippets.append({"doc_id": doc_id, "start_line": start, "end_line": end})
             cited.extend(lines)
             direct.extend(pick for pick in lines if start <= pick[1] <= end)
         return len(set(cited)) > before
@@ -216,7 +210,7 @@ class Agent:
 
 def _results_message(current: Round) -> str:
     parts = []
-    for call in current.calls:
+    for call in current.tool_calls:
         args = json.dumps(call.arguments, ensure_ascii=False)[:200]
         parts.append(f"{call.name} {args}:\n{call.text}")
     if current.rejected_snippets:
