@@ -67,6 +67,12 @@ def diagnose(store: str | None = None, overrides: dict | None = None, *, verbose
     paths = {"store": {**where.to_dict(), "exists": (where.path / "state.json").exists()},
              "config_file": {**config.to_dict(), "exists": config.path.exists()},
              "cache": resolve_cache_dir().to_dict()}
+    if (where.path / "state.json").is_file():
+        from memcli.store import Store
+
+        refused = Store(where.path).refused_files()
+        checks.append(Check("store files", not refused, "; ".join(refused) if refused else
+                            "documents are regular files (no symbolic links)"))
     model: dict = {}
     try:
         cfg = Settings.load(None, overrides)

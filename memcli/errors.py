@@ -8,6 +8,7 @@ The exit-code table (documented in the README):
 2     usage error (bad option, bad regular expression, bad range)
 3     configuration or model missing
 4     bad input (unreadable file, invalid JSON, unknown shape)
+5     the store cannot be written (read-only, disk full, permission denied)
 130   interrupted
 ====  ==========================================================
 """
@@ -19,6 +20,7 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_CONFIG = 3
 EXIT_BAD_INPUT = 4
+EXIT_STORE_WRITE = 5
 EXIT_INTERRUPTED = 130
 
 
@@ -72,6 +74,22 @@ class StoreError(MemcliError):
 
     exit_code = EXIT_FAILURE
     kind = "store"
+
+
+class StoreWriteError(StoreError):
+    """A file of the store could not be written; the message names it and the OS error."""
+
+    exit_code = EXIT_STORE_WRITE
+    kind = "store_write"
+
+    @classmethod
+    def of(cls, path, exc: OSError, doing: str = "write") -> StoreWriteError:
+        reason = exc.strerror or str(exc)
+        hints = {30: "the store is on a read-only file system", 28: "free some space on that disk",
+                 13: "check the permissions of the store directory", 1: "check the permissions of the store directory"}
+        return cls(f"cannot {doing} {path}: {reason}",
+                   hint=hints.get(exc.errno or 0, "nothing was lost: the next command finishes or rolls back "
+                                               "the interrupted write"))
 
 
 class NotFound(MemcliError):

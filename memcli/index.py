@@ -194,19 +194,37 @@ CREATE INDEX IF NOT EXISTS postings_doc ON postings(doc);
 class LibraryIndex:
     """The search index and catalog cache of one store."""
 
-    def __init__(self, store: Store, partition_tokens: int, cache_dir: Path | None = None):
+    def __init__(self, store: Store, partition_tokens: int, cache_dir: Path | None = None,
+                 on_warning: Callable[[str], None] | None = None):
+        """The index is a cache: when its folder or file cannot be used (read-only, disk full, damaged)
+        it is kept in memory for this process instead; :attr:`warning` and ``on_warning`` say why."""
         self.store = store
+        self.on_warning = on_warning
         self.partition_tokens = partition_tokens
-        folder = ensure_private_dir(cache_dir or store.index_dir or store_cache_dir(store.root))
-        self.path = folder / "index.sqlite"
-        self.db = self._connect()
+        self.warning: str | None = None
+        folder = cache_dir or store.index_dir or store_cache_dir(store.root)
+        self.path: Path | str = folder / "index.sqlite"
+        try:
+            ensure_private_dir(folder)
+            self.db = self._connect()
+        except (OSError, sqlite3.Error) as exc:
+            self.db = self._in_memory(exc)
+
+    def _in_memory(self, exc: Exception) -> sqlite3.Connection:
+        self.warning = (f"the search index cache {self.path} cannot be used ({exc}); "
+                        "searching without it (slower, nothing is lost)")
+        if self.on_warning:
+            self.on_warning(self.warning)
+        self.path = ":memory:"
+        return self._connect()
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        try:
-            os.chmod(self.path, 0o600)
-        except OSError:
-            pass
+        if self.path != ":memory:":
+            try:
+                os.chmod(self.path, 0o600)
+            except OSError:
+                pass
         db.executescript(_SCHEMA)
         wanted = f"{INDEX_VERSION}:{self.partition_tokens}"
         row = db.execute("SELECT value FROM info WHERE key='version'").fetchone()
@@ -221,7 +239,18 @@ class LibraryIndex:
     # ------------------------------------------------------------ refresh
 
     def refresh(self) -> int:
-        """Re-index documents whose file changed; returns how many were re-indexed."""
+        """Re-index documents whose file changed; returns how many were re-indexed. A cache that fails
+        while being written (a full disk) is replaced by one in memory."""
+        try:
+            return self._refresh()
+        except sqlite3.Error as exc:
+            if self.path == ":memory:":
+                raise
+            self.db.close()
+            self.db = self._in_memory(exc)
+            return self._refresh()
+
+    def _refresh(self) -> int:
         on_disk: dict[str, tuple[int, int]] = {}
         for doc_id in self.store.all_ids():
             try:

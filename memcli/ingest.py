@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +14,7 @@ from memcli.errors import InputError
 from memcli.results import Result
 from memcli.store import CURRENT_ID, Store
 from memcli.store.format import Entry
-from memcli.store.store import new_current, now_iso, refresh_token_count
+from memcli.store.store import new_current, now_iso, read_regular, refresh_token_count
 from memcli.tokens import count_tokens
 from memcli.transcripts import Turn
 
@@ -88,7 +90,8 @@ def ingest_turns(store: Store, turns: list[Turn], *, source: str, fmt: str, igno
             txn.write("state.json", json.dumps(state) + "\n")
         new_prints += [p for p in consumed if p not in known]
         if new_prints:
-            previous = store.ingested_path.read_text("utf-8") if store.ingested_path.exists() else ""
+            exists = store.ingested_path.exists()
+            previous = read_regular(store.ingested_path).decode("utf-8", "replace") if exists else ""
             txn.write("ingested.txt", previous + "".join(p + "\n" for p in new_prints))
         current_tokens = current.meta.get("token_count")
         if not isinstance(current_tokens, int):
@@ -138,18 +141,39 @@ def forget_entries(store: Store, *, conv: str, texts: list[str]) -> int:
     return len(drop)
 
 
-def read_source(source: str | Path | IO[bytes] | IO[str], name: str | None = None) -> tuple[bytes, str]:
-    """(bytes, name for messages) of an input: a path, or an open file (named ``name``, else its own name)."""
+MAX_INPUT_BYTES = 64 * 1024 * 1024  # the default of ingest.max_bytes
+
+
+def read_source(source: str | Path | IO[bytes] | IO[str], name: str | None = None,
+                max_bytes: int = MAX_INPUT_BYTES) -> tuple[bytes, str]:
+    """(bytes, name for messages) of an input: a path to a regular file, or an open file (named ``name``,
+    else its own name); at most ``max_bytes``. A FIFO, device or socket path is refused, never waited on."""
+    too_big = f"larger than {max_bytes:,} bytes (ingest.max_bytes)"
     if hasattr(source, "read"):
-        data = source.read()
         name = name or str(getattr(source, "name", "<input>"))
-        return (data.encode("utf-8") if isinstance(data, str) else data), name
-    path = Path(source)
+        data = source.read(max_bytes + 1)
+        data = data.encode("utf-8") if isinstance(data, str) else data
+        if len(data) > max_bytes:
+            raise InputError(name, too_big)
+        return data, name
+    name = str(source)
     try:
-        return path.read_bytes(), str(source)
+        info = os.stat(source)
     except FileNotFoundError:
-        raise InputError(str(source), "no such file") from None
-    except IsADirectoryError:
-        raise InputError(str(source), "is a directory") from None
+        raise InputError(name, "no such file") from None
     except OSError as exc:
-        raise InputError(str(source), f"cannot read: {exc.strerror}") from None
+        raise InputError(name, f"cannot read: {exc.strerror}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise InputError(name, "is a directory")
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(name, "not a regular file (a FIFO, device or socket); pass a file, or - for standard input")
+    if info.st_size > max_bytes:
+        raise InputError(name, too_big)
+    try:
+        with open(source, "rb") as handle:
+            data = handle.read(max_bytes + 1)
+    except OSError as exc:
+        raise InputError(name, f"cannot read: {exc.strerror}") from None
+    if len(data) > max_bytes:
+        raise InputError(name, too_big)
+    return data, name

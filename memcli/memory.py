@@ -58,23 +58,33 @@ class StatusResult(Result):
     index_cache: str
 
 
+def _python_warning(message: str) -> None:
+    import warnings
+
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
 class Memory:
     """One memory store, its settings, and (opened when needed) its model."""
 
     def __init__(self, store: str | Path | Resolved | None = None, *, create: bool = False,
                  settings: dict[str, Any] | None = None, model=None, cache_dir: Path | None = None,
-                 verbose: bool = False):
+                 verbose: bool = False, on_warning: Callable[[str], None] | None = None):
         """``store``: a directory (else $MEMCLI_STORE, the nearest ``.memcli/``, or the XDG data
         directory); ``create``: make it if missing; ``settings``: overrides by dotted key
         (``{"ask.budget": 1000}``); ``model``: a chat model to use instead of the configured one;
-        ``cache_dir``: where the search index lives (default: the per-store cache folder).
+        ``cache_dir``: where the search index lives (default: the per-store cache folder);
+        ``on_warning``: told of problems memcli works around (an unusable cache); default: Python's
+        ``warnings``.
 
         With ``create`` a missing store is made by the first write (bad input creates nothing)."""
         self.where = store if isinstance(store, Resolved) else resolve_store(store)
         self._missing = create and not (self.where.path / "state.json").exists()
         self.store = Store(self.where.path) if self._missing else Store.open(self.where)
         self.settings = Settings.load(self.store.root, settings)
+        self.store.lock_timeout = self.settings.store_lock_timeout
         self.verbose = verbose
+        self._warn = on_warning or _python_warning
         self._chat_model = model
         self._own_model = model is None
         self._sequences = 0
@@ -101,6 +111,7 @@ class Memory:
         """The store, created now if it was missing and ``create`` was given."""
         if self._missing:
             self.store = Store.open(self.where, create=True)
+            self.store.lock_timeout = self.settings.store_lock_timeout
             self._missing = False
         return self.store
 
@@ -114,7 +125,8 @@ class Memory:
         if self._index is None:
             from memcli.index import LibraryIndex
 
-            self._index = LibraryIndex(self.store, self.settings.search_partition_tokens, cache_dir=self._cache_dir)
+            self._index = LibraryIndex(self.store, self.settings.search_partition_tokens, cache_dir=self._cache_dir,
+                                       on_warning=self._warn)
         return self._index
 
     def model(self, *, kv_sequences: int = 1):
@@ -166,8 +178,9 @@ class Memory:
             fingerprint_turns(source, name, format or "turns")
             parsed = Parsed(format or "turns", source)
         else:
-            raw, name = read_source(source, name)
-            parsed = parse_input(raw, name, fmt=format, sample=sample, default_time=default_time, conv=conv)
+            raw, name = read_source(source, name, cfg.ingest_max_bytes)
+            parsed = parse_input(raw, name, fmt=format, sample=sample, default_time=default_time, conv=conv,
+                                 max_entry_chars=cfg.ingest_max_entry_chars)
         self._writable()
         if extract if extract is not None else cfg.ingest_extract:
             result = self._ingest_extracted(parsed, name, progress)
@@ -210,6 +223,11 @@ class Memory:
         text = text.strip() if isinstance(text, str) else ""
         if not text:
             raise InputError(source or "<note>", "the note is empty")
+        if len(text) > self.settings.ingest_max_entry_chars:
+            raise InputError(source or "<note>", f"a note of {len(text):,} characters is longer than one memory "
+                             f"entry may be ({self.settings.ingest_max_entry_chars:,}; ingest.max_entry_chars)")
+        if "\x00" in text:
+            raise InputError(source or "<note>", "the note holds a NUL byte")
         when = parse_time(time, "time", "value") if time else now_iso("minutes")
         turn = Turn(text=text, time=when, speaker=speaker, source=source, conv=conv, time_given=time is not None)
         fingerprint_turns([turn], conv or "note", "note")
@@ -256,7 +274,8 @@ class Memory:
 
         with self.store.reading():
             return grep(self.store, pattern, doc=doc, ignore_case=ignore_case, context=context,
-                        limit=limit if limit is not None else self.settings.grep_limit)
+                        limit=limit if limit is not None else self.settings.grep_limit,
+                        seconds=self.settings.grep_timeout)
 
     def search(self, query: str, *, k: int | None = None, doc: str | None = None):
         """Heading sections ranked by BM25 for ``query``."""

@@ -8,6 +8,7 @@ are validated, never joined into paths unchecked) and bound their output.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 
 from memcli.errors import UsageError
@@ -23,6 +24,7 @@ class DocsResult(Result):
     total: int
     offset: int
     docs: list[CatalogRow]
+    refused: list[str] = omit_empty(list)  # symbolic links and special files where documents would be
 
 
 def list_docs(index: LibraryIndex, offset: int = 0, limit: int | None = None) -> DocsResult:
@@ -30,7 +32,7 @@ def list_docs(index: LibraryIndex, offset: int = 0, limit: int | None = None) ->
         raise UsageError("--offset and --limit must not be negative")
     rows = index.catalog()
     page = rows[offset: None if limit is None else offset + limit]
-    return DocsResult(total=len(rows), offset=offset, docs=page)
+    return DocsResult(total=len(rows), offset=offset, docs=page, refused=index.store.refused_files())
 
 
 # ---------------------------------------------------------------- read
@@ -119,22 +121,47 @@ class GrepResult(Result):
         return {"count": len(self.matches)}
 
 
-def compile_pattern(pattern: str, ignore_case: bool) -> re.Pattern:
-    try:
-        return re.compile(pattern, re.MULTILINE | (re.IGNORECASE if ignore_case else 0))
-    except re.error as exc:
-        raise UsageError(f"bad regular expression {pattern!r}: {exc}") from None
+class Pattern:
+    """The one guard for regular expressions from users and models: Python's syntax, run by the
+    ``regex`` engine with a time limit for the whole search (a pattern such as ``(a+)+$`` that
+    backtracks without end is stopped and reported, never left holding the store's lock)."""
+
+    def __init__(self, pattern: str, *, ignore_case: bool = False, seconds: float = 2.0):
+        import regex
+
+        if len(pattern) > MAX_PATTERN:
+            raise UsageError(f"the regular expression is longer than {MAX_PATTERN} characters")
+        try:
+            self.compiled = regex.compile(pattern, regex.MULTILINE | regex.VERSION0
+                                          | (regex.IGNORECASE if ignore_case else 0))
+        except (regex.error, ValueError, OverflowError, RecursionError) as exc:
+            raise UsageError(f"bad regular expression {pattern!r}: {exc}") from None
+        self.pattern = pattern
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+
+    def finditer(self, text: str):
+        """Matches in ``text`` while the pattern's time lasts (a :class:`UsageError` after that)."""
+        try:
+            yield from self.compiled.finditer(text, timeout=max(0.001, self.deadline - time.monotonic()))
+        except TimeoutError:
+            raise UsageError(f"the regular expression {self.pattern!r} did not finish in {self.seconds:g} s",
+                             hint="use a simpler pattern (nested repeats such as (a+)+ backtrack without end)") \
+                from None
+
+
+MAX_PATTERN = 1000
 
 
 def grep(store: Store, pattern: str, *, doc: str | None = None, ignore_case: bool = False,
-         context: int = 0, limit: int = 100) -> GrepResult:
-    """Lines of document bodies (front matter excluded) that match ``pattern``.
+         context: int = 0, limit: int = 100, seconds: float = 2.0) -> GrepResult:
+    """Lines of document bodies (front matter excluded) that match ``pattern``, within ``seconds``.
 
     Works on the raw text (no YAML parsing, no per-line loop) so a large
     library is scanned at regex speed; line numbers are counted only up to
     the matches.
     """
-    regex = compile_pattern(pattern, ignore_case)
+    regex = Pattern(pattern, ignore_case=ignore_case, seconds=seconds)
     if limit < 1 or context < 0:
         raise UsageError("--limit must be at least 1 and --context not negative")
     doc_ids = [doc] if doc else store.all_ids()

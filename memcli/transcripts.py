@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 
 from memcli.errors import InputError
 
+MAX_ENTRY_CHARS = 20_000  # the default of ingest.max_entry_chars
 SKIPPED_ROLES = ("system", "developer", "tool", "function")
 
 
@@ -155,7 +156,7 @@ def parse_locomo(data, source: str, sample: str | None = None) -> list[Turn]:
     turns: list[Turn] = []
     for conv_id, conv in samples:
         prefix = f"[{conv_id}] " if len(samples) > 1 or isinstance(data, list) else ""
-        sessions = sorted((int(k.split("_")[1]), k) for k in conv if re.fullmatch(r"session_\d+", k))
+        sessions = sorted((int(k.split("_")[1]), k) for k in conv if re.fullmatch(r"session_\d{1,9}", k))
         for _, key in sessions:
             session = conv[key]
             if not isinstance(session, list):
@@ -207,7 +208,12 @@ def _content_text(content, source: str, where: str) -> str:
 def _message_turn(message, source: str, where: str, default_time: str, conv: str | None) -> Turn | None:
     if not _is_message(message):
         raise InputError(source, "not a {role, content} message", where=where)
-    role = str(message["role"]).lower()
+    if not isinstance(message["role"], str) or not message["role"].strip():
+        raise InputError(source, f"role {str(message['role'])[:40]!r} is not a name", where=f"{where}.role")
+    role = message["role"].strip().lower()
+    name = message.get("name")
+    if name is not None and not isinstance(name, str):
+        raise InputError(source, "name is not a string", where=f"{where}.name")
     if role in SKIPPED_ROLES:
         return None
     text = _content_text(message["content"], source, where)
@@ -215,7 +221,6 @@ def _message_turn(message, source: str, where: str, default_time: str, conv: str
         raise InputError(source, "message has no text", where=where)
     stamp = message.get("timestamp", message.get("time"))
     when = parse_time(stamp, source, f"{where}.timestamp") if stamp is not None else default_time
-    name = message.get("name")
     return Turn(
         text=text, time=when,
         speaker=str(name) if name else role,
@@ -321,7 +326,7 @@ def _parse_chat(text, data, source, *, default_time, conv=None, **_) -> Parsed:
 def _first_line_is_message(text: str, data) -> bool:
     try:
         return data is None and _is_message(json.loads(text.lstrip().split("\n", 1)[0]))
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
         return False
 
 
@@ -357,16 +362,19 @@ def detect(text: str, name: str) -> tuple[str, object]:
         if lowered.endswith(fmt.extensions or ("\0",)):
             return fmt.name, None
     data, error = None, None
-    if text.lstrip()[:1] in ("[", "{"):
+    if text.lstrip()[:1] in ("[", "{") or lowered.endswith(".json"):
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
+            data = _json(text, name)
+        except InputError as exc:
             error = exc
+        if lowered.endswith(".json") and error is None and not isinstance(data, (list, dict)):
+            raise InputError(name, f"a JSON {type(data).__name__ if data is not None else 'null'} is not a "
+                             "transcript", where="top level")
     for fmt in REGISTRY.values():
         if (data is not None or not fmt.json_document) and fmt.sniff(text, data):
             return fmt.name, data
     if error is not None:
-        raise _json_error(name, error) from None
+        raise error
     raise InputError(name, "unknown shape: expected " + "; ".join(
         f"{f.description} ({f.name})" for f in REGISTRY.values() if f.json_document) + ", or JSONL", where="top level")
 
@@ -374,8 +382,9 @@ def detect(text: str, name: str) -> tuple[str, object]:
 # ---------------------------------------------------------------- entry point
 
 def parse_input(raw: bytes, source: str, *, fmt: str | None = None, sample: str | None = None,
-                default_time: str, conv: str | None = None) -> Parsed:
-    """Decode and parse one input; ``source`` names it in messages ("-" for stdin)."""
+                default_time: str, conv: str | None = None, max_entry_chars: int = MAX_ENTRY_CHARS) -> Parsed:
+    """Decode and parse one input; ``source`` names it in messages ("-" for stdin). Every turn is
+    checked: text that is not Unicode, holds a NUL byte or is longer than ``max_entry_chars`` is bad input."""
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -388,17 +397,45 @@ def parse_input(raw: bytes, source: str, *, fmt: str | None = None, sample: str 
     elif fmt not in REGISTRY:
         raise InputError(source, f"unknown format {fmt!r} (formats: {', '.join(FORMATS)})")
     elif REGISTRY[fmt].json_document:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise _json_error(source, exc) from None
+        data = _json(text, source)
     if sample is not None and fmt != "locomo":
         raise InputError(source, f"--sample applies to LoCoMo input, but this is {fmt}")
-    parsed = REGISTRY[fmt].parse(text, data, source, sample=sample, default_time=default_time, conv=conv)
+    try:
+        parsed = REGISTRY[fmt].parse(text, data, source, sample=sample, default_time=default_time, conv=conv)
+    except RecursionError:
+        raise InputError(source, "nested too deeply to be a transcript") from None
     if not parsed.turns:
         raise InputError(source, "no turns to ingest")
+    for number, turn in enumerate(parsed.turns, 1):
+        _check_turn(turn, source, number, max_entry_chars)
     fingerprint_turns(parsed.turns, source, fmt)
     return parsed
+
+
+def _json(text: str, source: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _json_error(source, exc) from None
+    except RecursionError:
+        raise InputError(source, "invalid JSON: nested too deeply") from None
+
+
+def _check_turn(turn: Turn, source: str, number: int, max_entry_chars: int) -> None:
+    where = turn.ref or f"turn {number}"
+    for field_name in ("text", "speaker", "conv", "ref"):
+        value = getattr(turn, field_name)
+        if value is None:
+            continue
+        if "\x00" in value:
+            raise InputError(source, f"{field_name} holds a NUL byte", where=where)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(source, f"{field_name} is not valid Unicode (a lone surrogate)", where=where) from None
+    if len(turn.text) > max_entry_chars:
+        raise InputError(source, f"a turn of {len(turn.text):,} characters is longer than one memory entry may be "
+                         f"({max_entry_chars:,}; ingest.max_entry_chars)", where=where)
 
 
 def fingerprint_turns(turns: list[Turn], source: str, fmt: str) -> None:

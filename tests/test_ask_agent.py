@@ -124,10 +124,11 @@ def test_invalid_shapes_are_rejected_in_code(cli, store, monkeypatch):
 def test_hostile_tool_arguments_come_back_as_errors(cli, store, store_dir, monkeypatch, tmp_path):
     secret = tmp_path / "secret.md"
     secret.write_text("- <seq=1> top secret\n")
+    assert cli("ingest", "-", "--format", "text", "--no-auto", stdin=b"a" * 5000 + b"b\n").code == 0
     before = snapshot(store_dir)
     hostile = [
         ("grep", {"pattern": "("}),  # bad regex
-        ("grep", {"pattern": "(a+)+$"}),  # catastrophic backtracking
+        ("grep", {"pattern": "(a|aa)+$"}),  # backtracks without end on the line of "a"s below
         ("grep_doc", {"doc_id": "../secret", "pattern": "secret"}),
         ("read_lines", {"doc_id": str(secret), "start_line": 1, "end_line": 5}),
         ("read_lines", {"doc_id": "CURRENT", "start_line": 1, "end_line": 10 ** 12}),

@@ -113,6 +113,29 @@ def test_corrupted_block_is_detected_and_rebuilt(tmp_path, cli, store_dir, monke
     assert cli("kv", "verify").code == 0
 
 
+def test_kv_verify_catches_swapped_files_and_edited_headers(cli, store_dir, monkeypatch):
+    monkeypatch.setenv("MEMCLI_CHAT_MEMORY_TOKENS", MEMORY)
+    assert cli("ingest", EXAMPLES / "caroline-and-priya.json").code == 0
+    assert cli("kv", "build", "--json").code == 0 and cli("kv", "verify").code == 0
+    files = sorted((store_dir / "kv" / "blocks").glob("*/*.kvb"))
+    assert len(files) >= 2
+    first, second = files[0].read_bytes(), files[1].read_bytes()
+    files[0].write_bytes(second)  # each file now holds the other's block: checksums still match
+    files[1].write_bytes(first)
+    swapped = cli("kv", "verify", "--json")
+    assert swapped.code == 1
+    assert all("swapped" in swapped.json["bad"][path.stem] for path in files[:2])  # (and blocks chained on them)
+    files[0].write_bytes(first)
+    files[1].write_bytes(second)
+    assert cli("kv", "verify").code == 0
+    magic, header, state = first.split(b"\n", 2)
+    edited = json.loads(header)
+    edited["n_tokens"] += 1  # a token count that no longer matches the cells
+    files[0].write_bytes(magic + b"\n" + json.dumps(edited).encode() + b"\n" + state)
+    bad = cli("kv", "verify", "--json")
+    assert bad.code == 1 and "header was changed" in json.dumps(bad.json["bad"])
+
+
 def test_eviction_keeps_the_budget_least_recently_used_first(tmp_path):
     store = BlockStore(tmp_path)
     keys = []
@@ -221,6 +244,7 @@ def test_kv_verify_catches_a_wrong_state_with_a_valid_checksum(tmp_path):
     state = wrong.read_bytes().split(b"\n", 2)[2]
     header = json.loads(header_line)
     header["checksum"], header["size"] = checksum(state), len(state)
+    header["digest"] = BlockHeader.from_dict(header).own_digest()
     good.write_bytes(magic + b"\n" + json.dumps(header).encode() + b"\n" + state)  # a consistent file, wrong cells
     assert blocks.verify(keys[1]) is None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 from conftest import EXAMPLES
 
@@ -177,3 +178,15 @@ def test_settings_precedence(cli, store_dir, isolated_env, monkeypatch):
     monkeypatch.setenv("MEMCLI_CONSOLIDATE_TOKENS", "lots")
     bad = cli("status", "--json")
     assert bad.code == 3 and bad.json["error"]["type"] == "config"
+
+
+def test_a_pattern_that_backtracks_without_end_is_stopped_and_reported(cli, store_dir, monkeypatch):
+    assert cli("ingest", "-", "--format", "text", stdin=b"a" * 5000 + b"b\n").code == 0
+    monkeypatch.setenv("MEMCLI_GREP_TIMEOUT", "0.5")
+    start = time.monotonic()
+    result = cli("grep", "(a+)+$", "--json")
+    assert time.monotonic() - start < 10  # stopped, not left running (Python's re runs for hours here)
+    assert result.code == 2 and result.json["error"]["type"] == "usage"
+    assert "did not finish in 0.5 s" in result.stderr
+    assert cli("ingest", "-", "--format", "text", stdin=b"the lock was released\n").code == 0
+    assert cli("grep", "a{3}b").code == 0  # an ordinary pattern over the same line is fine

@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 import sys
 
+# errors that mean a file could not be written (read-only, disk or quota full, permission): exit 5
+_WRITE_FAILURES = {30, 28, 122, 13, 1}
+
 
 def _wants_json(argv: list[str]) -> bool:
     return "--json" in argv
@@ -27,7 +30,7 @@ def run(argv: list[str]) -> int:
     from memcli.cli import commands  # noqa: F401  (registers the commands)
     from memcli.cli.app import app
     from memcli.cli.output import Output
-    from memcli.errors import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, MemcliError, UsageError
+    from memcli.errors import EXIT_INTERRUPTED, EXIT_USAGE, MemcliError, UsageError
 
     debug = "--debug" in argv or os.environ.get("MEMCLI_DEBUG") in ("1", "true", "yes")
     out = Output(json=_wants_json(argv))
@@ -55,18 +58,39 @@ def run(argv: list[str]) -> int:
             print(ctx.get_usage(), file=sys.stderr)
         out.error(UsageError(exc.format_message()) if code == EXIT_USAGE else MemcliError(exc.format_message()))
         return code
-    except BrokenPipeError:
-        # the reader went away (`memcli grep x | head`): not worth a traceback
-        try:
-            sys.stdout = open(os.devnull, "w")
-        except OSError:
-            pass
-        return EXIT_FAILURE
-    except Exception as exc:  # a bug: say what happened; traceback with --debug
-        if debug:
-            import traceback
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
+            return _broken_pipe()
+        if exc.errno not in _WRITE_FAILURES:
+            return _internal(exc, out, debug)
+        from memcli.errors import StoreWriteError
 
-            traceback.print_exc()
-        out.error(MemcliError(f"internal error: {type(exc).__name__}: {exc}",
-                              hint="run again with --debug for a traceback, and please report it"))
-        return EXIT_FAILURE
+        err = StoreWriteError.of(exc.filename or "a file", exc)
+        out.error(err)
+        return err.exit_code
+    except Exception as exc:  # a bug: say what happened; traceback with --debug
+        return _internal(exc, out, debug)
+
+
+def _broken_pipe() -> int:
+    """The reader went away (`memcli grep x | head`): not worth a traceback."""
+    from memcli.errors import EXIT_FAILURE
+
+    try:
+        sys.stdout = open(os.devnull, "w")
+    except OSError:
+        pass
+    return EXIT_FAILURE
+
+
+def _internal(exc: BaseException, out, debug: bool) -> int:
+    from memcli.errors import EXIT_FAILURE, MemcliError
+
+    if debug:
+        import traceback
+
+        traceback.print_exc()
+    out.error(MemcliError(f"internal error: {type(exc).__name__}: {exc}",
+                          hint="run again with --debug for a traceback, and please report it"))
+    return EXIT_FAILURE
+

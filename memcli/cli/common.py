@@ -44,7 +44,8 @@ def memory(ctx: typer.Context, *, create: bool = False):
     from memcli.memory import Memory
 
     app = state(ctx)
-    return Memory(app.store, create=create, settings=app.overrides or None, verbose=app.verbose)
+    out = ctx.meta.get("memcli_output") or output(ctx)
+    return Memory(app.store, create=create, settings=app.overrides or None, verbose=app.verbose, on_warning=out.warn)
 
 
 def overrides(ctx: typer.Context) -> dict:

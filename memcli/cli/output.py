@@ -8,6 +8,7 @@ never through Rich). Diagnostics, warnings and progress go to stderr.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,13 +47,15 @@ class Output:
         render(result, self)
 
     def write(self, text: str) -> None:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        """One line (or more) of text output; control characters from memory are shown escaped."""
+        text = printable(text.removesuffix("\n"))
+        sys.stdout.write(text + "\n")
 
     def table(self, title: str | None, columns: list[str], rows: list[list[str]]) -> None:
         """A Rich table on a terminal; tab-separated lines when piped."""
         if not self.stdout_tty:
             for row in rows:
-                self.write("\t".join(row))
+                self.write("\t".join(printable(cell, keep="") for cell in row))
             return
         from rich.table import Table
 
@@ -60,7 +63,7 @@ class Output:
         for col in columns:
             table.add_column(col, overflow="fold")
         for row in rows:
-            table.add_row(*row)
+            table.add_row(*(printable(cell) for cell in row))
         self._console(stderr=False).print(table)
 
     # ------------------------------------------------------------ diagnostics
@@ -125,6 +128,23 @@ class _Stages:
         if stage not in self.tasks:
             self.tasks[stage] = self.bar.add_task(stage, total=total)
         self.bar.update(self.tasks[stage], completed=done, total=total)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str, keep: str = "\n\t") -> str:
+    """``text`` safe for a terminal: control characters (ESC, NUL, C1, bidi overrides...) are written as
+    ``\\xNN`` / ``\\uNNNN`` escapes so memory text can never drive the terminal (``--json`` keeps it exact)."""
+    def escape(match: re.Match) -> str:
+        char = match.group()
+        return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
+
+    text = _CONTROL.sub(escape, text)
+    for char in "\n\t":
+        if char not in keep:
+            text = text.replace(char, "\\n" if char == "\n" else "\\t")
+    return text
 
 
 @singledispatch

@@ -278,7 +278,8 @@ class Runner:
             stats = CallStats()
             found = self._baseline(memory.store, qa)
             evidence = found.evidence
-            read = best_part(found.library, evidence, found.order, self.answer_context)
+            read = best_part(found.library, evidence, found.order, self.answer_context,
+                             count=self.model.count_tokens)
             done = answer(self.model, qa["question"], read, stats, keep_evidence=False)
             reply, rounds = (done.text if done else None), 0
             counts = {"prompt_tokens": stats.prompt_tokens, "prefilled_tokens": stats.prefilled_tokens,

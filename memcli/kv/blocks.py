@@ -5,7 +5,8 @@ bytes llama.cpp wrote for the block's cells. The header carries the format
 version, llama.cpp's state version, the model fingerprint (and its id), the
 block's start position and token count, its parent's key, the unit it holds
 (``doc:<id>`` with the document's content hash, ``header``, ``CURRENT``,
-``session:<name>``) and a CRC-32 of the state bytes. The checksum is there to
+``session:<name>``), a CRC-32 of the state bytes, and a digest of the header
+itself (so an edited position or token count is caught). The checksum is there to
 catch corruption (a torn or damaged file): on a 2,000-token state (47 MB for
 the default model) CRC-32 takes 31 ms here and sha256 52 ms, and a
 cryptographic hash would add nothing against someone who can write the store
@@ -34,7 +35,7 @@ from memcli.errors import MemcliError
 from memcli.store.atomic import atomic_write
 
 MAGIC = b"MEMCLI-KV 1\n"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the header carries a digest of itself
 
 
 class BlockRefused(MemcliError):
@@ -63,12 +64,18 @@ class BlockHeader:
     created: float = field(default_factory=time.time)
     format: int = FORMAT_VERSION
     probe: dict | None = None  # the next-token logits' top ids and values at save time (--kv-verify)
+    digest: str = ""  # sha256 of the other fields
 
     def to_dict(self) -> dict:
         return {"format": self.format, "key": self.key, "parent": self.parent, "unit": self.unit,
                 "start": self.start, "n_tokens": self.n_tokens, "fingerprint_id": self.fingerprint_id,
                 "fingerprint": self.fingerprint, "state_version": self.state_version,
-                "checksum": self.checksum, "size": self.size, "created": self.created, "probe": self.probe}
+                "checksum": self.checksum, "size": self.size, "created": self.created, "probe": self.probe,
+                "digest": self.digest}
+
+    def own_digest(self) -> str:
+        fields = {k: v for k, v in self.to_dict().items() if k != "digest"}
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
 
     @classmethod
     def from_dict(cls, data: dict) -> BlockHeader:
@@ -76,7 +83,7 @@ class BlockHeader:
                    n_tokens=int(data["n_tokens"]), fingerprint_id=data["fingerprint_id"],
                    fingerprint=data.get("fingerprint") or {}, state_version=int(data["state_version"]),
                    checksum=data["checksum"], size=int(data["size"]), created=float(data.get("created", 0)),
-                   format=int(data.get("format", FORMAT_VERSION)), probe=data.get("probe"))
+                   format=int(data.get("format", 1)), probe=data.get("probe"), digest=str(data.get("digest", "")))
 
 
 @dataclass
@@ -106,6 +113,7 @@ class BlockStore:
     def put(self, header: BlockHeader, state: bytes) -> Path:
         header.checksum = checksum(state)
         header.size = len(state)
+        header.digest = header.own_digest()
         path = self.path(header.key)
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         atomic_write(path, MAGIC + json.dumps(header.to_dict(), sort_keys=True).encode() + b"\n" + state)
@@ -201,7 +209,8 @@ class BlockStore:
         return len(dead), tokens
 
     def verify(self, key: str) -> str | None:
-        """None when the block's file and checksum are sound, else the reason."""
+        """None when the block is sound, else the reason: its file (name, header digest, size, checksum)
+        and its place in its chain (it starts where its parent ends)."""
         path = self.path(key)
         try:
             with path.open("rb") as fh:
@@ -211,8 +220,17 @@ class BlockStore:
         except (BlockRefused, OSError) as exc:
             return getattr(exc, "message", str(exc))
         parent = (header.parent or "").removeprefix("compose:")  # composed blocks hang off their header block
-        if parent and not self.path(parent).exists():
+        if not parent:
+            return None if header.start == 0 else f"{path.name}: a first block must start at 0, not {header.start}"
+        try:
+            above = self.header(parent)
+        except BlockRefused as exc:
+            return f"parent block {parent[:12]}: {exc.message}"
+        if above is None:
             return f"parent block {parent[:12]} is missing"
+        if above.start + above.n_tokens != header.start:
+            return (f"{path.name}: starts at {header.start}, but its parent {parent[:12]} ends at "
+                    f"{above.start + above.n_tokens}")
         return None
 
 
@@ -248,6 +266,10 @@ def check(header: BlockHeader, state: bytes | bytearray | None, fingerprint_id: 
     """Refuse a block of another format or model context; with ``state``, also a wrong size or checksum."""
     if header.format != FORMAT_VERSION:
         raise BlockRefused(f"{path.name}: block format {header.format}, this memcli reads {FORMAT_VERSION}")
+    if header.key != path.stem:
+        raise BlockRefused(f"{path.name}: the file holds block {header.key[:12]} (a file swapped or renamed)")
+    if header.digest != header.own_digest():
+        raise BlockRefused(f"{path.name}: its header was changed after it was saved")
     if header.fingerprint_id != fingerprint_id:
         differ = sorted(k for k in set(header.fingerprint) | set(running or {})
                         if header.fingerprint.get(k) != (running or {}).get(k))

@@ -105,7 +105,8 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
                 on_step(step)
         result.evidence = found.evidence
         if model is not None and reader != "evidence-only":
-            result.read = best_part(found.library, result.evidence, found.order, answer_context)
+            result.read = best_part(found.library, result.evidence, found.order, answer_context,
+                                    count=model.count_tokens)  # what the model reads, in its tokens
     retrieved = time.perf_counter()
     result.timings = {"retrieval_s": round(retrieved - start, 3)}
     retrieval_calls = stats.calls

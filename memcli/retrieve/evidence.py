@@ -10,6 +10,7 @@ counts those rendered tokens.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from memcli.results import Result
@@ -110,13 +111,15 @@ class Library:
         return self._docs[doc_id]
 
 
-def assemble(library: Library, picks: list[tuple[str, int]], budget: int) -> list[Evidence]:
+def assemble(library: Library, picks: list[tuple[str, int]], budget: int,
+             count: Callable[[str], int] = count_tokens) -> list[Evidence]:
     """Evidence for picked entry lines, best first until ``budget`` tokens, then in document order.
 
     Consecutive picked lines of one document merge into one range. An entry
     costs its line (with the line break) and its time unless the entry before
     it is picked with the same time; when the entry after it is picked with
     the same time, that entry's time is no longer shown and is given back.
+    ``count`` counts the tokens (memcli's estimate; a model's tokenizer for what a model reads).
     """
     chosen: dict[str, set[int]] = {}
     used = 0
@@ -128,60 +131,62 @@ def assemble(library: Library, picks: list[tuple[str, int]], budget: int) -> lis
         entry = doc.entries[line]
         before, after = doc.previous(line), doc.next(line)
         shows_time = not (before in picked and doc.entries[before].time == entry.time)
-        cost = count_tokens(render_entry(entry, with_time=shows_time) + "\n")
+        cost = count(render_entry(entry, with_time=shows_time) + "\n")
         if after in picked and doc.entries[after].time == entry.time:
-            cost -= time_cost(doc.entries[after])
+            cost -= time_cost(doc.entries[after], count)
         if used + cost > budget:
             continue
         chosen.setdefault(doc_id, set()).add(line)
         used += cost
-    return _ranges(library, chosen)
+    return _ranges(library, chosen, count)
 
 
 def best_part(library: Library | None, evidence: list[Evidence], order: list[tuple[str, int]],
-              tokens: int) -> list[Evidence]:
+              tokens: int, count: Callable[[str], int] = count_tokens) -> list[Evidence]:
     """The part of ``evidence`` an answering model reads: its entries in ``order`` (best first) until
     ``tokens``, in document order. All of it when it fits, when ``tokens`` is 0 or without an order;
     its first entries when ``order`` names none of them.
 
     A small model answers better from its few best entries than from a full budget of them
     (README, "ask"); what it reads is always part of the evidence returned, so citations cover it.
-    ``library`` is the one the evidence was read from (needed only with an order).
+    ``library`` is the one the evidence was read from (needed only with an order). ``count``: the
+    answering model's tokenizer (this is a limit on what that model reads); the ranges returned
+    carry token counts by it.
     """
-    if tokens <= 0 or not order or library is None or sum(e.tokens for e in evidence) <= tokens:
+    if tokens <= 0 or not order or library is None or sum(count(e.text) for e in evidence) <= tokens:
         return evidence
     inside = [(e.doc, line) for e in evidence for line in library.doc(e.doc).lines
               if e.start_line <= line <= e.end_line]
     wanted = set(inside)
-    return assemble(library, [pick for pick in order if pick in wanted] or inside, tokens)
+    return assemble(library, [pick for pick in order if pick in wanted] or inside, tokens, count)
 
 
-def time_cost(entry: Entry) -> int:
+def time_cost(entry: Entry, count: Callable[[str], int] = count_tokens) -> int:
     """Tokens an entry's line spends on its time."""
-    return count_tokens(render_entry(entry) + "\n") - count_tokens(render_entry(entry, with_time=False) + "\n")
+    return count(render_entry(entry) + "\n") - count(render_entry(entry, with_time=False) + "\n")
 
 
-def _ranges(library: Library, chosen: dict[str, set[int]]) -> list[Evidence]:
+def _ranges(library: Library, chosen: dict[str, set[int]], count: Callable[[str], int]) -> list[Evidence]:
     out: list[Evidence] = []
     for doc_id in sorted(chosen, key=lambda d: (d == "CURRENT", d)):
         doc = library.doc(doc_id)
         run: list[int] = []
         for line in sorted(chosen[doc_id]):
             if run and doc.previous(line) != run[-1]:
-                out.append(_evidence(doc, run))
+                out.append(_evidence(doc, run, count))
                 run = []
             run.append(line)
         if run:
-            out.append(_evidence(doc, run))
+            out.append(_evidence(doc, run, count))
     return out
 
 
-def _evidence(doc: DocLines, lines: list[int]) -> Evidence:
+def _evidence(doc: DocLines, lines: list[int], count: Callable[[str], int]) -> Evidence:
     entries = [doc.entries[n] for n in lines]
     text = render_run(entries)
     refs = [r for e in entries for r in (e.ref or "").split(";") if r]
     return Evidence(doc=doc.id, start_line=lines[0], end_line=lines[-1], seqs=[e.seq for e in entries],
-                    refs=refs, time=entries[0].time, text=text, tokens=count_tokens(text))
+                    refs=refs, time=entries[0].time, text=text, tokens=count(text))
 
 
 def snippet_lines(library: Library, doc_id: str, start: int, end: int, budget: int) -> list[tuple[str, int]]:

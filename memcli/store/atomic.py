@@ -12,7 +12,14 @@
   the manifest removed. A crash before the commit point leaves the old state
   (the staged files are discarded by :func:`recover`); a crash after it is
   completed by :func:`recover`, which every command runs under the lock
-  before it reads or writes.
+  before it reads or writes. Once the manifest exists nothing deletes the
+  files it names except their renames, so recovery can always finish it;
+  SIGINT, SIGTERM and SIGHUP are held back from the commit point until the
+  last rename, and a rename that fails leaves the manifest for the next
+  command (:class:`~memcli.errors.StoreWriteError` says which file and why).
+* A manifest is applied only when every path in it is one of the store's
+  own files (:func:`store_path`): a crafted ``.txn/manifest.json`` cannot
+  make memcli write or delete anything outside the store.
 """
 
 from __future__ import annotations
@@ -21,12 +28,53 @@ import errno
 import fcntl
 import json
 import os
+import re
+import signal
+import sys
 import time
-from pathlib import Path
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path, PurePosixPath
+
+from memcli.errors import StoreError, StoreWriteError
 
 FILE_MODE = 0o600
 TXN_DIR = ".txn"
 MANIFEST = "manifest.json"
+# the files a transaction may write or delete, relative to the store root
+_STORE_FILE = re.compile(r"(CURRENT\.md|state\.json|ingested\.txt|docs/[A-Za-z0-9][A-Za-z0-9._-]{0,199}\.md)")
+_STAGED = re.compile(r"\d{5}\.stage")
+_DEFERRED = tuple(s for s in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None)
+
+
+def store_path(root: Path, relpath: object) -> Path:
+    """``root / relpath`` when ``relpath`` names one of the store's own files and no folder on the way
+    is a symbolic link; anything else is refused (a :class:`StoreError`)."""
+    if not isinstance(relpath, str) or not _STORE_FILE.fullmatch(relpath) or ".." in PurePosixPath(relpath).parts:
+        raise StoreError(f"{root / TXN_DIR / MANIFEST}: {str(relpath)[:200]!r} is not a file of this store; "
+                         "the pending transaction was not written by memcli and is not applied",
+                         hint=f"move {root / TXN_DIR} out of the store to use it again; nothing outside the store "
+                              "was touched")
+    dest = root / relpath
+    folder = dest.parent
+    if folder != root and folder.is_symlink():
+        raise StoreError(f"{folder} is a symbolic link; memcli does not write through links",
+                         hint="replace the link with a real folder")
+    return dest
+
+
+@contextmanager
+def deferred_signals() -> Iterator[None]:
+    """Hold SIGINT, SIGTERM and SIGHUP back for the duration (they arrive right after it)."""
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+    except (AttributeError, ValueError, OSError):  # no signal masks here: nothing to defer
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def fsync_dir(path: Path) -> None:
@@ -82,21 +130,56 @@ class StoreLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+        nofollow = getattr(os, "O_NOFOLLOW", 0)
+        try:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | nofollow, FILE_MODE)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise StoreError(f"{self.path} is a symbolic link; memcli does not follow links inside a store",
+                                 hint=f"remove {self.path}; memcli makes it again") from None
+            if self.exclusive or exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise StoreWriteError.of(self.path, exc, "open the lock") from None
+            try:  # a reader of a read-only store: a shared lock needs no write access
+                self._fd = os.open(self.path, os.O_RDONLY | nofollow)
+            except OSError:
+                raise StoreWriteError.of(self.path, exc, "open the lock") from None
         op = fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH
         if self.timeout is None:
             fcntl.flock(self._fd, op)
-            return
-        deadline = time.monotonic() + self.timeout
-        while True:
+        else:
+            deadline = time.monotonic() + self.timeout
+            while True:
+                try:
+                    fcntl.flock(self._fd, op | fcntl.LOCK_NB)
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                        self.release()
+                        raise
+                    if time.monotonic() > deadline:
+                        holder = self.holder()
+                        self.release()
+                        raise StoreError(
+                            f"the store {self.path.parent} is busy: waited {self.timeout:g} s for its lock"
+                            + (f", held by {holder}" if holder else ""),
+                            hint="wait for that command to finish, or raise store.lock_timeout") from None
+                    time.sleep(0.05)
+        if self.exclusive:  # say who writes, for a writer that times out waiting
             try:
-                fcntl.flock(self._fd, op | fcntl.LOCK_NB)
-                return
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() > deadline:
-                    self.release()
-                    raise
-                time.sleep(0.02)
+                os.ftruncate(self._fd, 0)
+                os.pwrite(self._fd, f"{os.getpid()} {' '.join(sys.argv)[:200]}\n".encode(), 0)
+            except OSError:
+                pass  # a read-only store: the lock still works, only the note is missing
+
+    def holder(self) -> str | None:
+        """The last writer that held the lock: ``pid N (command)``, when it is still running."""
+        try:
+            note = os.pread(self._fd, 300, 0).decode("utf-8", "replace").strip()
+            pid, _, command = note.partition(" ")
+            os.kill(int(pid), 0)
+        except (OSError, ValueError, TypeError):
+            return None
+        return f"process {pid} ({command})" if command else f"process {pid}"
 
     def release(self) -> None:
         if self._fd is not None:
@@ -120,23 +203,57 @@ def pending(root: Path) -> bool:
     return txn.is_dir() and any(txn.iterdir())
 
 
+def _txn_dir(root: Path) -> Path:
+    txn = root / TXN_DIR
+    if txn.is_symlink():
+        raise StoreError(f"{txn} is a symbolic link; memcli does not stage writes through links",
+                         hint=f"remove the link {txn}")
+    return txn
+
+
+def _checked_ops(root: Path, manifest: Path) -> list[dict]:
+    """The manifest's operations, each checked to name a store file (and a staged file of this store)."""
+    try:
+        data = json.loads(manifest.read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"{manifest}: unreadable pending transaction: {exc}",
+                         hint=f"move {manifest.parent} out of the store to use it again") from None
+    ops = data.get("ops") if isinstance(data, dict) else None
+    if not isinstance(ops, list) or not all(isinstance(op, dict) for op in ops):
+        raise StoreError(f"{manifest}: not a memcli transaction", hint=f"move {manifest.parent} out of the store")
+    for op in ops:
+        store_path(root, op.get("path"))
+        if op.get("op") not in ("write", "delete") or (
+                op["op"] == "write" and not (isinstance(op.get("staged"), str) and _STAGED.fullmatch(op["staged"]))):
+            raise StoreError(f"{manifest}: not a memcli transaction (operation {str(op)[:200]})",
+                             hint=f"move {manifest.parent} out of the store")
+    return ops
+
+
 def recover(root: Path) -> str | None:
     """Finish or roll back an interrupted transaction. Call with the exclusive lock held.
 
-    Returns ``"completed"``, ``"rolled back"`` or None when there was nothing to do.
+    Idempotent: a manifest is applied again from wherever it stopped (a staged file that is gone was
+    renamed already). Returns ``"completed"``, ``"rolled back"`` or None when there was nothing to do.
     """
-    txn = root / TXN_DIR
+    txn = _txn_dir(root)
     if not txn.is_dir():
         return None
     manifest = txn / MANIFEST
     outcome = None
     if manifest.exists():
-        ops = json.loads(manifest.read_text("utf-8"))["ops"]
-        _apply(root, ops)
+        ops = _checked_ops(root, manifest)
+        with deferred_signals():
+            _apply(root, ops)
         outcome = "completed"
-    for leftover in txn.iterdir():
-        leftover.unlink()
-        outcome = outcome or "rolled back"
+    try:
+        for leftover in txn.iterdir():
+            if leftover.is_dir() and not leftover.is_symlink():
+                continue  # not memcli's: left alone
+            leftover.unlink()
+            outcome = outcome or "rolled back"
+    except OSError as exc:
+        raise StoreWriteError.of(txn, exc, "clean up") from None
     fsync_dir(txn)
     return outcome
 
@@ -148,22 +265,28 @@ def _apply(root: Path, ops: list[dict]) -> None:
     for op in ops:
         if pause:
             time.sleep(pause)
-        dest = root / op["path"]
-        if op["op"] == "write":
-            staged = root / TXN_DIR / op["staged"]
-            if staged.exists():  # absent: this rename already happened before a crash
-                dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-                os.replace(staged, dest)
-        elif op["op"] == "delete":
-            try:
-                dest.unlink()
-            except FileNotFoundError:
-                pass
+        dest = store_path(root, op["path"])
+        try:
+            if op["op"] == "write":
+                staged = root / TXN_DIR / op["staged"]
+                if staged.exists():  # absent: this rename already happened before a crash
+                    dest.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                    os.replace(staged, dest)
+            elif op["op"] == "delete":
+                try:
+                    dest.unlink()
+                except FileNotFoundError:
+                    pass
+        except OSError as exc:
+            raise StoreWriteError.of(dest, exc, "write" if op["op"] == "write" else "delete") from None
         touched.add(dest.parent)
     for folder in touched:
         fsync_dir(folder)
     manifest = root / TXN_DIR / MANIFEST
-    manifest.unlink()
+    try:
+        manifest.unlink()
+    except OSError as exc:
+        raise StoreWriteError.of(manifest, exc, "remove") from None
     fsync_dir(root / TXN_DIR)
 
 
@@ -176,29 +299,52 @@ class Transaction:
     def __init__(self, root: Path):
         self.root = root
         self.ops: list[dict] = []
-        self._dir = root / TXN_DIR
-        self._dir.mkdir(mode=0o700, exist_ok=True)
+        self._dir = _txn_dir(root)
+        try:
+            self._dir.mkdir(mode=0o700, exist_ok=True)
+        except OSError as exc:
+            raise StoreWriteError.of(self._dir, exc, "create") from None
 
     def write(self, relpath: str, data: str | bytes) -> None:
+        store_path(self.root, relpath)
         if isinstance(data, str):
             data = data.encode("utf-8")
         staged = f"{len(self.ops):05d}.stage"
-        write_file_synced(self._dir / staged, data)
+        try:
+            write_file_synced(self._dir / staged, data)
+        except OSError as exc:
+            try:
+                (self._dir / staged).unlink()
+            except OSError:
+                pass
+            raise StoreWriteError.of(self._dir / staged, exc) from None
         self.ops.append({"op": "write", "path": relpath, "staged": staged})
 
     def delete(self, relpath: str) -> None:
+        store_path(self.root, relpath)
         self.ops.append({"op": "delete", "path": relpath})
 
     def commit(self) -> None:
+        """Write the manifest (the commit point) and apply it. Signals are held back meanwhile; once
+        the manifest exists the transaction belongs to it (``abort`` no longer touches its files),
+        and an apply that fails is finished by the next command's :func:`recover`."""
         if not self.ops:
             return
-        fsync_dir(self._dir)
         manifest_tmp = self._dir / "manifest.tmp"
-        write_file_synced(manifest_tmp, json.dumps({"ops": self.ops}).encode())
-        os.replace(manifest_tmp, self._dir / MANIFEST)  # the commit point
-        fsync_dir(self._dir)
-        _apply(self.root, self.ops)
-        self.ops = []
+        try:
+            fsync_dir(self._dir)
+            write_file_synced(manifest_tmp, json.dumps({"ops": self.ops}).encode())
+        except OSError as exc:
+            raise StoreWriteError.of(manifest_tmp, exc) from None
+        ops, self.ops = self.ops, []
+        with deferred_signals():
+            try:
+                os.replace(manifest_tmp, self._dir / MANIFEST)  # the commit point
+            except OSError as exc:
+                self.ops = ops  # not committed: abort may discard the staged files
+                raise StoreWriteError.of(self._dir / MANIFEST, exc) from None
+            fsync_dir(self._dir)
+            _apply(self.root, ops)
 
     def abort(self) -> None:
         for op in self.ops:

@@ -16,15 +16,18 @@ through a :class:`~memcli.store.atomic.Transaction`.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from memcli.errors import NotFound, StoreError, UsageError
+from memcli.errors import NotFound, StoreError, StoreWriteError, UsageError
 from memcli.paths import Resolved, ensure_private_dir
 from memcli.store import atomic
 from memcli.store.format import Document, FormatError, parse_document
@@ -50,8 +53,10 @@ class LoadedDoc:
 
 
 class Store:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, lock_timeout: float | None = 120.0):
+        """``lock_timeout``: seconds to wait for the store's lock (None: no limit)."""
         self.root = root
+        self.lock_timeout = lock_timeout
         self.docs_dir = root / "docs"
         self.current_path = root / "CURRENT.md"
         self.state_path = root / "state.json"
@@ -83,8 +88,8 @@ class Store:
             ensure_private_dir(self.root)
             ensure_private_dir(self.docs_dir)
         except OSError as exc:
-            raise StoreError(f"cannot create store at {self.root}: {exc.strerror}") from None
-        with atomic.StoreLock(self.root, exclusive=True):
+            raise StoreWriteError.of(self.root, exc, "create the store") from None
+        with atomic.StoreLock(self.root, exclusive=True, timeout=self.lock_timeout):
             if self.state_path.exists():
                 return
             txn = atomic.Transaction(self.root)
@@ -99,29 +104,34 @@ class Store:
     def reading(self) -> Iterator[Store]:
         """Hold the shared lock; finish an interrupted transaction first if there is one."""
         if atomic.pending(self.root):
-            with atomic.StoreLock(self.root, exclusive=True):
+            with atomic.StoreLock(self.root, exclusive=True, timeout=self.lock_timeout):
                 atomic.recover(self.root)
-        with atomic.StoreLock(self.root, exclusive=False):
+        with atomic.StoreLock(self.root, exclusive=False, timeout=self.lock_timeout):
             yield self
 
     @contextmanager
     def writing(self) -> Iterator[atomic.Transaction]:
         """Hold the exclusive lock and yield a transaction, committed on success."""
-        with atomic.StoreLock(self.root, exclusive=True):
+        with atomic.StoreLock(self.root, exclusive=True, timeout=self.lock_timeout):
             atomic.recover(self.root)
             txn = atomic.Transaction(self.root)
             try:
                 yield txn
+                txn.commit()
             except BaseException:
-                txn.abort()
+                txn.abort()  # staged files of an uncommitted transaction only
+                if (self.root / atomic.TXN_DIR / atomic.MANIFEST).exists():
+                    try:  # committed but not applied (a rename failed): finish it now if the disk lets us
+                        atomic.recover(self.root)
+                    except Exception:
+                        pass  # the manifest stays; the next command finishes it
                 raise
-            txn.commit()
 
     # ------------------------------------------------------------ state
 
     def read_state(self) -> dict:
         try:
-            return json.loads(self.state_path.read_text("utf-8"))
+            return json.loads(read_regular(self.state_path).decode("utf-8"))
         except FileNotFoundError:
             return {"format": STORE_FORMAT, "next_seq": 1}
         except (OSError, ValueError) as exc:
@@ -129,19 +139,36 @@ class Store:
 
     def read_fingerprints(self) -> set[str]:
         try:
-            return set(self.ingested_path.read_text("utf-8").split())
+            return set(read_regular(self.ingested_path).decode("utf-8", "replace").split())
         except FileNotFoundError:
             return set()
 
     # ------------------------------------------------------------ documents
 
     def doc_ids(self) -> list[str]:
-        """Ids of the topic documents (file stems), sorted; CURRENT not included."""
+        """Ids of the topic documents (file stems), sorted; CURRENT not included. Only regular files
+        count: a symbolic link or a special file in ``docs/`` is never read (:meth:`refused_files`)."""
         try:
             names = [p.name for p in self.docs_dir.iterdir()]
         except FileNotFoundError:
             return []
-        return sorted(n[:-3] for n in names if n.endswith(".md") and DOC_ID_RE.match(n[:-3]))
+        return sorted(n[:-3] for n in names if n.endswith(".md") and DOC_ID_RE.match(n[:-3])
+                      and _regular(self.docs_dir / n))
+
+    def refused_files(self) -> list[str]:
+        """Documents memcli will not read: symbolic links and special files where a document would be."""
+        candidates = [self.current_path]
+        try:
+            candidates += [p for p in self.docs_dir.iterdir() if p.name.endswith(".md")]
+        except FileNotFoundError:
+            pass
+        out = []
+        for path in candidates:
+            if path.is_symlink():
+                out.append(f"{path}: a symbolic link (not followed)")
+            elif path.exists() and not _regular(path):
+                out.append(f"{path}: not a regular file")
+        return sorted(out)
 
     def doc_path(self, doc_id: str) -> Path:
         if doc_id == CURRENT_ID:
@@ -157,10 +184,12 @@ class Store:
         """A document's raw text."""
         path = self.doc_path(doc_id)
         try:
-            return path.read_text("utf-8")
+            data = read_regular(path)
         except FileNotFoundError:
             raise NotFound(f"no document {doc_id!r} in {self.root}",
                            hint="`memcli docs` lists the documents") from None
+        try:
+            return data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise StoreError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
@@ -181,7 +210,35 @@ class Store:
     def all_ids(self) -> list[str]:
         """Every document id, CURRENT last (when it exists: a person may have removed it)."""
         ids = self.doc_ids()
-        return [*ids, CURRENT_ID] if self.current_path.exists() else ids
+        return [*ids, CURRENT_ID] if _regular(self.current_path) else ids
+
+
+def _regular(path: Path) -> bool:
+    """A regular file, not a symbolic link (to one or not)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of ``path``, which must be a regular file reached without following a symbolic link."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StoreError(f"{path} is a symbolic link; memcli does not follow links inside a store",
+                             hint="replace the link with the file itself") from None
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise StoreError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise StoreError(f"{path} is not a regular file; memcli reads only regular files in a store")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read()
+    finally:
+        os.close(fd)
 
 
 def new_current() -> Document:

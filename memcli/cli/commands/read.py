@@ -22,7 +22,10 @@ def docs(
 ) -> None:
     """List the catalog: id, summary, tokens and last update of every document (CURRENT last)."""
     out = output(ctx, json, quiet, verbose)
-    out.emit(memory(ctx).docs(offset, limit))
+    result = memory(ctx).docs(offset, limit)
+    for problem in result.refused:
+        out.warn(f"not read: {problem}")
+    out.emit(result)
 
 
 @register(DocsResult)
