@@ -104,7 +104,7 @@ def signals(work: Path, trials: int) -> dict:
     template = work / "conv30"
     memcli = [sys.executable, "-m", "memcli"]
     subprocess.run([*memcli, "--store", str(template), "ingest", str(LOCOMO / "conv-30.json"), "--no-auto", "-q"],
-                   check=True)
+                   check=True, stdout=subprocess.DEVNULL)
     expected = seq_counts(template)
     env = {**os.environ, "MEMCLI_CONSOLIDATE_TOKENS": "1500", "MEMCLI_TEST_COMMIT_PAUSE": "0.01"}
     timing = work / "timing"

@@ -199,3 +199,31 @@ def test_a_full_cache_disk_falls_back_to_searching_without_the_cache(template, t
         found = cli("--store", template, "search", "adoption", store=False)
         assert found.code == 0 and found.stdout.strip(), found.stderr
         assert "searching without it" in found.stderr
+
+
+def test_a_writer_waits_for_the_lock_at_most_lock_timeout_and_says_who_holds_it(template, cli, monkeypatch):
+    monkeypatch.setenv("MEMCLI_LOCK_TIMEOUT", "0.5")
+    with atomic.StoreLock(template, exclusive=True):  # another writer (this test process) holds the store
+        start = time.monotonic()
+        busy = cli("--store", template, "ingest", EXAMPLES / "chat-messages.json", "--json", store=False)
+        assert time.monotonic() - start < 10
+    assert busy.code == 1 and "busy" in busy.json["error"]["message"]
+    assert f"process {os.getpid()}" in busy.json["error"]["message"]
+    assert cli("--store", template, "ingest", EXAMPLES / "chat-messages.json", store=False).code == 0
+
+
+def test_links_in_the_kv_store_are_refused(template, tmp_path):
+    from memcli.kv.blocks import BlockRefused, BlockStore
+
+    outside = tmp_path / "elsewhere.kvb"
+    outside.write_bytes(b"MEMCLI-KV 1\n{}\n")
+    blocks = BlockStore(template / "kv" / "blocks")
+    key = "ab" * 32
+    blocks.path(key).parent.mkdir(parents=True)
+    blocks.path(key).symlink_to(outside)
+    with pytest.raises(BlockRefused, match="symbolic link"):
+        blocks.header(key)
+    assert "symbolic link" in blocks.verify(key)
+    assert [b.header.unit for b in blocks.blocks()] == ["(unreadable)"]
+    blocks.remove(key)
+    assert outside.exists() and not blocks.path(key).is_symlink()

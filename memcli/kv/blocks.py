@@ -23,9 +23,11 @@ whenever its children are, so children go first).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import stat
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -123,7 +125,7 @@ class BlockStore:
         """The header of a stored block (None when there is none); raises BlockRefused when unreadable."""
         path = self.path(key)
         try:
-            with path.open("rb") as fh:
+            with _open(path) as fh:
                 return _read_header(fh, path)
         except FileNotFoundError:
             return None
@@ -137,7 +139,7 @@ class BlockStore:
         """
         path = self.path(key)
         try:
-            with path.open("rb") as fh:
+            with _open(path) as fh:
                 header = _read_header(fh, path)
                 state = _read_state(fh, header.size)
         except FileNotFoundError:
@@ -149,7 +151,7 @@ class BlockStore:
     def remove(self, key: str) -> int:
         path = self.path(key)
         try:
-            size = path.stat().st_size
+            size = path.lstat().st_size
             path.unlink()
             return size
         except FileNotFoundError:
@@ -164,15 +166,15 @@ class BlockStore:
             return out
         for path in sorted(self.root.glob("*/*.kvb")):
             try:
-                st = path.stat()
-                with path.open("rb") as fh:
+                st = path.lstat()
+                with _open(path) as fh:
                     header = _read_header(fh, path)
             except FileNotFoundError:
                 continue
             except BlockRefused:
                 header = BlockHeader(key=path.stem, parent=None, unit="(unreadable)", start=0, n_tokens=0,
                                      fingerprint_id="", fingerprint={}, state_version=0, checksum="", size=0)
-                st = path.stat()
+                st = path.lstat()
             out.append(BlockInfo(header, path, st.st_size, st.st_mtime))
         return out
 
@@ -213,7 +215,7 @@ class BlockStore:
         and its place in its chain (it starts where its parent ends)."""
         path = self.path(key)
         try:
-            with path.open("rb") as fh:
+            with _open(path) as fh:
                 header = _read_header(fh, path)
                 state = _read_state(fh, header.size)
             check(header, state, header.fingerprint_id, path)
@@ -232,6 +234,21 @@ class BlockStore:
             return (f"{path.name}: starts at {header.start}, but its parent {parent[:12]} ends at "
                     f"{above.start + above.n_tokens}")
         return None
+
+
+def _open(path: Path):
+    """A block file opened for reading; a symbolic link or special file where a block would be is refused."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise BlockRefused(f"{path.name}: a symbolic link (memcli does not follow links in a store)") from None
+        raise
+    handle = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        handle.close()
+        raise BlockRefused(f"{path.name}: not a regular file")
+    return handle
 
 
 def _read_header(fh, path: Path) -> BlockHeader:

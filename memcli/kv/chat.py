@@ -26,13 +26,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memcli.errors import UsageError
+from memcli.errors import StoreError, UsageError
 from memcli.kv.blocks import block_key
 from memcli.kv.context import CHAT_HEADER, memory_texts
 from memcli.kv.engine import KVEngine, Unit
 from memcli.results import Result
 from memcli.store import Store
 from memcli.store.atomic import atomic_write
+from memcli.store.store import read_regular
 
 _SENTINEL = re.compile(r"\x1e(SYS|\d+)\x1e")
 SESSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -194,11 +195,11 @@ class ChatSession:
 
     def _read_session(self) -> dict | None:
         try:
-            data = json.loads(self._session_path().read_text("utf-8"))
+            data = json.loads(read_regular(self._session_path()).decode("utf-8"))
         except FileNotFoundError:
             return None
-        except (OSError, ValueError):
-            return None  # an unreadable session starts over; the memory is untouched
+        except (OSError, ValueError, StoreError):
+            return None  # an unreadable session (or a link where it would be) starts over; memory is untouched
         return data if isinstance(data, dict) and isinstance(data.get("messages"), list) else None
 
     def _save(self) -> None:
