@@ -150,6 +150,15 @@ def test_symbolic_links_in_a_store_are_refused_never_followed(template, tmp_path
     assert shown.code != 0 and "top secret" not in shown.stdout
     doctor = cli("--store", root, "doctor", "--json", store=False).json
     assert not next(c for c in doctor["checks"] if c["name"] == "store files")["ok"]
+    # a docs/ folder that is a link is not followed
+    linked = fresh(template, tmp_path, "linked-docs")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.copy(secret, elsewhere / "secret-cccccc.md")
+    shutil.rmtree(linked / "docs")
+    (linked / "docs").symlink_to(elsewhere)
+    assert not Memory(linked).grep("secret").matches
+    assert any("docs: a symbolic link" in r for r in Memory(linked).docs().refused)
     # a link where CURRENT.md, the lock or the transaction folder would be is refused too
     for name in ("CURRENT.md", ".lock"):
         other = fresh(template, tmp_path, f"link-{name}")

@@ -147,7 +147,10 @@ class Store:
 
     def doc_ids(self) -> list[str]:
         """Ids of the topic documents (file stems), sorted; CURRENT not included. Only regular files
-        count: a symbolic link or a special file in ``docs/`` is never read (:meth:`refused_files`)."""
+        count: a symbolic link or a special file in ``docs/`` (or ``docs/`` itself a link) is never read
+        (:meth:`refused_files`)."""
+        if self.docs_dir.is_symlink():
+            return []
         try:
             names = [p.name for p in self.docs_dir.iterdir()]
         except FileNotFoundError:
@@ -158,11 +161,14 @@ class Store:
     def refused_files(self) -> list[str]:
         """Documents memcli will not read: symbolic links and special files where a document would be."""
         candidates = [self.current_path]
-        try:
-            candidates += [p for p in self.docs_dir.iterdir() if p.name.endswith(".md")]
-        except FileNotFoundError:
-            pass
         out = []
+        if self.docs_dir.is_symlink():
+            out.append(f"{self.docs_dir}: a symbolic link (not followed)")
+        else:
+            try:
+                candidates += [p for p in self.docs_dir.iterdir() if p.name.endswith(".md")]
+            except FileNotFoundError:
+                pass
         for path in candidates:
             if path.is_symlink():
                 out.append(f"{path}: a symbolic link (not followed)")
@@ -175,6 +181,9 @@ class Store:
             return self.current_path
         if not DOC_ID_RE.match(doc_id or ""):
             raise UsageError(f"invalid document id {doc_id!r}")
+        if self.docs_dir.is_symlink():
+            raise StoreError(f"{self.docs_dir} is a symbolic link; memcli does not follow links inside a store",
+                             hint="replace the link with a real folder")
         return self.docs_dir / f"{doc_id}.md"
 
     def relpath(self, doc_id: str) -> str:
