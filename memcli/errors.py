@@ -15,6 +15,8 @@ The exit-code table (documented in the README):
 
 from __future__ import annotations
 
+import errno
+
 EXIT_NO_MATCH = 1
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -79,14 +81,18 @@ class StoreError(MemcliError):
 class StoreWriteError(StoreError):
     """A file of the store could not be written; the message names it and the OS error."""
 
+    ERRNOS = frozenset({errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM})  # what "cannot write" means
+
     exit_code = EXIT_STORE_WRITE
     kind = "store_write"
 
     @classmethod
     def of(cls, path, exc: OSError, doing: str = "write") -> StoreWriteError:
         reason = exc.strerror or str(exc)
-        hints = {30: "the store is on a read-only file system", 28: "free some space on that disk",
-                 13: "check the permissions of the store directory", 1: "check the permissions of the store directory"}
+        hints = {errno.EROFS: "the store is on a read-only file system", errno.ENOSPC: "free some space on that disk",
+                 errno.EDQUOT: "free some space on that disk (the disk quota is used up)",
+                 errno.EACCES: "check the permissions of the store directory",
+                 errno.EPERM: "check the permissions of the store directory"}
         return cls(f"cannot {doing} {path}: {reason}",
                    hint=hints.get(exc.errno or 0, "nothing was lost: the next command finishes or rolls back "
                                                "the interrupted write"))

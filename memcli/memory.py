@@ -258,7 +258,9 @@ class Memory:
         from memcli.tools import list_docs
 
         with self.store.reading():
-            return list_docs(self.index, offset, limit)
+            result = list_docs(self.index, offset, limit)
+            result.refused = self.store.refused_files()
+        return result
 
     def read(self, doc: str, start: int = 1, end: int | None = None):
         """Lines ``start..end`` of a document, numbered as in the file (cite them as ``doc:start-end``)."""
@@ -286,11 +288,12 @@ class Memory:
 
     def ask(self, question: str, *, reader: str = "agent", budget: int | None = None,
             answer_context: int | None = None, max_rounds: int | None = None, kv: bool | None = None,
-            on_step: Callable[[dict], None] | None = None):
+            on_step: Callable[[dict], None] | None = None, keep_evidence: bool = True):
         """Answer ``question`` from memory, citing the lines used; see :mod:`memcli.retrieve.ask`.
 
         ``reader``: ``agent`` | ``no-agent`` | ``evidence-only`` (no model, no answer); ``kv``: keep
-        shared prompt prefixes as KV blocks (a local model; default: the ``ask.kv`` setting).
+        shared prompt prefixes as KV blocks (a local model; default: the ``ask.kv`` setting);
+        ``keep_evidence=False``: the answer's evidence is not kept as a block (``eval``: no question repeats it).
         """
         from memcli.retrieve.ask import ask, check_options
 
@@ -303,7 +306,7 @@ class Memory:
         model = None if reader == "evidence-only" else self._ask_model(cfg.ask_kv if kv is None else kv)
         loaded = time.perf_counter() - begin
         result = ask(self.store, self.index, model, question, reader=reader, budget=budget,
-                     answer_context=reading, max_rounds=rounds, on_step=on_step)
+                     answer_context=reading, max_rounds=rounds, on_step=on_step, keep_evidence=keep_evidence)
         result.timings = {"model_load_s": round(loaded, 3), **result.timings,
                           "total_s": round(result.timings["total_s"] + loaded, 3)}
         cache = getattr(model, "prefix_cache", None)

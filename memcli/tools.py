@@ -32,7 +32,7 @@ def list_docs(index: LibraryIndex, offset: int = 0, limit: int | None = None) ->
         raise UsageError("--offset and --limit must not be negative")
     rows = index.catalog()
     page = rows[offset: None if limit is None else offset + limit]
-    return DocsResult(total=len(rows), offset=offset, docs=page, refused=index.store.refused_files())
+    return DocsResult(total=len(rows), offset=offset, docs=page)
 
 
 # ---------------------------------------------------------------- read

@@ -5,9 +5,6 @@ from __future__ import annotations
 import os
 import sys
 
-# errors that mean a file could not be written (read-only, disk or quota full, permission): exit 5
-_WRITE_FAILURES = {30, 28, 122, 13, 1}
-
 
 def _wants_json(argv: list[str]) -> bool:
     return "--json" in argv
@@ -61,9 +58,10 @@ def run(argv: list[str]) -> int:
     except OSError as exc:
         if isinstance(exc, BrokenPipeError):
             return _broken_pipe()
-        if exc.errno not in _WRITE_FAILURES:
-            return _internal(exc, out, debug)
         from memcli.errors import StoreWriteError
+
+        if exc.errno not in StoreWriteError.ERRNOS:  # not a file that could not be written: a bug
+            return _internal(exc, out, debug)
 
         err = StoreWriteError.of(exc.filename or "a file", exc)
         out.error(err)

@@ -265,11 +265,8 @@ class Runner:
 
         start = time.perf_counter()
         if self.mode in READER_MODES:  # exactly what `memcli ask` returns
-            from memcli.retrieve.ask import ask
-
-            asked = ask(memory.store, memory.index, self.model if self.mode != "evidence-only" else None,
-                        qa["question"], reader=READER_MODES[self.mode], budget=self.budget, answer_context=self.answer_context,
-                        max_rounds=self.max_rounds, keep_evidence=False)
+            asked = memory.ask(qa["question"], reader=READER_MODES[self.mode], budget=self.budget,
+                               answer_context=self.answer_context, max_rounds=self.max_rounds, keep_evidence=False)
             evidence, read, reply, rounds = asked.evidence, asked.read, asked.answer, asked.rounds
             tokens = asked.tokens
             counts = {"prompt_tokens": tokens["prompt"], "prefilled_tokens": tokens["prefilled"],

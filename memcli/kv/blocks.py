@@ -23,18 +23,16 @@ whenever its children are, so children go first).
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
-import stat
 import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memcli.errors import MemcliError
-from memcli.store.atomic import atomic_write
+from memcli.errors import MemcliError, StoreError
+from memcli.store.atomic import atomic_write, open_regular
 
 MAGIC = b"MEMCLI-KV 1\n"
 FORMAT_VERSION = 2  # 2: the header carries a digest of itself
@@ -239,16 +237,9 @@ class BlockStore:
 def _open(path: Path):
     """A block file opened for reading; a symbolic link or special file where a block would be is refused."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise BlockRefused(f"{path.name}: a symbolic link (memcli does not follow links in a store)") from None
-        raise
-    handle = os.fdopen(fd, "rb")
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        handle.close()
-        raise BlockRefused(f"{path.name}: not a regular file")
-    return handle
+        return open_regular(path)
+    except StoreError as exc:
+        raise BlockRefused(f"{path.name}: {exc.message}") from None
 
 
 def _read_header(fh, path: Path) -> BlockHeader:

@@ -30,6 +30,7 @@ import json
 import os
 import re
 import signal
+import stat
 import sys
 import time
 from collections.abc import Iterator
@@ -41,8 +42,9 @@ from memcli.errors import StoreError, StoreWriteError
 FILE_MODE = 0o600
 TXN_DIR = ".txn"
 MANIFEST = "manifest.json"
+DOC_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,150}"  # a topic document's id (its file name without .md)
 # the files a transaction may write or delete, relative to the store root
-_STORE_FILE = re.compile(r"(CURRENT\.md|state\.json|ingested\.txt|docs/[A-Za-z0-9][A-Za-z0-9._-]{0,199}\.md)")
+_STORE_FILE = re.compile(rf"(CURRENT\.md|state\.json|ingested\.txt|docs/{DOC_ID}\.md)")
 _STAGED = re.compile(r"\d{5}\.stage")
 _DEFERRED = tuple(s for s in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None)
 
@@ -75,6 +77,23 @@ def deferred_signals() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def open_regular(path: Path):
+    """``path`` opened for binary reading. It must be a regular file reached without following a
+    symbolic link; anything else is a :class:`StoreError` (``FileNotFoundError`` passes through)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StoreError(f"{path} is a symbolic link; memcli does not follow links inside a store",
+                             hint="replace the link with the file itself") from None
+        raise
+    handle = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        handle.close()
+        raise StoreError(f"{path} is not a regular file; memcli reads only regular files in a store")
+    return handle
 
 
 def fsync_dir(path: Path) -> None:

@@ -16,7 +16,6 @@ through a :class:`~memcli.store.atomic.Transaction`.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
@@ -35,7 +34,7 @@ from memcli.tokens import count_tokens
 
 CURRENT_ID = "CURRENT"
 STORE_FORMAT = 1
-DOC_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,150}$")
+DOC_ID_RE = re.compile(rf"^{atomic.DOC_ID}$")
 
 
 def now_iso(timespec: str = "seconds") -> str:
@@ -233,21 +232,12 @@ def _regular(path: Path) -> bool:
 def read_regular(path: Path) -> bytes:
     """The bytes of ``path``, which must be a regular file reached without following a symbolic link."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise StoreError(f"{path} is a symbolic link; memcli does not follow links inside a store",
-                             hint="replace the link with the file itself") from None
-        if isinstance(exc, FileNotFoundError):
-            raise
-        raise StoreError(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise StoreError(f"{path} is not a regular file; memcli reads only regular files in a store")
-        with os.fdopen(fd, "rb", closefd=False) as handle:
+        with atomic.open_regular(path) as handle:
             return handle.read()
-    finally:
-        os.close(fd)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror}") from None
 
 
 def new_current() -> Document:
