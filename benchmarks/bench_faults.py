@@ -3,10 +3,11 @@
 random moments, hostile manifests. Prints how many trials, and entries lost, duplicated, documents
 that do not parse and files changed outside the store (all must be 0).
 
-    python benchmarks/bench_faults.py [--signal-trials 60] [--json]
+    python benchmarks/bench_faults.py [--signal-trials 60] [--background-trials 20] [--json]
 
 Injected faults run in this process on the example conversation consolidated in small flushes; the
-signal trials run the real ``memcli consolidate --no-llm`` on LoCoMo conv-30 in a subprocess.
+signal trials run the real ``memcli consolidate --no-llm`` on LoCoMo conv-30 in a subprocess; the
+background trials kill the consolidation an ingest of conv-30 started while conv-26 is ingested.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ LOCOMO = REPO.parent / "shared" / "data" / "locomo"
 sys.path.insert(0, str(REPO))
 
 from memcli import Memory  # noqa: E402
+from memcli.consolidate import job  # noqa: E402
 from memcli.errors import StoreError, StoreWriteError  # noqa: E402
 from memcli.store import atomic  # noqa: E402
 from memcli.store.census import outside_snapshot, seq_counts  # noqa: E402
@@ -134,6 +136,51 @@ def signals(work: Path, trials: int) -> dict:
     return {"entries": sum(expected.values()), "uninterrupted s": round(duration, 2), **totals}
 
 
+def background(work: Path, trials: int) -> dict:
+    """SIGKILL of the background consolidation an ingest started, at a random moment, while a second
+    ingest (another conversation) writes to the same store."""
+    memcli = [sys.executable, "-m", "memcli"]
+    env = {**os.environ, "MEMCLI_AUTO_CONSOLIDATE": "true", "MEMCLI_CONSOLIDATE_TOKENS": "1500",
+           "MEMCLI_CONSOLIDATE_BACKGROUND": "always", "MEMCLI_TEST_COMMIT_PAUSE": "0.01"}
+    reference = work / "reference"
+    for conv in ("conv-30", "conv-26"):
+        subprocess.run([*memcli, "--store", str(reference), "ingest", str(LOCOMO / f"{conv}.json"), "--no-auto",
+                        "-q"], check=True, stdout=subprocess.DEVNULL)
+    expected = sum(seq_counts(reference).values())
+    start = time.monotonic()
+    subprocess.run([*memcli, "--store", str(work / "background-timing"), "ingest", str(LOCOMO / "conv-30.json"),
+                    "-q"],
+                   env=env, check=True, stdout=subprocess.DEVNULL)
+    Memory(work / "background-timing").wait_for_consolidation()
+    duration = time.monotonic() - start
+    rng = random.Random(2027)
+    totals = Counter()
+    for _ in range(trials):
+        root = work / "background"
+        subprocess.run([*memcli, "--store", str(root), "ingest", str(LOCOMO / "conv-30.json"), "-q"], env=env,
+                       check=True, stdout=subprocess.DEVNULL)
+        pid = (job.running(root) or {}).get("pid")
+        second = subprocess.Popen([*memcli, "--store", str(root), "ingest", str(LOCOMO / "conv-26.json"),
+                                   "--no-auto", "-q"], env=env, stdout=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.0, duration))
+        if job.running(root) is not None and isinstance(pid, int):
+            os.kill(pid, signal.SIGKILL)
+            totals["killed"] += 1
+        else:
+            totals["finished first"] += 1
+        second.wait()
+        while job.running(root) is not None:
+            time.sleep(0.05)
+        Memory(root).docs()
+        found = seq_counts(root)
+        totals["trials"] += 1
+        totals["lost"] += expected - len(found)
+        totals["duplicated"] += sum(n - 1 for n in found.values() if n > 1)
+        totals["second ingest failed"] += int(second.returncode != 0)
+        shutil.rmtree(root)
+    return {"entries": expected, "uninterrupted s": round(duration, 2), **totals}
+
+
 def manifests(work: Path) -> dict:
     template = work / "template"
     outside = work / "outside"
@@ -164,6 +211,7 @@ def manifests(work: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--signal-trials", type=int, default=60)
+    parser.add_argument("--background-trials", type=int, default=20)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="memcli-bench-faults-"))
@@ -171,7 +219,8 @@ def main() -> None:
                        "MEMCLI_AUTO_CONSOLIDATE": "false"})
     try:
         report = {"injected faults": injected(work), "hostile manifests": manifests(work),
-                  "signals": signals(work, args.signal_trials)}
+                  "signals": signals(work, args.signal_trials),
+                  "background": background(work, args.background_trials)}
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if args.json:

@@ -17,7 +17,7 @@ class Chat:
     """One named session over one :class:`~memcli.Memory`; started (memory restored) on creation."""
 
     def __init__(self, memory, name: str = "default", *, remember: bool = True, max_tokens: int = 256,
-                 verify: bool = False, compose: bool = False):
+                 verify: bool = False, compose: bool = False, progress=None):
         from memcli.errors import UsageError
         from memcli.kv import kv_root
         from memcli.kv.chat import ChatSession
@@ -33,7 +33,7 @@ class Chat:
         self.session = ChatSession(self.engine, self.store, kv_root(self.store, cfg) / "sessions", name,
                                    cfg.chat_memory_tokens, max_tokens=max_tokens, compose=compose)
         with self.store.reading():
-            self.session.start()
+            self.session.start(progress)
         self.last = None  # the last turn's stats
 
     @property

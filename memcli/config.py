@@ -55,6 +55,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("kv.budget_mb", "MEMCLI_KV_BUDGET_MB", 2048, "disk budget of the KV block store, in MB (LRU eviction)"),
     Setting("chat.memory_tokens", "MEMCLI_CHAT_MEMORY_TOKENS", 3000,
             "memory placed in chat's context: documents in stable order, then CURRENT's newest entries"),
+    Setting("ask.reader", "MEMCLI_ASK_READER", "auto",
+            "ask's reader: agent, no-agent, evidence, evidence-only, or auto (capable model: agent; "
+            "small: evidence)"),
     Setting("ask.max_rounds", "MEMCLI_ASK_MAX_ROUNDS", 7, "tool-calling rounds of ask's agentic reader"),
     Setting("ask.kv", "MEMCLI_ASK_KV", True,
             "ask keeps its shared prompt prefixes (instructions, catalog, evidence) as KV blocks (local model)"),
@@ -68,8 +71,12 @@ SETTINGS: tuple[Setting, ...] = (
             "ingest extracts durable facts with the model instead of one entry per turn"),
     Setting("consolidate.auto", "MEMCLI_AUTO_CONSOLIDATE", True,
             "consolidate after an ingest that crosses a threshold"),
-    Setting("consolidate.llm", "MEMCLI_CONSOLIDATE_LLM", True,
-            "use the model in consolidation (false: the deterministic path only)"),
+    Setting("consolidate.llm", "MEMCLI_CONSOLIDATE_LLM", "auto",
+            "use the model in consolidation: true, false (the deterministic path only), or auto "
+            "(true for a capable model)"),
+    Setting("consolidate.background", "MEMCLI_CONSOLIDATE_BACKGROUND", "auto",
+            "run an ingest's automatic consolidation in a detached background process: always, never, "
+            "or auto (when the model consolidates)"),
     Setting("consolidate.window_tokens", "MEMCLI_WINDOW_TOKENS", 1200,
             "CURRENT is shown to the model in windows of about this many tokens"),
     Setting("consolidate.candidates", "MEMCLI_CANDIDATES", 8,
@@ -80,6 +87,9 @@ SETTINGS: tuple[Setting, ...] = (
             "least similarity of two small documents' summaries and headings for a merge"),
     Setting("model.backend", "MEMCLI_BACKEND", "llama",
             "llama (a local GGUF file through llama.cpp) or openai (an OpenAI-compatible server)"),
+    Setting("model.profile", "MEMCLI_MODEL_PROFILE", "auto",
+            "small, capable, or auto (a GGUF with at least 3B parameters, or a server, is capable); "
+            "decides the defaults of ask.reader and consolidate.llm"),
     Setting("model.path", "MEMCLI_MODEL", "",
             "GGUF file for the llama backend (empty: the default SmolLM2-135M-Instruct)"),
     Setting("model.base_url", "MEMCLI_BASE_URL", "",
@@ -127,6 +137,18 @@ def _coerce(setting: Setting, value: Any, origin: str) -> Any:
         ) from None
 
 
+def switch(value: Any, origin: str) -> bool | None:
+    """A true / false / auto setting: True, False, or None for auto."""
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on", "always"):
+        return True
+    if text in ("0", "false", "no", "off", "never"):
+        return False
+    if text == "auto":
+        return None
+    raise ConfigError(f"{origin} must be true, false or auto, got {value!r}")
+
+
 def _flatten(table: dict, prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, value in table.items():
@@ -160,6 +182,14 @@ class Settings:
             return self._values[attr]
         except KeyError:
             raise AttributeError(attr) from None
+
+    def with_overrides(self, overrides: dict[str, Any], origin: str = "flag") -> Settings:
+        """A copy with ``overrides`` (by dotted key) in force."""
+        values, sources = dict(self._values), dict(self._sources)
+        for key, value in overrides.items():
+            setting = _BY_KEY[key]
+            values[setting.attr], sources[setting.attr] = _coerce(setting, value, origin), origin
+        return Settings(values, sources)
 
     def source(self, key: str) -> str:
         return self._sources[_BY_KEY[key].attr]

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from memcli.config import Settings
-from memcli.errors import InputError, UsageError
+from memcli.errors import ConfigError, InputError, StoreError, UsageError
 from memcli.ingest import IngestResult, ingest_turns, read_source
 from memcli.paths import PROJECT_STORE_DIRNAME, Resolved, resolve_config_file, resolve_store, store_cache_dir
 from memcli.results import Result
@@ -53,6 +53,10 @@ class StatusResult(Result):
     current_oldest: str | None
     next_seq: int
     consolidation_due: str | None  # why CURRENT is due for consolidation, or None
+    consolidation: dict | None  # the running consolidation, or how the last one ended (None: none ran)
+    profile: dict  # the model profile: name (small | capable), reason
+    reader: str  # ask's reader under these settings and this profile
+    consolidate_llm: bool  # whether consolidation uses the model
     settings: dict
     config_file: str
     index_cache: str
@@ -91,6 +95,7 @@ class Memory:
         self._cache_dir = cache_dir
         self._index = None
         self._prefixes = False
+        self._profile = None
 
     @classmethod
     def init(cls, directory: str | Path | None = None, *, store: str | Path | None = None) -> InitResult:
@@ -129,6 +134,36 @@ class Memory:
                                        on_warning=self._warn)
         return self._index
 
+    @property
+    def profile(self):
+        """The model profile (:class:`memcli.llm.profile.Profile`: ``small`` or ``capable`` and why),
+        decided without loading the model; it chooses the defaults of ``ask.reader`` and
+        ``consolidate.llm``."""
+        if self._profile is None:
+            from memcli.llm.profile import decide
+
+            self._profile = decide(self.settings, None if self._own_model else self._chat_model)
+        return self._profile
+
+    def default_reader(self) -> str:
+        """ask's reader: the ``ask.reader`` setting, or for ``auto`` the profile's (capable: agent;
+        small: evidence, the deterministic evidence and one answer call)."""
+        from memcli.retrieve.ask import READERS
+
+        chosen = str(self.settings.ask_reader).strip().lower()
+        if chosen == "auto":
+            return "agent" if self.profile.name == "capable" else "evidence"
+        if chosen not in READERS:
+            raise ConfigError(f"ask.reader must be auto or one of {', '.join(READERS)}, got {chosen!r}")
+        return chosen
+
+    def consolidates_with_model(self) -> bool:
+        """Whether consolidation uses the model: ``consolidate.llm``, or for ``auto`` a capable profile."""
+        from memcli.config import switch
+
+        chosen = switch(self.settings.consolidate_llm, "consolidate.llm")
+        return self.profile.name == "capable" if chosen is None else chosen
+
     def model(self, *, kv_sequences: int = 1):
         """The chat model: the one given to the constructor, or the configured one (opened once;
         reopened with spare sequences when KV-block work needs them)."""
@@ -164,8 +199,10 @@ class Memory:
         ``format``: force one of :data:`memcli.transcripts.FORMATS`; ``extract``: let the model
         extract facts (default: the ``ingest.extract`` setting). When CURRENT then crosses a
         consolidation threshold it is consolidated (unless ``consolidate=False`` or
-        ``consolidate.auto`` is off); ``on_consolidate(reason)`` is told before it starts. ``name``
-        names an open file in messages and entries (default: its own name).
+        ``consolidate.auto`` is off): here when that is quick (the deterministic path), else in a
+        detached background process (``consolidate.background``; see :meth:`consolidation_status`);
+        ``on_consolidate(reason)`` is told before it starts. ``name`` names an open file in messages
+        and entries (default: its own name).
         """
         from memcli.transcripts import FORMATS, Parsed, fingerprint_turns, parse_input, parse_time
 
@@ -183,20 +220,84 @@ class Memory:
                                  max_entry_chars=cfg.ingest_max_entry_chars)
         self._writable()
         if extract if extract is not None else cfg.ingest_extract:
+            if self.profile.name == "small":
+                self._warn(f"fact extraction needs a larger model than this one ({self.profile.reason}); "
+                           "expect few or poor facts: pass --model with a GGUF of at least 3B parameters, "
+                           "or --base-url for a server")
             result = self._ingest_extracted(parsed, name, progress)
         else:
             shown = progress if progress and len(parsed.turns) >= cfg.ingest_progress_min else None
             total = len(parsed.turns)
             result = ingest_turns(self.store, parsed.turns, source=name, fmt=parsed.format, ignored=parsed.ignored,
                                   progress=(lambda done: shown("ingesting", done, total)) if shown else None)
+        from memcli.consolidate import job
         from memcli.consolidate.run import due
 
         reason = due(self.store, cfg) if consolidate and cfg.consolidate_auto else None
-        if reason:
+        if reason and job.running(self.root) is None:
             if on_consolidate:
                 on_consolidate(reason)
-            result.consolidation = self.consolidate(progress=progress, reason=reason).to_dict()
+            if self._in_background():
+                try:
+                    started = job.start_background(self.root, self._child_settings())
+                except StoreError:  # another consolidation got there first: it takes these entries too
+                    started = {"already_running": True}
+                result.consolidation = {"background": True, "reason": reason, **started}
+            else:
+                result.consolidation = self.consolidate(progress=progress, reason=reason).to_dict()
         return result
+
+    def _in_background(self) -> bool:
+        """Whether an automatic consolidation runs in a background process (``consolidate.background``;
+        auto: when a model does it, which takes minutes)."""
+        from memcli.config import switch
+
+        chosen = switch(self.settings.consolidate_background, "consolidate.background")
+        return self.consolidates_with_model() if chosen is None else chosen
+
+    def _child_settings(self) -> dict[str, str]:
+        """This Memory's overrides (flags, constructor settings) as environment variables for a child
+        process, which reads the same config files itself."""
+        from memcli.config import SETTINGS
+
+        env = {}
+        for s in SETTINGS:
+            if self.settings.source(s.key) == "flag":
+                value = getattr(self.settings, s.attr)
+                env[s.env] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        return env
+
+    def consolidation_status(self) -> dict | None:
+        """The consolidation running on this store (process, start, flush n of m, stage) with
+        ``running: True``, else how the last one ended (``running: False``), or None if none ran."""
+        from memcli.consolidate import job
+
+        now = job.running(self.root)
+        if now is not None:
+            return {**now, "running": True, "summary": job.describe(now)}
+        last = job.read_status(self.root)
+        if last is None:
+            return None
+        if last.get("state") in ("running", "starting"):  # its process ended without saying how
+            last["state"] = "killed"
+        return {**last, "running": False}
+
+    def wait_for_consolidation(self, on_status=None) -> dict | None:
+        """Wait until no consolidation runs on this store; returns its final status (None: none ran)."""
+        from memcli.consolidate import job
+
+        if job.running(self.root) is None:
+            return None
+        job.wait(self.root, on_status)
+        return self.consolidation_status()
+
+    def stop_consolidation(self) -> dict | None:
+        """Stop the running consolidation: what it committed stays, the rest stays in CURRENT."""
+        from memcli.consolidate import job
+
+        if job.stop(self.root) is None:
+            return None
+        return self.consolidation_status()
 
     def _ingest_extracted(self, parsed, name: str, progress: Progress | None) -> IngestResult:
         """Facts from the turns not ingested before, written in place of the raw turns."""
@@ -234,7 +335,8 @@ class Memory:
         return ingest_turns(self._writable(), [turn], source=source or "note", fmt="note")
 
     def consolidate(self, *, split: int | None = None, merge: int | None = None, dry_run: bool = False,
-                    llm: bool | None = None, progress: Progress | None = None, reason: str | None = None):
+                    llm: bool | None = None, progress: Progress | None = None, reason: str | None = None,
+                    job=None):
         """Move CURRENT into the topic library (see ``memcli consolidate --help``); returns a
         :class:`~memcli.consolidate.report.ConsolidationResult`. ``llm=False``: deterministic only."""
         from memcli.consolidate.run import consolidate as run
@@ -246,10 +348,11 @@ class Memory:
         cfg = self.settings
         pending = self.store.current_path.exists() and any(
             True for _ in self.store.load(CURRENT_ID).doc.entries())
-        use_model = (cfg.consolidate_llm if llm is None else llm) and pending
+        use_model = (self.consolidates_with_model() if llm is None else llm) and pending
         return run(self.store, cfg, model=self.model() if use_model else None, dry_run=dry_run, progress=progress,
                    split_limit=split or cfg.consolidate_split_tokens,
-                   merge_limit=merge if merge is not None else cfg.consolidate_merge_tokens, reason=reason)
+                   merge_limit=merge if merge is not None else cfg.consolidate_merge_tokens, reason=reason,
+                   job=job)
 
     # ------------------------------------------------------------ reading
 
@@ -286,18 +389,20 @@ class Memory:
         with self.store.reading():
             return search(self.index, query, k if k is not None else self.settings.search_k, doc=doc)
 
-    def ask(self, question: str, *, reader: str = "agent", budget: int | None = None,
+    def ask(self, question: str, *, reader: str | None = None, budget: int | None = None,
             answer_context: int | None = None, max_rounds: int | None = None, kv: bool | None = None,
             on_step: Callable[[dict], None] | None = None, keep_evidence: bool = True):
         """Answer ``question`` from memory, citing the lines used; see :mod:`memcli.retrieve.ask`.
 
-        ``reader``: ``agent`` | ``no-agent`` | ``evidence-only`` (no model, no answer); ``kv``: keep
+        ``reader``: ``agent`` | ``no-agent`` | ``evidence`` | ``evidence-only`` (no model, no answer);
+        default: :meth:`default_reader`; ``kv``: keep
         shared prompt prefixes as KV blocks (a local model; default: the ``ask.kv`` setting);
         ``keep_evidence=False``: the answer's evidence is not kept as a block (``eval``: no question repeats it).
         """
         from memcli.retrieve.ask import ask, check_options
 
         cfg = self.settings
+        reader = reader or self.default_reader()
         budget = budget if budget is not None else cfg.ask_budget
         reading = answer_context if answer_context is not None else cfg.ask_answer_context
         rounds = max_rounds if max_rounds is not None else cfg.ask_max_rounds
@@ -344,17 +449,21 @@ class Memory:
             library_tokens=sum(r.token_count for r in rows if r.id != CURRENT_ID),
             current_entries=cur.entries if cur else 0, current_tokens=cur.token_count if cur else 0,
             current_oldest=min(times) if times else None, next_seq=int(state.get("next_seq", 1)),
-            consolidation_due=due(self.store, self.settings), settings=self.settings.to_dict(),
+            consolidation_due=due(self.store, self.settings), consolidation=self.consolidation_status(),
+            profile=self.profile.to_dict(), reader=self.default_reader(),
+            consolidate_llm=self.consolidates_with_model(), settings=self.settings.to_dict(),
             config_file=str(resolve_config_file().path), index_cache=str(store_cache_dir(self.root)))
 
     # ------------------------------------------------------------ chat and KV blocks
 
     def chat(self, session: str = "default", *, remember: bool = True, max_tokens: int = 256,
-             verify: bool = False, compose: bool = False):
-        """A chat session with memory in context, restored from KV blocks (:class:`memcli.chat.Chat`)."""
+             verify: bool = False, compose: bool = False, progress: Callable[[int, int], None] | None = None):
+        """A chat session with memory in context, restored from KV blocks (:class:`memcli.chat.Chat`);
+        ``progress(done, total)`` follows the memory's tokens as the session starts."""
         from memcli.chat import Chat
 
-        return Chat(self, session, remember=remember, max_tokens=max_tokens, verify=verify, compose=compose)
+        return Chat(self, session, remember=remember, max_tokens=max_tokens, verify=verify, compose=compose,
+                    progress=progress)
 
     def kv_engine(self, *, verify: bool = False):
         """The KV engine on this store's block directory and the local model (opened with a spare sequence)."""

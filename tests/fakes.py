@@ -25,24 +25,29 @@ class ScriptedModel:
 
     name = "scripted"
 
-    def __init__(self, responder: Callable[[str, list[dict], dict | None], object]):
+    def __init__(self, responder: Callable[[str, list[dict], dict | None], object], n_params: int | None = None):
+        """``n_params``: the parameter count ``describe()`` reports (it decides the model profile)."""
         self.responder = responder
+        self.n_params = n_params
         self.calls: list[tuple[str, list[dict]]] = []
         self.shared: list[list[list[dict]] | None] = []  # each call's shared prefixes
 
-    def chat(self, messages, *, schema=None, max_tokens=512, temperature=0.0, shared=None) -> Completion:
+    def chat(self, messages, *, schema=None, max_tokens=512, temperature=0.0, shared=None, stop=None) -> Completion:
         step = step_of(messages)
         self.calls.append((step, messages))
         self.shared.append(shared)
         answer = self.responder(step, messages, schema)
         text = answer if isinstance(answer, str) else json.dumps(answer)
+        lead = len(text) - len(text.lstrip())
+        cuts = [text.index(s, lead) for s in stop or () if s in text[lead:]]
+        text = text[:min(cuts)] if cuts else text
         return Completion(text, count_tokens(json.dumps(messages)), count_tokens(text), "stop")
 
     def count_tokens(self, text: str) -> int:
         return count_tokens(text)
 
     def describe(self) -> dict:
-        return {"backend": "scripted"}
+        return {"backend": "scripted", **({"n_params": self.n_params} if self.n_params else {})}
 
     def steps(self) -> list[str]:
         return [s for s, _ in self.calls]

@@ -45,11 +45,12 @@ def test_budget_stdin_and_no_evidence(cli):
 
 def test_answer_with_the_real_default_model(cli):
     setup_store(cli)
-    result = cli("ask", QUESTION, "--json")
+    result = cli("ask", QUESTION, "--json", "--reader", "agent")
     assert result.code == 0, result.stderr
     data = result.json
     assert data["mode"] == "agent" and isinstance(data["answer"], str) and data["answer"]
     assert data["citations"] and data["tokens"]["prompt"] > data["tokens"]["evidence"] > 0
     assert data["tokens"]["generated"] > 0 and data["timings"]["answer_s"] > 0
-    text = cli("ask", QUESTION)
-    assert "sources: CURRENT:" in text.stdout
+    text = cli("ask", QUESTION)  # the small model's default reader: the deterministic evidence, one answer call
+    assert "sources: CURRENT:" in text.stdout and "Open Door" in text.stdout.splitlines()[0]
+    assert cli("ask", QUESTION, "--reader", "evidence-only", "--no-agent").code == 2

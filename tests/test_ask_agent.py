@@ -20,6 +20,7 @@ def store(cli, store_dir):
 def use_model(monkeypatch, responder) -> ScriptedModel:
     model = ScriptedModel(responder)
     monkeypatch.setattr("memcli.llm.open_model", lambda *_, **__: model)  # the one model seam
+    monkeypatch.setenv("MEMCLI_MODEL_PROFILE", "capable")  # these tests are about the agent: a capable model's reader
     return model
 
 

@@ -106,7 +106,8 @@ def test_doctor_checks_the_real_default_model(tmp_path):
     assert report["ok"] is True
     assert report["model"]["path"].endswith("SmolLM2-135M-Instruct.Q4_1.gguf")
     assert len(report["model"]["sha256"]) == 64 and isinstance(report["model"]["gpu_offload"], bool)
-    assert {c["name"] for c in report["checks"]} >= {"model file", "gpu offload", "generation"}
+    assert {c["name"] for c in report["checks"]} >= {"model file", "gpu offload", "generation", "profile"}
+    assert report["model"]["profile"]["name"] == "small" and "135M parameters" in report["model"]["profile"]["reason"]
     assert report["paths"]["store"]["source"] == "--store"
     missing = run_memcli("--model", tmp_path / "nope.gguf", "doctor", "--json")
     assert missing.code == 3 and json.loads(missing.stdout)["ok"] is False

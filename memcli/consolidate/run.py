@@ -7,7 +7,14 @@ the flush and the documents it touches, never on the size of the library
 -> summaries -> the conservation guard -> one transaction that writes the new
 documents and the shortened CURRENT. A flush whose model-assisted result
 fails the guard is redone on the deterministic path; if that fails too,
-nothing is written. The whole run holds the store's write lock.
+nothing is written.
+
+One consolidation runs at a time (:mod:`memcli.consolidate.job`). A flush is
+worked out without the store's lock (it may take minutes with a model) and
+committed under it: the commit checks that every document the flush read is
+unchanged and that its entries are still in CURRENT, removes just those
+entries from CURRENT and keeps whatever was ingested meanwhile. A flush whose
+inputs changed is worked out again.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from memcli.config import Settings
 from memcli.consolidate import guard
 from memcli.consolidate.apply import apply_blocks, finish, refresh_summary
 from memcli.consolidate.draft import rewrite
+from memcli.consolidate.job import Job
 from memcli.consolidate.plan import Planner, plan
 from memcli.consolidate.report import ConsolidationResult, FlushReport
 from memcli.consolidate.reshape import merge_small, split_document
@@ -151,12 +159,21 @@ def _flushes(pairs: list[tuple[Entry, str]], limit: int) -> list[list[tuple[Entr
     return [f for f in out if f]
 
 
-def _rewrite_current(current: Document, remaining: list[tuple[Entry, str]], moved: list[int]) -> Document:
+def _rewrite_current(current: Document, moved: list[int]) -> Document:
+    """CURRENT without the entries ``moved`` into documents (every other line is kept as it is)."""
+    gone = set(moved)
+    remaining = []
+    for _, line in current.lines():
+        if not line.strip() or parse_heading(line):
+            continue
+        entry = parse_entry(line)
+        if entry is None or entry.seq not in gone:
+            remaining.append((entry, line))
     doc = new_current()
     for key in ("created_time", "aux"):
         if key in current.meta:
             doc.meta[key] = current.meta[key]
-    kept = {e.seq for e, _ in remaining}
+    kept = {e.seq for e, _ in remaining if e is not None and e.seq is not None}
     log = [op for op in current.meta.get("update_log") or []
            if isinstance(op, dict) and op.get("op") == "ingest"
            and isinstance(op.get("seq_range"), list) and len(op["seq_range"]) == 2
@@ -172,60 +189,116 @@ def _rewrite_current(current: Document, remaining: list[tuple[Entry, str]], move
 
 # ---------------------------------------------------------------- the run
 
+class _Changed(Exception):
+    """What a flush read changed before it could be committed."""
+
+
 def consolidate(store: Store, cfg: Settings, *, model: ChatModel | None, dry_run: bool = False,
                 split_limit: int | None = None, merge_limit: int | None = None,
-                progress: Progress | None = None, reason: str | None = None) -> ConsolidationResult:
-    """Consolidate all of CURRENT; with ``dry_run`` on a scratch copy of the store."""
+                progress: Progress | None = None, reason: str | None = None, job: Job | None = None
+                ) -> ConsolidationResult:
+    """Consolidate all of CURRENT (the entries it holds when the run starts); with ``dry_run`` on a
+    scratch copy of the store. ``job``: the job lock, when the caller holds it (a background worker)."""
     if dry_run:
         return _dry_run(store, cfg, model=model, split_limit=split_limit, merge_limit=merge_limit,
                         progress=progress, reason=reason)
-    progress = progress or (lambda stage, done, total: None)
-    split_limit = split_limit or cfg.consolidate_split_tokens
-    merge_limit = merge_limit if merge_limit is not None else cfg.consolidate_merge_tokens
+    with job or Job(store.root) as held:
+        held.status["model"] = getattr(model, "name", None)
+        result = _run(store, cfg, model=model, split_limit=split_limit or cfg.consolidate_split_tokens,
+                      merge_limit=merge_limit if merge_limit is not None else cfg.consolidate_merge_tokens,
+                      progress=progress or (lambda stage, done, total: None), reason=reason, job=held)
+        held.finish({"entries_consolidated": result.entries_consolidated, "flushes": len(result.flushes),
+                     "seconds": result.seconds, "current_entries_left": result.current_entries_left})
+    return result
+
+
+def _numbered(store: Store) -> list[tuple[Entry, str]]:
+    """CURRENT's entries, after giving hand-written lines and seq-less entries their seqs (committed)."""
+    with store.writing() as txn:
+        if not store.current_path.exists():
+            return []
+        current = store.load(CURRENT_ID, strict=True).doc
+        state = store.read_state()
+        max_seq = max((e.seq or 0 for _, e in current.entries()), default=0)
+        first = max(int(state.get("next_seq", 1)), max_seq + 1)
+        pairs, next_seq = _current_entries(current, first)
+        if next_seq != first:
+            current.body = ["# CURRENT", *(line for _, line in pairs), ""]
+            refresh_token_count(current)
+            txn.write("CURRENT.md", current.render())
+            state["next_seq"] = next_seq
+            txn.write("state.json", json.dumps(state) + "\n")
+    return pairs
+
+
+def _run(store: Store, cfg: Settings, *, model, split_limit: int, merge_limit: int, progress: Progress,
+         reason: str | None, job: Job) -> ConsolidationResult:
     stats = CallStats()
     start = time.perf_counter()
     reports: list[FlushReport] = []
     moved_total = 0
-    with store.writing() as txn:
-        if not store.current_path.exists():
-            return _result(store, cfg, model, reports, stats, start, 0, 0, reason)
-        current = store.load(CURRENT_ID, strict=True).doc
-        state = store.read_state()
-        max_seq = max((e.seq or 0 for _, e in current.entries()), default=0)
-        next_seq = max(int(state.get("next_seq", 1)), max_seq + 1)
-        pairs, next_seq = _current_entries(current, next_seq)
-        index = LibraryIndex(store, cfg.search_partition_tokens)
-        chunks = _flushes(pairs, cfg.consolidate_threshold_tokens)
+    chunks = _flushes(_numbered(store), cfg.consolidate_threshold_tokens)
+    index = LibraryIndex(store, cfg.search_partition_tokens)
+    try:
         for number, chunk in enumerate(chunks, 1):
             entries = [e for e, _ in chunk]
-            stage = (lambda n: lambda s, d, t: progress(f"flush {n}/{len(chunks)}: {s}", d, t))(number)
-            ws, report = run_flush(store, index, entries, model=model, stats=stats, cfg=cfg,
-                                   split_limit=split_limit, merge_limit=merge_limit, progress=stage)
-            problems = _guard(ws, entries)
-            if problems and model is not None:
-                ws, report = run_flush(store, index, entries, model=None, stats=stats, cfg=cfg,
-                                       split_limit=split_limit, merge_limit=merge_limit, progress=stage)
-                report.deterministic_redo, report.guard_problems = True, problems[:10]
-                stats.fell_back("guard")
-                problems = _guard(ws, entries)
-            if problems:
-                raise StoreError("consolidation failed its conservation check, so nothing was written: "
-                                 + "; ".join(problems[:5]), hint="please report this with the store attached")
-            for doc_id in ws.touched():
-                txn.write(store.relpath(doc_id), ws.docs[doc_id].render())
-            for doc_id in report.deleted:
-                txn.delete(store.relpath(doc_id))
-            remaining = [p for block in chunks[number:] for p in block]
-            moved = [e.seq for e in entries]
-            current = _rewrite_current(current, remaining, moved)
-            txn.write("CURRENT.md", current.render())
-            state["next_seq"] = next_seq
-            txn.write("state.json", json.dumps(state) + "\n")
-            txn.commit()
-            moved_total += len(moved)
+
+            def stage(s: str, d: int, t: int, n: int = number) -> None:
+                job.progress(n, len(chunks), s, d, t)
+                progress(f"flush {n}/{len(chunks)}: {s}", d, t)
+
+            for attempt in range(3):
+                ws, report = _work_out(store, index, entries, model, stats, cfg, split_limit, merge_limit, stage)
+                try:
+                    _commit(store, ws, report, chunk)
+                    break
+                except _Changed as exc:
+                    if attempt == 2:
+                        raise StoreError(f"consolidation stopped: {exc} while flush {number} was worked out, "
+                                         "three times", hint="run `memcli consolidate` again") from None
+            moved_total += len(entries)
             reports.append(report)
-        left = sum(1 for _ in current.entries())
+    finally:
+        index.close()
+    left = sum(1 for _ in store.load(CURRENT_ID).doc.entries()) if store.current_path.exists() else 0
     return _result(store, cfg, model, reports, stats, start, moved_total, left, reason)
+
+
+def _work_out(store, index, entries, model, stats, cfg, split_limit, merge_limit, stage):
+    """One flush's new documents (nothing written), redone deterministically if the model's fail the guard."""
+    ws, report = run_flush(store, index, entries, model=model, stats=stats, cfg=cfg,
+                           split_limit=split_limit, merge_limit=merge_limit, progress=stage)
+    problems = _guard(ws, entries)
+    if problems and model is not None:
+        ws, report = run_flush(store, index, entries, model=None, stats=stats, cfg=cfg,
+                               split_limit=split_limit, merge_limit=merge_limit, progress=stage)
+        report.deterministic_redo, report.guard_problems = True, problems[:10]
+        stats.fell_back("guard")
+        problems = _guard(ws, entries)
+    if problems:
+        raise StoreError("consolidation failed its conservation check, so nothing was written: "
+                         + "; ".join(problems[:5]), hint="please report this with the store attached")
+    return ws, report
+
+
+def _commit(store: Store, ws: Workspace, report: FlushReport, chunk: list[tuple[Entry, str]]) -> None:
+    """Write the flush if what it read is unchanged: the documents, and its entries in CURRENT."""
+    with store.writing() as txn:
+        for doc_id, before in ws.originals.items():
+            exists = store.doc_path(doc_id).exists()
+            if before is None and exists and doc_id in ws.docs:
+                raise _Changed(f"document {doc_id} was created")
+            if before is not None and (not exists or store.load(doc_id, strict=True).doc.render() != before.render()):
+                raise _Changed(f"document {doc_id} changed")
+        current = store.load(CURRENT_ID, strict=True).doc
+        present = {line for _, line in current.lines()}
+        if any(line not in present for _, line in chunk):
+            raise _Changed("CURRENT's entries changed")
+        for doc_id in ws.touched():
+            txn.write(store.relpath(doc_id), ws.docs[doc_id].render())
+        for doc_id in report.deleted:
+            txn.delete(store.relpath(doc_id))
+        txn.write("CURRENT.md", _rewrite_current(current, [e.seq for e, _ in chunk]).render())
 
 
 def _result(store, cfg, model, reports, stats, start, moved, left, reason) -> ConsolidationResult:

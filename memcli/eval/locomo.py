@@ -3,15 +3,17 @@
 For each conversation: a fresh temporary store, ingest, optionally
 consolidate, then every selected question through one mode:
 
-- ``ask``: the agentic reader, then the answer;
+- ``ask``: what ``memcli ask`` does by default (the reader of the model's profile);
+- ``agent``: the agentic reader, then the answer;
 - ``no-agent``: the hybrid reader (summary selection + BM25), then the answer;
+- ``evidence``: the deterministic evidence policy, then the answer;
 - ``evidence-only``: the deterministic evidence policy, no answer (recall only);
 - ``bm25-turns``: single memory entries ranked by BM25 until the budget, then the answer;
 - ``full-context``: the newest entries that fit the model's context window, then the answer;
 - ``oracle``: exactly the gold evidence turns, then the answer (the model's ceiling).
 
-As in ``memcli ask``, the answer of the ranked modes (ask, no-agent,
-bm25-turns) reads the best-ranked ``answer_context`` tokens of the evidence
+As in ``memcli ask``, the answer of the ranked modes (ask, agent, no-agent,
+evidence, bm25-turns) reads the best-ranked ``answer_context`` tokens of the evidence
 (0: all of it); full-context and oracle answers read all of theirs.
 
 Every question gives one JSONL record (written and flushed as it is made, so
@@ -35,8 +37,9 @@ from memcli.errors import InputError, UsageError
 from memcli.eval.metrics import bleu1, category_f1, evidence_recall, gold_dialog_ids
 from memcli.results import Result
 
-MODES = ("ask", "no-agent", "evidence-only", "bm25-turns", "full-context", "oracle")
-READER_MODES = {"ask": "agent", "no-agent": "no-agent", "evidence-only": "evidence-only"}  # mode -> ask's reader
+MODES = ("ask", "agent", "no-agent", "evidence", "evidence-only", "bm25-turns", "full-context", "oracle")
+READER_MODES = {"ask": None, "agent": "agent", "no-agent": "no-agent", "evidence": "evidence",
+                "evidence-only": "evidence-only"}  # mode -> ask's reader (None: the profile's default)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 ANSWER_RESERVE = 600  # tokens of the context window kept for the prompt around full-context memory and the answer
 
@@ -96,7 +99,11 @@ def evaluate(files: list[Path], *, mode: str = "ask", memory: str = "raw", budge
     if reading < 0:
         raise UsageError("--answer-context must be 0 (all the evidence) or a number of tokens")
     conversations = load_conversations(files, sample)
-    consolidate_model = consolidate_llm and cfg.consolidate_llm
+    from memcli.config import switch
+    from memcli.llm.profile import decide
+
+    chosen = switch(cfg.consolidate_llm, "consolidate.llm")
+    consolidate_model = consolidate_llm and (decide(cfg, model).name == "capable" if chosen is None else chosen)
     needs_model = mode != "evidence-only" or (memory == "consolidated" and consolidate_model)
     from memcli.kv import keeps_blocks
 

@@ -116,10 +116,20 @@ class ChatSession:
 
     # ------------------------------------------------------------ session life
 
-    def start(self) -> None:
-        """Restore the memory context, and the saved session when there is one."""
+    def start(self, progress=None) -> None:
+        """Restore the memory context, and the saved session when there is one; ``progress(done,
+        total)`` follows the memory's tokens as they are restored or prefilled."""
         begin = self.engine.stats.restored, self.engine.stats.prefilled, time.perf_counter()
         self.memory_units = self.memory()
+        if progress is not None:
+            total = self.memory_end
+            stats = self.engine.stats
+
+            def told(done: int) -> None:
+                progress(min(total, stats.restored - begin[0] + stats.prefilled - begin[1] + done), total)
+
+            self.engine.on_prefill = told
+            told(0)
         if self.compose:
             self.memory_keys = self.engine.compose(self.memory_units[0], self.memory_units[1:-1])
             self.engine.extend([t for u in self.memory_units for t in u.tokens])  # the opening, prefilled
@@ -137,6 +147,9 @@ class ChatSession:
                     self.resumed = "restored"
             if self.resumed != "restored":
                 self.resumed = "re-prefilled"  # history is prefilled with the next turn
+        self.engine.on_prefill = None
+        if progress is not None:
+            progress(self.memory_end, self.memory_end)
         self.start_stats = {"restored_tokens": self.engine.stats.restored - begin[0],
                             "prefilled_tokens": self.engine.stats.prefilled - begin[1],
                             "seconds": round(time.perf_counter() - begin[2], 4), "resumed": self.resumed,

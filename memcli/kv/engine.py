@@ -92,6 +92,7 @@ class KVEngine:
         self.n_ctx = runtime.n_ctx
         self.verify = verify
         self.stats = KVStats()
+        self.on_prefill = None  # told the tokens of the current prefill decoded so far (progress)
 
     # ------------------------------------------------------------ tokens
 
@@ -243,7 +244,7 @@ class KVEngine:
         if self.n_tokens + len(tokens) > self.n_ctx:
             raise ConfigError(f"{self.n_tokens + len(tokens)} tokens do not fit the context ({self.n_ctx})")
         start = time.perf_counter()
-        self.rt.decode(tokens)
+        self.rt.decode(tokens, on_batch=self.on_prefill)
         self.stats.prefill_s += time.perf_counter() - start
         self.stats.prefilled += len(tokens)
 

@@ -29,8 +29,10 @@ class ChatModel(Protocol):
     name: str
 
     def chat(self, messages: list[dict], *, schema: dict | None = None, max_tokens: int = 512,
-             temperature: float = 0.0, shared: list[list[dict]] | None = None) -> Completion:
-        """One completion; with ``schema`` the output is constrained to that JSON schema.
+             temperature: float = 0.0, shared: list[list[dict]] | None = None,
+             stop: list[str] | None = None) -> Completion:
+        """One completion; with ``schema`` the output is constrained to that JSON schema; it ends at
+        the model's end of turn, ``max_tokens``, or a ``stop`` string (one that follows some text).
 
         ``shared``: prefixes of ``messages`` (lists of messages, the last one possibly cut short)
         that other calls repeat; a local model with KV blocks keeps them, other backends ignore them.

@@ -46,18 +46,19 @@ class LlamaCppModel:
         return len(self.runtime.tokenize(text)) if text else 0
 
     def chat(self, messages: list[dict], *, schema: dict | None = None, max_tokens: int = 512,
-             temperature: float = 0.0, shared: list[list[dict]] | None = None, on_text=None) -> Completion:
+             temperature: float = 0.0, shared: list[list[dict]] | None = None, stop: list[str] | None = None,
+             on_text=None) -> Completion:
         runtime = self.runtime
         start = time.perf_counter()
         links = self.prefix_cache.chain(messages, shared) if self.prefix_cache is not None and shared else []
         restored = self.prefix_cache.restore(links) if links else 0
         restore_s = time.perf_counter() - start
         try:
-            text, stop = runtime.render_chat(messages)
+            text, ends = runtime.render_chat(messages)
             prompt = runtime.chat_tokens(text)
             if len(prompt) >= runtime.n_ctx:
                 raise ModelError(f"the prompt is {len(prompt)} tokens; the context window holds {runtime.n_ctx}")
-            done = runtime.generate(prompt, max_tokens=max_tokens, stop=stop, temperature=temperature,
+            done = runtime.generate(prompt, max_tokens=max_tokens, stop=[*ends, *(stop or ())], temperature=temperature,
                                     seed=self.seed, on_text=on_text,
                                     grammar=schema_grammar(schema) if schema is not None else None,
                                     repeat_penalty=JSON_REPEAT_PENALTY if schema is not None else 1.0)

@@ -59,11 +59,14 @@ class OpenAICompatModel:
         return {"type": "json_object", "schema": schema}
 
     def chat(self, messages: list[dict], *, schema: dict | None = None, max_tokens: int = 512,
-             temperature: float = 0.0, shared: list[list[dict]] | None = None) -> Completion:
+             temperature: float = 0.0, shared: list[list[dict]] | None = None,
+             stop: list[str] | None = None) -> Completion:
         """``shared`` is ignored: servers keep their own prompt caches (``cached_tokens`` reports them)."""
         payload: dict[str, Any] = {"model": self.name, "messages": messages, "max_tokens": max_tokens,
                                    "temperature": temperature, "seed": self.seed}
         start = time.perf_counter()
+        if stop:
+            payload["stop"] = list(stop)[:4]
         if schema is not None:
             payload["response_format"] = self._format(schema)
         try:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from memcli.errors import ConfigError
+from memcli.llm import priority
 
 PENALTY_LAST_N = 64  # tokens the repeat penalty looks back over (llama-cpp-python's default)
 _PROBE = "Caf\u00e9 na\u00efve \u2014 12,345 tokens? <b>yes</b>\n\u65e5\u672c"
@@ -203,10 +204,15 @@ class LlamaRuntime(_Freed):
         self.tokens: list[int] = []  # what sequence 0 holds, position by position
         self.metadata = self._read_metadata()
         self._formatter = None
+        priority.hold()  # background model work waits while this model is open
+        self._held = True
 
     # ------------------------------------------------------------ life
 
     def close(self) -> None:
+        if getattr(self, "_held", False):
+            self._held = False
+            priority.release()
         ll = self._ll
         if getattr(self, "_batch", None) is not None:
             ll.llama_batch_free(self._batch)
@@ -376,9 +382,11 @@ class LlamaRuntime(_Freed):
     def state_version(self) -> int:
         return int(self._ll.LLAMA_STATE_SEQ_VERSION)
 
-    def decode(self, tokens: list[int], *, seq: int = 0, start: int | None = None) -> None:
+    def decode(self, tokens: list[int], *, seq: int = 0, start: int | None = None,
+               on_batch: Callable[[int], None] | None = None) -> None:
         """Decode ``tokens`` into sequence ``seq`` at positions ``start``.. (default: after sequence 0's
-        tokens), in batches; the last token's logits are kept. Sequence 0's record is extended."""
+        tokens), in batches; the last token's logits are kept. Sequence 0's record is extended.
+        ``on_batch(done)`` is told the tokens decoded so far after each batch."""
         if not tokens:
             return
         begin = len(self.tokens) if start is None else start
@@ -386,8 +394,10 @@ class LlamaRuntime(_Freed):
             raise ConfigError(f"{begin + len(tokens)} tokens do not fit the context ({self.n_ctx})",
                               hint="raise model.n_ctx (--n-ctx)")
         batch = self._batch
-        for offset in range(0, len(tokens), self.n_batch):
-            chunk = tokens[offset: offset + self.n_batch]
+        size = min(self.n_batch, priority.BACKGROUND_BATCH) if priority.in_background() else self.n_batch
+        for offset in range(0, len(tokens), size):
+            chunk = tokens[offset: offset + size]
+            priority.wait_turn()
             batch.n_tokens = len(chunk)
             for i, token in enumerate(chunk):
                 batch.token[i] = token
@@ -398,6 +408,8 @@ class LlamaRuntime(_Freed):
             code = self._ll.llama_decode(self._ctx, batch)
             if code != 0:
                 raise RuntimeError(f"llama_decode failed ({code})")
+            if on_batch is not None:
+                on_batch(offset + len(chunk))
         if seq == 0:
             self.tokens[begin:] = list(tokens)
 
@@ -449,7 +461,8 @@ class LlamaRuntime(_Freed):
                     break
                 out.append(token)
                 text = self.detokenize(out)
-                cut = min((text.index(s) for s in stop if s in text), default=None)
+                lead = len(text) - len(text.lstrip())  # a stop string counts after the first text
+                cut = min((text.index(s, lead) for s in stop if s in text[lead:]), default=None)
                 if cut is not None:
                     text, finish = text[:cut], "stop"
                     break

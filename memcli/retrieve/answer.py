@@ -1,4 +1,11 @@
-"""Answer a question from evidence, with every entry's time visible so relative dates resolve."""
+"""Answer a question from evidence, with every entry's time visible so relative dates resolve.
+
+The answer is one short phrase or sentence. Small models drift past the end
+of their answer (they echo the evidence's ``Speaker:`` labels, start a new
+line, or repeat themselves until the token limit), so generation stops at
+the first line break and :func:`clean` keeps only the answer: no speaker
+label, no repeated 4-gram, one sentence.
+"""
 
 from __future__ import annotations
 
@@ -12,28 +19,84 @@ You get excerpts; each line says who said it, after the [date time] it was said
 (a line without a date has the date of the line above).
 Answer from the excerpts only, in a short phrase or one sentence.
 Resolve relative dates ("yesterday", "last Sunday") against the date of the line that says them.
-When the question asks when, answer with the date (for example: 7 May 2023).
+When the question asks when, answer with the date (for example: 14 March 2021).
 If the excerpts do not contain the answer, say: I don't know."""
+
+UNKNOWN = "I don't know"
+MAX_ANSWER_TOKENS = 48
+_LABEL = re.compile(r"^(?:\[[^\]\n]*\]\s*)?([^\s:\[\]][^:\n\[\]]{0,39}):\s", re.M)  # "[time] Speaker: " in evidence
+_SENTENCE_END = re.compile(r"(?<=[^\s.!?]{4}[.!?])\s+|(?<=\d[.!?])\s+")
+_FRAME = re.compile(r"^[^:\n]{1,60}?:\s+(?=\S)")  # "The answer is: ...", "Answer: ..."
+_ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})(?:[ T]\d{1,2}:\d{2}(?::\d{2})?)?\b")
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+           "November", "December")
+
+
+def speakers(evidence: list[Evidence]) -> set[str]:
+    """The speaker labels the evidence shows (``Caroline`` of ``[time] Caroline: text``)."""
+    return {m.group(1).strip() for e in evidence for m in _LABEL.finditer(e.text)}
+
+
+def _words(text: str) -> list[tuple[str, int]]:
+    """(normalised word, start offset) pairs."""
+    return [(m.group().lower(), m.start()) for m in re.finditer(r"[\w']+", text)]
+
+
+def _spoken_date(match: re.Match) -> str:
+    year, month, day = (int(g) for g in match.groups())
+    return f"{day} {_MONTHS[month - 1]} {year}" if 1 <= month <= 12 and 1 <= day <= 31 else match.group()
+
+
+def clean(text: str, labels: set[str] = frozenset()) -> str:
+    """The answer part of a model's reply: its first line, without a leading speaker label or a short
+    framing clause before a colon ("The answer is: "), cut before a later label, before the first
+    repeated 4-gram and after the first sentence; a date copied from the evidence's ISO times is
+    written as people write dates (7 March 2021), without the time of day."""
+    text = text.strip().split("\n", 1)[0].strip()
+    if labels:
+        names = "|".join(re.escape(label) for label in sorted(labels, key=len, reverse=True))
+        text = re.sub(rf"^(?:\[[^\]]*\]\s*)?(?:{names}):\s*", "", text, flags=re.I)
+        later = re.search(rf"(?:^|\s)(?:{names}):(?:\s|$)", text, flags=re.I)
+        if later:
+            text = text[:later.start()]
+    framed = _FRAME.match(text)
+    if framed and len(framed.group().split()) <= 6 and not re.search(r"\d:\s*$", framed.group()):
+        text = text[framed.end():]
+    text = _ISO_DATE.sub(_spoken_date, text)
+    words = _words(text)
+    seen: set[tuple[str, ...]] = set()
+    for at in range(len(words) - 3):
+        gram = tuple(w for w, _ in words[at:at + 4])
+        if gram in seen:  # the repetition starts at the first word of the repeated 4-gram
+            text = text[:words[at][1]]
+            break
+        seen.add(gram)
+    text = _SENTENCE_END.split(text.strip(), maxsplit=1)[0]
+    text = text.strip().strip("\"'`*").rstrip(",;:-– ").strip()
+    return text if re.search(r"\w", text) else ""
 
 
 def answer(model: ChatModel, question: str, evidence: list[Evidence], stats: CallStats,
-           max_tokens: int = 64, keep_evidence: bool = True) -> Completion | None:
-    """The model's answer (one paragraph, bounded; ``text`` is cleaned), or None when the call fails.
+           max_tokens: int = MAX_ANSWER_TOKENS, keep_evidence: bool = True) -> Completion | None:
+    """The model's answer (``text`` cleaned by :func:`clean`; "I don't know" without evidence or when
+    nothing is left), or None when the call fails.
 
     The instructions, and with ``keep_evidence`` the instructions plus the evidence, are marked
     as shared prefixes: a local model with KV blocks restores them when a later question brings
     the same evidence.
     """
-    excerpts = "Excerpts:\n" + ("\n".join(e.text for e in evidence) or "(none)") + "\n\n"
+    if not evidence:
+        return Completion(UNKNOWN, 0, 0, "no evidence")
+    excerpts = "Excerpts:\n" + "\n".join(e.text for e in evidence) + "\n\n"
     messages = [{"role": "system", "content": ANSWER_SYSTEM},
                 {"role": "user", "content": f"{excerpts}Question: {question}"}]
     shared = [messages[:1]] + ([[messages[0], {"role": "user", "content": excerpts}]] if keep_evidence else [])
     try:
-        completion = model.chat(messages, max_tokens=max_tokens, shared=shared)
+        completion = model.chat(messages, max_tokens=max_tokens, shared=shared, stop=["\n"])
     except ModelError as exc:
         stats.errors += 1
         stats.note_problem("answer", str(exc))
         return None
     stats.record(completion)
-    completion.text = re.sub(r"\s+", " ", completion.text).strip()[:600]
-    return completion if completion.text else None
+    completion.text = clean(completion.text, speakers(evidence))[:600] or UNKNOWN
+    return completion

@@ -6,6 +6,8 @@ The readers (:data:`READERS`):
   the deterministic ranking fills the rest of the budget);
 - ``no-agent``: the hybrid reader (one model call picks documents by summary,
   BM25 ranks entries);
+- ``evidence``: the deterministic evidence reader, then the model's answer
+  (the default for a small model: one model call per question);
 - ``evidence-only``: the deterministic evidence reader, no model, no answer.
 
 The answer is written from the best-ranked ``answer_context`` tokens of the
@@ -25,7 +27,7 @@ from memcli.llm.base import CallStats, ChatModel
 from memcli.results import Result, hidden
 from memcli.retrieve.evidence import Evidence
 
-READERS = ("agent", "no-agent", "evidence-only")
+READERS = ("agent", "no-agent", "evidence", "evidence-only")
 
 
 @dataclass

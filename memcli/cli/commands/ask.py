@@ -19,10 +19,15 @@ from memcli.retrieve.ask import AskResult
 def ask(
     ctx: typer.Context,
     question: Annotated[str, typer.Argument(metavar="QUESTION|-", help="The question, or - to read it from stdin.")],
+    reader: Annotated[Optional[str], typer.Option(
+        "--reader", metavar="READER", help="agent | no-agent | evidence | evidence-only (default: ask.reader; "
+                                           "auto: agent for a capable model, evidence for a small one).")] = None,
     evidence_only: Annotated[bool, typer.Option(
-        "--evidence-only", help="Return the evidence only: no answer, no model needed.")] = False,
+        "--evidence-only", help="Return the evidence only: no answer, no model needed (--reader evidence-only).")]
+    = False,
     no_agent: Annotated[bool, typer.Option(
-        "--no-agent", help="Hybrid reader: one model call selects documents by summary, BM25 does the rest.")] = False,
+        "--no-agent", help="Hybrid reader: one model call selects documents by summary, BM25 does the rest "
+                           "(--reader no-agent).")] = False,
     budget: Annotated[Optional[int], typer.Option(
         "--budget", metavar="TOKENS", help="Evidence budget in tokens (default: ask.budget, 2000).")] = None,
     answer_context: Annotated[Optional[int], typer.Option(
@@ -43,14 +48,18 @@ def ask(
 ) -> None:
     """Answer a question from memory, citing the document lines it used.
 
-    Default (agentic): the model searches the library for several rounds
-    with grep, grep_doc, search, list_docs and read_lines, and cites the line
-    ranges it found relevant; those are expanded to their heading block,
-    the newest CURRENT entries are added, and BM25 fills the rest of --budget.
-    --no-agent: one model call picks documents from the catalog, BM25 ranks
-    entries. --evidence-only: no model at all (BM25 over heading sections,
-    entries ranked by the question's terms); outer agents get the evidence
-    and answer themselves. The answer is written from the best-ranked
+    The reader follows the model's profile (see `memcli status`) unless
+    --reader or ask.reader says otherwise. agent (a capable model's
+    default): the model searches the library for several rounds with grep,
+    grep_doc, search, list_docs and read_lines, and cites the line ranges it
+    found relevant; those are expanded to their heading block, the newest
+    CURRENT entries are added, and BM25 fills the rest of --budget.
+    evidence (a small model's default): the deterministic evidence reader
+    (BM25 over heading sections, entries ranked by the question's terms),
+    then one answer call. no-agent: one model call picks documents from the
+    catalog, BM25 ranks entries. evidence-only: no model at all; outer agents
+    get the evidence and answer themselves. The answer, one short phrase or
+    sentence ("I don't know" when the evidence lacks it), is written from the best-ranked
     --answer-context tokens of the evidence (listed as "read" in --json),
     each line showing its time so "last Sunday" resolves to a date. Exit 1
     when no evidence is found.
@@ -60,11 +69,11 @@ def ask(
     kv/ directory and restored instead of prefilled (--no-kv: not at all).
     """
     out = output(ctx, json, quiet, verbose)
-    if evidence_only and no_agent:
-        raise UsageError("--evidence-only and --no-agent exclude each other")
+    if sum(bool(x) for x in (reader, evidence_only, no_agent)) > 1:
+        raise UsageError("--reader, --evidence-only and --no-agent exclude each other")
     if question == "-":
         question = sys.stdin.read()
-    reader = "evidence-only" if evidence_only else "no-agent" if no_agent else "agent"
+    reader = "evidence-only" if evidence_only else "no-agent" if no_agent else reader
     result = memory(ctx).ask(question, reader=reader, budget=budget, answer_context=answer_context,
                              max_rounds=max_rounds, kv=kv, on_step=_trace_round if trace else None)
     if result.problems:

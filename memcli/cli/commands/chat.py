@@ -10,6 +10,7 @@ import typer
 
 from memcli.cli.app import app
 from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, memory, output
+from memcli.llm import priority
 
 HELP = """commands:
   /help      this help
@@ -48,8 +49,10 @@ def chat(
     turn with its stats). Turns become CURRENT entries unless --no-remember.
     """
     out = output(ctx, json, quiet, verbose)
-    talk = memory(ctx).chat(session or "default", remember=not no_remember, max_tokens=max_tokens,
-                            verify=kv_verify, compose=kv_compose)
+    with out.stages() as progress:  # a bar on a terminal's stderr while memory is restored or prefilled
+        talk = memory(ctx).chat(session or "default", remember=not no_remember, max_tokens=max_tokens,
+                                verify=kv_verify, compose=kv_compose,
+                                progress=lambda done, total: progress("memory into context (tokens)", done, total))
     for reason in talk.warnings:
         out.warn(f"KV block refused and rebuilt: {reason}")
     begin = talk.start_stats
@@ -66,7 +69,8 @@ def chat(
         console = Console(highlight=False)
     while True:
         try:
-            line = console.input("[bold]you>[/bold] ") if console else sys.stdin.readline()
+            with priority.idle():  # a background consolidation may compute while the user types
+                line = console.input("[bold]you>[/bold] ") if console else sys.stdin.readline()
         except EOFError:
             break
         if not console and not line:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Optional
 
 import typer
@@ -10,6 +11,8 @@ from memcli.cli.app import app
 from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, memory, output
 from memcli.cli.output import Output, register
 from memcli.consolidate.report import ConsolidationResult
+from memcli.errors import UsageError
+from memcli.results import Result
 
 
 @app.command()
@@ -20,7 +23,15 @@ def consolidate(
     merge: Annotated[Optional[int], typer.Option(
         "--merge", metavar="TOKENS", help="Merge similar documents smaller than this (default 1000; 0: never).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; write nothing.")] = False,
-    no_llm: Annotated[bool, typer.Option("--no-llm", help="Deterministic path only: no model.")] = False,
+    llm: Annotated[Optional[bool], typer.Option(
+        "--llm/--no-llm", help="Use the model, or the deterministic path only (default: consolidate.llm; "
+                               "auto: the model when its profile is capable).")] = None,
+    wait: Annotated[bool, typer.Option(
+        "--wait", help="Wait for a running (background) consolidation to finish and report how it ended.")] = False,
+    stop: Annotated[bool, typer.Option(
+        "--stop", help="Stop a running consolidation: its committed flushes stay, the rest stays in CURRENT.")]
+    = False,
+    worker_fd: Annotated[Optional[int], typer.Option("--worker-fd", hidden=True)] = None,
     json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
 ) -> None:
     """Move CURRENT into the topic library: group, file, split and merge, losing nothing.
@@ -30,16 +41,66 @@ def consolidate(
     existing document or a new one, splits documents over --split tokens,
     merges small similar ones under --merge tokens, refreshes summaries, and
     is committed only after a check in code that every entry is still there,
-    unchanged (replaced facts move under a Superseded heading). Without
-    --no-llm the configured model helps; every answer it gives is validated,
-    and the deterministic path takes over where it fails.
+    unchanged (replaced facts move under a Superseded heading). With the
+    model (--llm, or a capable model's default) every answer it gives is
+    validated, and the deterministic path takes over where it fails.
+
+    Only one consolidation runs at a time; it takes the store's lock only to
+    commit each flush, so ingests and questions go on meanwhile. An ingest
+    that crosses a threshold while the model consolidates starts it in the
+    background (consolidate.background): `memcli status` shows it, --wait
+    waits for it, --stop stops it.
     """
     out = output(ctx, json, quiet, verbose)
+    if sum((wait, stop, worker_fd is not None)) > 1 or ((wait or stop) and dry_run):
+        raise UsageError("--wait, --stop and --dry-run exclude each other")
     mem = memory(ctx)
+    if wait or stop:
+        if stop:
+            final = mem.stop_consolidation()
+        else:
+            with out.stages() as progress:
+                final = mem.wait_for_consolidation(lambda now: progress(
+                    f"flush {now.get('flush', 0)}/{now.get('flushes', 0)}: {now.get('stage', 'starting')}",
+                    now.get("done", 0), now.get("total", 0)))
+        out.emit(JobReport("stop" if stop else "wait", final))
+        return
+    if worker_fd is not None:
+        _work(mem, worker_fd, llm, split, merge, out)
+        return
     with out.stages() as progress:
-        result = mem.consolidate(split=split, merge=merge, dry_run=dry_run, llm=False if no_llm else None,
-                                 progress=progress)
+        result = mem.consolidate(split=split, merge=merge, dry_run=dry_run, llm=llm, progress=progress)
     out.emit(result)
+
+
+@dataclass
+class JobReport(Result):
+    action: str  # wait | stop
+    job: dict | None  # the consolidation's final status (None: none was running)
+
+
+def _work(mem, fd: int, llm: bool | None, split, merge, out) -> None:
+    """The background worker an ingest started (it holds the job lock it inherited)."""
+    from memcli.consolidate.job import work
+
+    result = work(mem, fd, llm=llm, split=split, merge=merge)
+    out.emit(result)
+
+
+@register(JobReport)
+def _render_job(report: JobReport, out: Output) -> None:
+    job = report.job
+    if job is None:
+        out.write("no consolidation is running")
+        return
+    done = job.get("result") or {}
+    line = f"consolidation (process {job.get('pid', '?')}) {job.get('state')}"
+    if done:
+        line += f": {done.get('entries_consolidated', 0)} entries in {done.get('flushes', 0)} flush(es), " \
+                f"{done.get('seconds', 0):.1f} s; CURRENT: {done.get('current_entries_left', 0)} entries left"
+    if job.get("error"):
+        line += f": {job['error']}"
+    out.write(line)
 
 
 @register(ConsolidationResult)

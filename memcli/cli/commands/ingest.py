@@ -41,8 +41,11 @@ def ingest(
 
     When CURRENT then reaches consolidate.threshold_tokens (5000) or its oldest
     entry was added more than consolidate.threshold_age seconds ago, it is
-    consolidated right away (see `memcli consolidate`), unless --no-auto or
-    consolidate.auto = false.
+    consolidated (see `memcli consolidate`), unless --no-auto or
+    consolidate.auto = false: right here when that takes seconds (the
+    deterministic path, a small model's default), else in a background
+    process (consolidate.background) after this command has committed its
+    entries and printed its summary.
     """
     out = output(ctx, json, quiet, verbose)
     mem = memory(ctx, create=True)
@@ -67,7 +70,12 @@ def _render(result: IngestResult, out: Output) -> None:
     if result.ignored:
         out.write(f"ignored {result.ignored} system/tool messages")
     out.write(f"CURRENT: {result.current_entries} entries, {result.current_tokens} tokens ({result.store})")
-    if result.consolidation:
-        done = result.consolidation
+    done = result.consolidation
+    if done and done.get("background"):
+        out.write(f"consolidating in the background ({done['reason']}): "
+                  + ("a consolidation was already running" if done.get("already_running") else
+                     f"process {done['pid']}, log {done['log']}")
+                  + "; `memcli status` shows it, `memcli consolidate --wait` waits for it")
+    elif done:
         out.write(f"consolidated {done['entries_consolidated']} entries ({done['reason']}); "
                   f"library: {len(done['documents'])} documents")

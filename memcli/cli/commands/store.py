@@ -56,5 +56,14 @@ def _render_status(result: StatusResult, out: Output) -> None:
               f"{s['consolidate.threshold_age']['value']} s; split > {s['consolidate.split_tokens']['value']}, "
               f"merge < {s['consolidate.merge_tokens']['value']} tokens"
               + (f"  (due now: {result.consolidation_due})" if result.consolidation_due else ""))
+    job = result.consolidation
+    if job and job.get("running"):
+        out.write(f"running:      consolidation, {job['summary']}")
+    elif job:
+        out.write(f"last run:     consolidation {job.get('state')} at {job.get('ended', '?')}"
+                  + (f": {job['error']}" if job.get("error") else ""))
+    p = result.profile
+    out.write(f"model:        profile {p['name']} ({p['reason']}); ask reader {result.reader}, "
+              f"consolidation {'with the model' if result.consolidate_llm else 'deterministic'}")
     out.write(f"config file:  {result.config_file}")
     out.write(f"index cache:  {result.index_cache}")

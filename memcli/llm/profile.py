@@ -1,0 +1,129 @@
+"""The model profile: ``small`` or ``capable``, and the defaults that follow from it.
+
+A small model (the embedded 135M one) follows JSON schemas but not
+instructions: it cannot drive the agentic reader or consolidate better than
+the deterministic path, so with it memcli consolidates deterministically and
+answers from the deterministic evidence reader. A capable model (a user's
+7-8B GGUF, or an OpenAI-compatible server) gets the agent and model-driven
+consolidation. The profile is decided from what the model is, without loading
+it: the parameter count in the GGUF file's tensor table, or, for a server,
+``capable`` (a server is configured by the user for real work). The
+``model.profile`` setting overrides the decision.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from memcli.results import Result
+
+PROFILES = ("small", "capable")
+CAPABLE_PARAMS = 3_000_000_000  # models with at least this many parameters are capable
+
+# GGUF metadata value types (ggml/include/gguf.h): their sizes, or None for string and array
+_SCALAR = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+_STRING, _ARRAY = 8, 9
+
+
+@dataclass
+class Profile(Result):
+    name: str  # small | capable
+    reason: str
+    n_params: int | None = None
+
+
+def _reader(fh):
+    def take(n: int) -> bytes:
+        data = fh.read(n)
+        if len(data) != n:
+            raise ValueError("the file ends inside its header")
+        return data
+
+    def u32() -> int:
+        return struct.unpack("<I", take(4))[0]
+
+    def u64() -> int:
+        return struct.unpack("<Q", take(8))[0]
+
+    return take, u32, u64
+
+
+def gguf_parameters(path: Path) -> int:
+    """The number of weights in a GGUF file, summed over its tensor table (the weights are not read)."""
+    with open(path, "rb") as fh:
+        take, u32, u64 = _reader(fh)
+        if take(4) != b"GGUF":
+            raise ValueError("not a GGUF file")
+        if u32() < 2:
+            raise ValueError("GGUF version 1 is not supported")
+        n_tensors, n_kv = u64(), u64()
+
+        def skip_value(kind: int) -> None:
+            if kind in _SCALAR:
+                fh.seek(_SCALAR[kind], 1)
+            elif kind == _STRING:
+                fh.seek(u64(), 1)
+            elif kind == _ARRAY:
+                item, count = u32(), u64()
+                if item in _SCALAR:
+                    fh.seek(_SCALAR[item] * count, 1)
+                else:
+                    for _ in range(count):
+                        skip_value(item)
+            else:
+                raise ValueError(f"unknown metadata type {kind}")
+
+        for _ in range(n_kv):
+            fh.seek(u64(), 1)  # the key
+            skip_value(u32())
+        total = 0
+        for _ in range(n_tensors):
+            fh.seek(u64(), 1)  # the name
+            dims = [u64() for _ in range(u32())]
+            u32(), u64()  # type, offset
+            count = 1
+            for d in dims:
+                count *= d
+            total += count
+        return total
+
+
+def _short(n: int) -> str:
+    return f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.0f}M"
+
+
+def _by_size(n: int, what: str) -> Profile:
+    name = "capable" if n >= CAPABLE_PARAMS else "small"
+    relation = "at least" if name == "capable" else "under"
+    return Profile(name, f"{what} has {_short(n)} parameters ({relation} {_short(CAPABLE_PARAMS)})", n)
+
+
+def decide(settings, model=None) -> Profile:
+    """The profile: the ``model.profile`` setting when not ``auto``, else from ``model`` (an open
+    model's ``describe()``) or the configured model (read from its file's header, not loaded)."""
+    from memcli.llm import model_path, uses_server
+
+    chosen = str(settings.model_profile).strip().lower()
+    if chosen in PROFILES:
+        return Profile(chosen, f"model.profile is {chosen} ({settings.source('model.profile')})")
+    if chosen != "auto":
+        from memcli.errors import ConfigError
+
+        raise ConfigError(f"model.profile must be auto, small or capable, got {settings.model_profile!r}")
+    if model is not None:
+        described = model.describe()
+        if isinstance(described.get("n_params"), int) and described["n_params"] > 0:
+            return _by_size(described["n_params"], str(getattr(model, "name", "the model")))
+        if described.get("backend") == "openai":
+            return Profile("capable", "an OpenAI-compatible server (set model.profile=small for a small served model)")
+        return Profile("small", "the model's size is unknown")
+    if uses_server(settings):
+        return Profile("capable", "an OpenAI-compatible server (set model.profile=small for a small served model)")
+    try:
+        path = model_path(settings)
+        n = gguf_parameters(path)
+    except Exception as exc:  # a missing or unreadable file fails later, where the model is opened
+        return Profile("small", f"the model's size is unknown ({getattr(exc, 'message', None) or exc})")
+    return _by_size(n, path.name)

@@ -1,0 +1,80 @@
+"""Clean answers: the real default model's answers end where the answer ends (no echoed speaker label, no
+loop), and the cleaning rules themselves on replies the real model may or may not produce."""
+
+from __future__ import annotations
+
+import re
+
+from conftest import EXAMPLES
+
+from memcli import Memory
+from memcli.retrieve.answer import UNKNOWN, clean
+from memcli.retrieve.evidence import Evidence
+
+QUESTIONS = [
+    "Which adoption agency did Caroline apply to?",
+    "What class did Priya sign up for?",
+    "Where did Priya's cousin adopt?",
+    "What scares Caroline the most about adopting?",
+    "What is Caroline's new apartment like?",
+    "When did Caroline start researching adoption agencies?",
+]
+
+
+def repeated_4gram(text: str) -> bool:
+    words = re.findall(r"[\w']+", text.lower())
+    grams = [tuple(words[i:i + 4]) for i in range(len(words) - 3)]
+    return len(grams) != len(set(grams))
+
+
+def test_real_default_model_answers_are_short_and_clean(tmp_path):
+    memory = Memory(tmp_path / "store", create=True)
+    memory.ingest(EXAMPLES / "caroline-and-priya.json")
+    assert memory.profile.name == "small" and memory.default_reader() == "evidence"
+    answers = [memory.ask(question) for question in QUESTIONS]
+    for result in answers:
+        text = result.answer
+        assert result.mode == "evidence" and text and result.tokens["model_calls"] == 1
+        assert "\n" not in text and len(text.split()) <= 40, text
+        assert not repeated_4gram(text), text
+        assert not re.search(r"(^|\s)(Caroline|Priya|user|assistant):", text), text
+    assert "Open Door" in answers[0].answer  # the quickstart's question gets the fact it asks for
+
+
+def evidence(*lines: str) -> list[Evidence]:
+    return [Evidence(doc="CURRENT", start_line=1, end_line=len(lines), text="\n".join(lines))]
+
+
+def test_clean_cuts_labels_loops_lines_and_second_sentences():
+    labels = {"Priya", "Caroline"}
+    looped = ("Priya: Open Door Adoptions Priya: Caroline, that's a wonderful choice. I'm going to be a part "
+              "of a new family. I'm going to be a part of a new family.")
+    assert clean(looped, labels) == "Open Door Adoptions"
+    assert clean("[2024-03-03 18:40] Caroline: Harbor Light", labels) == "Harbor Light"
+    assert clean("a pottery class\nPriya: it looks like a hat", labels) == "a pottery class"
+    assert clean("She went to Portland. Then she came back. Then again.", labels) == "She went to Portland."
+    assert clean("on 7 May 2023. It rained.", labels) == "on 7 May 2023."
+    assert clean("the the the the the the the", labels) == "the"
+    assert not repeated_4gram(clean("we went to the lake and we went to the lake and we", labels))
+    assert clean("Priya:", labels) == "" and clean("  \n\n", labels) == ""
+
+
+def test_clean_drops_a_framing_clause_and_writes_iso_dates_as_people_do():
+    assert clean("The answer is: 2023-08-17 13:50") == "17 August 2023"
+    assert clean("Answer: she moved on 2021-03-07.") == "she moved on 7 March 2021."
+    assert clean("At 10:30 she left the house") == "At 10:30 she left the house"  # a time is not a frame
+    assert clean("The plan she made with her sister last year: sail") == "The plan she made with her sister last year: sail"
+    assert clean("on 2023-13-45") == "on 2023-13-45"  # not a date: left as it is
+
+
+def test_no_evidence_or_nothing_left_is_i_dont_know():
+    from fakes import ScriptedModel
+
+    from memcli.llm.base import CallStats
+    from memcli.retrieve.answer import answer
+
+    model = ScriptedModel(lambda step, messages, schema: "Caroline: ")
+    assert answer(model, "who?", [], CallStats()).text == UNKNOWN and not model.calls  # no call without evidence
+    assert answer(model, "who?", evidence("[2024-03-03 18:40] Caroline: hi"), CallStats()).text == UNKNOWN
+    model = ScriptedModel(lambda step, messages, schema: "\n  Open Door Adoptions\nCaroline: and more")
+    assert answer(model, "which?", evidence("Caroline: Open Door"), CallStats()).text == "Open Door Adoptions"

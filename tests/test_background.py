@@ -1,0 +1,147 @@
+"""Ingest never waits for a long consolidation: quick deterministic consolidation inline, a model's in a
+detached background process that holds the job lock, can be waited for or stopped, lets ingests in, and
+loses nothing when killed at any moment."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import EXAMPLES
+
+from memcli import Memory
+from memcli.consolidate import job
+from memcli.store.census import seq_counts
+from memcli.transcripts import Turn
+
+CONV = EXAMPLES / "caroline-and-priya.json"
+
+
+def memcli(root, *args, env=None):
+    """The real command in a subprocess, with automatic consolidation on (the test environment turns it off)."""
+    return subprocess.run([sys.executable, "-m", "memcli", "--store", str(root), *map(str, args)],
+                          capture_output=True, text=True,
+                          env={**os.environ, "MEMCLI_AUTO_CONSOLIDATE": "true", **(env or {})})
+
+
+def turns(n: int, tag: str) -> list[Turn]:
+    return [Turn(text=f"{tag} note {i}: the blue kettle is on shelf {i}", time=f"2024-05-0{1 + i % 9}T10:00",
+                 speaker="Sam") for i in range(n)]
+
+
+def every_seq_once(root, n: int) -> None:
+    counts = seq_counts(root)
+    assert sorted(counts) == list(range(1, n + 1)) and set(counts.values()) == {1}, counts
+
+
+def test_small_profile_consolidates_inline_and_quickly(tmp_path):
+    root = tmp_path / "store"
+    proc = memcli(root, "ingest", CONV, "--json", env={"MEMCLI_CONSOLIDATE_TOKENS": "400"})
+    assert proc.returncode == 0, proc.stderr
+    done = json.loads(proc.stdout)["consolidation"]
+    assert done["llm"] is False and done["entries_consolidated"] == 25 and not done.get("background")
+    every_seq_once(root, 25)
+    assert Memory(root).consolidation_status()["state"] == "finished"
+
+
+def test_background_consolidation_commits_the_ingest_first_and_can_be_waited_for(tmp_path):
+    root = tmp_path / "store"
+    env = {"MEMCLI_CONSOLIDATE_TOKENS": "300", "MEMCLI_CONSOLIDATE_BACKGROUND": "always",
+           "MEMCLI_TEST_COMMIT_PAUSE": "0.2"}  # several slow flushes: the job is still running below
+    proc = memcli(root, "ingest", CONV, "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    started = json.loads(proc.stdout)["consolidation"]
+    assert started["background"] is True and started["pid"] > 0
+    every_seq_once(root, 25)  # the ingest's own entries were committed before it printed its summary
+    now = Memory(root).consolidation_status()
+    assert now["running"] and now["pid"] == started["pid"] and now["background"]
+    status = memcli(root, "status")
+    assert "running:      consolidation, process" in status.stdout
+    again = memcli(root, "consolidate", "--json")  # a second consolidation is refused, with the reason
+    assert again.returncode != 0 and "already running" in again.stderr
+    waited = memcli(root, "consolidate", "--wait", "--json", env=env)
+    assert waited.returncode == 0, waited.stderr
+    final = json.loads(waited.stdout)["job"]
+    assert final["state"] == "finished" and final["result"]["entries_consolidated"] == 25
+    every_seq_once(root, 25)
+    assert Memory(root).status().current_entries == 0
+    assert "background consolidation" in (root / job.LOG).read_text()
+    assert memcli(root, "consolidate", "--wait").stdout.strip() == "no consolidation is running"
+
+
+def test_an_ingest_during_a_background_consolidation_is_kept(tmp_path):
+    root = tmp_path / "store"
+    env = {"MEMCLI_CONSOLIDATE_TOKENS": "300", "MEMCLI_CONSOLIDATE_BACKGROUND": "always",
+           "MEMCLI_TEST_COMMIT_PAUSE": "0.2"}
+    assert memcli(root, "ingest", CONV, env=env).returncode == 0
+    assert job.running(root) is not None
+    late = Memory(root, settings={"consolidate.threshold_tokens": 300, "consolidate.auto": True})
+    added = late.ingest(turns(12, "late"))  # during the run: committed at once, no second job
+    assert added.added == 12 and added.consolidation is None  # the running job is not started twice
+    Memory(root).wait_for_consolidation()
+    every_seq_once(root, 37)
+    memory = Memory(root)
+    left = {e.seq for _, e in memory.store.load("CURRENT").doc.entries()}
+    assert left <= set(range(26, 38))  # what came in during the run waits for the next consolidation
+    assert "late note 3" in " ".join(e.text for e in memory.ask("blue kettle shelf 3", reader="evidence-only").evidence)
+
+
+def test_stop_keeps_what_was_committed_and_the_rest_in_current(tmp_path):
+    root = tmp_path / "store"
+    env = {"MEMCLI_CONSOLIDATE_TOKENS": "300", "MEMCLI_CONSOLIDATE_BACKGROUND": "always",
+           "MEMCLI_TEST_COMMIT_PAUSE": "0.3"}
+    assert memcli(root, "ingest", CONV, env=env).returncode == 0
+    time.sleep(1.0)
+    stopped = memcli(root, "consolidate", "--stop", "--json")
+    assert stopped.returncode == 0, stopped.stderr
+    assert json.loads(stopped.stdout)["job"]["state"] == "stopped"
+    every_seq_once(root, 25)
+    left = Memory(root).status().current_entries
+    assert 0 < left < 25  # stopped part-way: some flushes committed, the rest still in CURRENT
+    assert Memory(root).consolidate(llm=False).entries_consolidated == left
+    every_seq_once(root, 25)
+    assert Memory(root).status().current_entries == 0
+
+
+def _kill_at_random_points(tmp_path, env, trials: int, horizon: float, seed: int) -> int:
+    rng = random.Random(seed)
+    killed = 0
+    for trial in range(trials):
+        root = tmp_path / f"kill-{trial}"
+        assert memcli(root, "ingest", CONV, env=env).returncode == 0
+        pid = (job.running(root) or {}).get("pid")
+        time.sleep(rng.uniform(0.0, horizon))
+        hit = job.running(root) is not None and isinstance(pid, int)
+        if hit:
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+            while job.running(root) is not None:
+                time.sleep(0.05)
+        Memory(root).docs()  # a reader finishes the transaction the kill interrupted
+        every_seq_once(root, 25)  # nothing lost, nothing twice, every document parses
+        if trial % 2:  # a later ingest and consolidation finish the work
+            Memory(root).ingest(turns(3, "after"), consolidate=False)
+            Memory(root).consolidate(llm=False)
+            every_seq_once(root, 28)
+            assert Memory(root).status().current_entries == 0
+        else:
+            assert Memory(root).consolidation_status()["state"] == ("killed" if hit else "finished")
+    return killed
+
+
+def test_background_consolidation_killed_at_random_points_loses_nothing(tmp_path):
+    env = {"MEMCLI_CONSOLIDATE_TOKENS": "300", "MEMCLI_CONSOLIDATE_BACKGROUND": "always",
+           "MEMCLI_TEST_COMMIT_PAUSE": "0.15"}  # about 3 s of flushes to land in
+    assert _kill_at_random_points(tmp_path, env, trials=8, horizon=3.0, seed=17) >= 4
+
+
+@pytest.mark.slow
+def test_background_model_consolidation_killed_at_random_points_loses_nothing(tmp_path):
+    env = {"MEMCLI_CONSOLIDATE_TOKENS": "400", "MEMCLI_CONSOLIDATE_LLM": "true"}  # the real default model
+    assert _kill_at_random_points(tmp_path, env, trials=4, horizon=20.0, seed=5) >= 2
