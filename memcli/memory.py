@@ -237,15 +237,23 @@ class Memory:
         if reason and job.running(self.root) is None:
             if on_consolidate:
                 on_consolidate(reason)
-            if self._in_background():
-                try:
-                    started = job.start_background(self.root, self._child_settings())
-                except StoreError:  # another consolidation got there first: it takes these entries too
-                    started = {"already_running": True}
-                result.consolidation = {"background": True, "reason": reason, **started}
-            else:
-                result.consolidation = self.consolidate(progress=progress, reason=reason).to_dict()
+            result.consolidation = self.start_consolidation(reason, progress=progress)
         return result
+
+    def start_consolidation(self, reason: str, *, progress: Progress | None = None) -> dict:
+        """Consolidate without making the caller wait minutes: here and now when it is quick (the
+        deterministic path), else in a detached background process (``consolidate.background``).
+        Returns the consolidation's result, or ``{background: True, reason, pid, log}`` (or
+        ``already_running``) for a background one."""
+        from memcli.consolidate import job
+
+        if not self._in_background():
+            return self.consolidate(progress=progress, reason=reason).to_dict()
+        try:
+            started = job.start_background(self.root, self._child_settings())
+        except StoreError:  # another consolidation got there first: it takes these entries too
+            started = {"already_running": True}
+        return {"background": True, "reason": reason, **started}
 
     def _in_background(self) -> bool:
         """Whether an automatic consolidation runs in a background process (``consolidate.background``;

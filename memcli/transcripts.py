@@ -304,6 +304,7 @@ class TranscriptFormat:
     sniff: Callable[[str, object], bool]
     parse: Callable[..., Parsed]
     identity: Callable[[Turn, str], list]
+    before_extensions: bool = False  # sniffed before file extensions decide (a session log named .jsonl)
 
 
 def _message_identity(fmt: str) -> Callable[[Turn, str], list]:
@@ -330,7 +331,22 @@ def _first_line_is_message(text: str, data) -> bool:
         return False
 
 
+from memcli import sessions  # noqa: E402  (the agent formats build on the helpers above)
+
 REGISTRY: dict[str, TranscriptFormat] = {fmt.name: fmt for fmt in (
+    TranscriptFormat(
+        "claude-code", "a Claude Code session (~/.claude/projects/*/<session>.jsonl)", (), False,
+        sessions.sniff_claude_code, sessions.parse_claude_code, sessions.identity("claude-code"),
+        before_extensions=True),
+    TranscriptFormat(
+        "codex", "a Codex CLI session (~/.codex/sessions/.../rollout-*.jsonl)", (), False,
+        sessions.sniff_codex, sessions.parse_codex, sessions.identity("codex"), before_extensions=True),
+    TranscriptFormat(
+        "chatgpt", "a ChatGPT data export's conversations.json", (), True,
+        sessions.sniff_chatgpt, sessions.parse_chatgpt, sessions.identity("chatgpt")),
+    TranscriptFormat(
+        "claude-ai", "a Claude.ai data export's conversations.json", (), True,
+        sessions.sniff_claude_ai, sessions.parse_claude_ai, sessions.identity("claude-ai")),
     TranscriptFormat(
         "locomo", "a LoCoMo conversation, sample, or the locomo10.json sample list", (), True,
         lambda text, data: _is_locomo_conversation(data) or _is_locomo_sample(data) or (
@@ -358,6 +374,9 @@ FORMATS = tuple(REGISTRY)
 def detect(text: str, name: str) -> tuple[str, object]:
     """(format, decoded JSON or None) for an input's text: its file name first, then its content."""
     lowered = name.lower()
+    for fmt in REGISTRY.values():
+        if fmt.before_extensions and fmt.sniff(text, None):
+            return fmt.name, None
     for fmt in REGISTRY.values():
         if lowered.endswith(fmt.extensions or ("\0",)):
             return fmt.name, None

@@ -12,7 +12,7 @@ from conftest import EXAMPLES, run_memcli
 from memcli import __version__
 
 COMMANDS = ["ingest", "docs", "read", "grep", "search", "init", "status", "consolidate", "doctor", "ask", "chat",
-            "kv build", "kv ls", "kv stats", "kv verify", "kv prune", "eval locomo"]
+            "kv build", "kv ls", "kv stats", "kv verify", "kv prune", "eval locomo", "mcp", "hook"]
 
 
 def test_the_list_names_every_registered_command():
@@ -43,7 +43,7 @@ def test_help_and_version_import_nothing_heavy():
                               capture_output=True, text=True)
         assert proc.returncode == 0
         imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
-        assert "llama_cpp" not in imported and "numpy" not in imported, args
+        assert "llama_cpp" not in imported and "numpy" not in imported and "mcp" not in imported, args
 
 
 def test_version():

@@ -21,7 +21,7 @@ def test_default_model_consolidates_conv26_losing_nothing(tmp_path):
     store = Store.open(Resolved(store_dir, "test"))
     before = {e.seq: (dict(e.meta), e.text) for _, e in store.load("CURRENT").doc.entries()}
 
-    result = run_memcli("--store", store_dir, "consolidate", "--json")
+    result = run_memcli("--store", store_dir, "consolidate", "--llm", "--json")
     assert result.code == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["llm"] is True and report["model"].startswith("SmolLM2")

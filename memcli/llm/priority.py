@@ -82,6 +82,19 @@ def idle() -> Iterator[None]:
             fcntl.flock(_state["fd"], fcntl.LOCK_SH)
 
 
+@contextmanager
+def busy() -> Iterator[None]:
+    """Foreground model work inside an idle stretch (a server's request between idle waits)."""
+    fd = None if _state["background"] or not _state["idle"] else _fd()
+    if fd is not None:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    try:
+        yield
+    finally:
+        if fd is not None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+
 def wait_turn() -> None:
     """In a background process: return once no foreground model work is under way (else at once)."""
     if not _state["background"] or (fd := _fd()) is None:

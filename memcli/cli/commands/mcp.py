@@ -1,0 +1,48 @@
+"""memcli mcp: serve a store to agents over the Model Context Protocol."""
+
+from __future__ import annotations
+
+import json as jsonlib
+from typing import Annotated, Optional
+
+import typer
+
+from memcli.cli.app import app
+from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, memory
+from memcli.errors import UsageError
+
+
+@app.command()
+def mcp(
+    ctx: typer.Context,
+    read_only: Annotated[bool, typer.Option(
+        "--read-only", help="Serve only the read tools (no remember, no consolidate).")] = False,
+    ask: Annotated[bool, typer.Option(
+        "--ask/--no-ask", help="Offer the ask tool (memcli's own reader and model; default on).")] = True,
+    print_config: Annotated[Optional[str], typer.Option(
+        "--print-config", metavar="AGENT",
+        help="Print what registers this server with AGENT (claude-code, cursor, codex, claude-desktop) and exit.")]
+    = None,
+    json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
+) -> None:
+    """Serve the store over MCP (stdio) to an agent: memory_search, grep, search, list_docs, read, ask,
+    remember, consolidate and status; topic documents as memcli://docs/<id> resources.
+
+    The agent starts this command itself; register it with --print-config AGENT. The server keeps
+    the search index warm between calls. Errors come back as tool errors with the CLI's messages.
+    --json applies to --print-config (the server itself speaks JSON-RPC on stdout).
+    """
+    from memcli.agents import AGENTS, registration
+
+    if print_config is not None:
+        if print_config not in AGENTS:
+            raise UsageError(f"unknown agent {print_config!r} (agents: {', '.join(AGENTS)})")
+        from memcli.cli.common import state
+        from memcli.paths import resolve_store
+
+        text = registration(print_config, resolve_store(state(ctx).store).path, read_only=read_only)
+        typer.echo(jsonlib.dumps({"agent": print_config, "config": text}) if json else text)
+        return
+    from memcli.mcp_server import serve
+
+    serve(memory(ctx, create=True), read_only=read_only, with_ask=ask)

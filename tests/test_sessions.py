@@ -1,0 +1,127 @@
+"""Agent sessions and chat-app exports as input: Claude Code and Codex CLI session JSONL, ChatGPT and
+Claude.ai conversations.json (sample files written for these tests, in tests/samples/)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import snapshot
+
+SAMPLES = Path(__file__).parent / "samples"
+
+
+def entries(cli) -> list[dict]:
+    lines = cli("read", "CURRENT", "--json").json["lines"]
+    return [line["entry"] for line in lines if "entry" in line]
+
+
+@pytest.mark.parametrize("name, fmt, kept, ignored", [
+    ("claude-code-session.jsonl", "claude-code", 4, 4),
+    ("codex-rollout.jsonl", "codex", 2, 6),
+    ("chatgpt-conversations.json", "chatgpt", 3, 2),
+    ("claude-ai-conversations.json", "claude-ai", 2, 1),
+])
+def test_each_format_is_detected_and_keeps_only_the_conversation(cli, name, fmt, kept, ignored):
+    done = cli("ingest", SAMPLES / name, "--json")
+    assert done.code == 0, done.stderr
+    assert (done.json["format"], done.json["added"], done.json["ignored"]) == (fmt, kept, ignored)
+    texts = [e["text"] for e in entries(cli)]
+    assert not any(t.startswith("<") for t in texts)  # injected context blocks are not memories
+    assert all(e["meta"]["time"] and e["meta"]["ref"] for e in entries(cli))
+    forced = cli("ingest", SAMPLES / name, "--format", fmt, "--json")
+    assert forced.code == 0 and forced.json["added"] == 0  # the same turns again: nothing new
+
+
+def test_claude_code_turns_keep_time_speaker_session_and_message_id(cli):
+    assert cli("ingest", SAMPLES / "claude-code-session.jsonl").code == 0
+    first, first_reply, *_ = entries(cli)
+    assert first["meta"]["time"] == "2025-03-04T09:12" and first["meta"]["speaker"] == "user"
+    assert first["meta"]["ref"] == "claude-code-session.jsonl#u1"
+    assert first["meta"]["conv"] == "7d3f9c1e-5a2b-4c8d-9e0f-1a2b3c4d5e6f"
+    assert first_reply["meta"]["source"] == "AI" and first_reply["text"].startswith("I'll look at the test")
+    texts = " ".join(e["text"] for e in entries(cli))
+    assert "tool_result" not in texts and "subagent prompt" not in texts and "/clear" not in texts
+
+
+def test_chatgpt_follows_the_current_branch(cli):
+    assert cli("ingest", SAMPLES / "chatgpt-conversations.json").code == 0
+    texts = [e["text"] for e in entries(cli)]
+    assert "An old answer that the user regenerated." not in texts
+    assert texts[1].startswith("Feed it around 1 am") and texts[2].startswith("I'll feed at 9 pm")
+
+
+def test_a_grown_session_file_adds_only_its_new_turns(cli, tmp_path):
+    session = tmp_path / "session.jsonl"
+    lines = (SAMPLES / "claude-code-session.jsonl").read_text().splitlines(keepends=True)
+    session.write_text("".join(lines[:4]) + lines[4][:40])  # the agent is still writing the last line
+    first = cli("ingest", session, "--json")
+    assert first.code == 0 and first.json["added"] == 2
+    session.write_text("".join(lines))
+    grown = cli("ingest", session, "--json")
+    assert grown.code == 0 and grown.json["added"] == 2 and grown.json["skipped"] == 2
+    assert [e["meta"]["seq"] for e in entries(cli)] == ["1", "2", "3", "4"]
+
+
+@pytest.mark.parametrize("name, damage, message", [
+    ("claude-code-session.jsonl", lambda t: t.replace('"timestamp": "2025-03-04T09:13:40.000Z"',
+                                                      '"timestamp": "half past nine"'), "does not parse"),
+    ("codex-rollout.jsonl", lambda t: t.replace("\n", "\n{not json\n", 1), "invalid JSON"),
+    ("chatgpt-conversations.json", lambda t: t.replace('"parent": "m2b"', '"parent": "gone"'), "missing"),
+    ("chatgpt-conversations.json", lambda t: t.replace('"parent": "sys"', '"parent": "m3"'), "cycle"),
+    ("claude-ai-conversations.json", lambda t: t.replace('"chat_messages": [', '"chat_messages": [7, ', 1),
+     "not an object"),
+])
+def test_malformed_input_exits_4_and_leaves_the_store_unchanged(cli, store_dir, tmp_path, name, damage, message):
+    assert cli("ingest", SAMPLES / "claude-ai-conversations.json").code == 0
+    before = snapshot(store_dir)
+    bad = tmp_path / name
+    bad.write_text(damage((SAMPLES / name).read_text()))
+    fmt = {"claude-code-session.jsonl": "claude-code", "codex-rollout.jsonl": "codex"}.get(name)
+    done = cli("ingest", bad, *(["--format", fmt] if fmt else []))
+    assert done.code == 4 and message in done.stderr, done.stderr
+    assert snapshot(store_dir) == before
+
+
+def test_a_plain_chat_jsonl_is_still_plain_jsonl(cli, tmp_path):
+    plain = tmp_path / "chat.jsonl"
+    plain.write_text("\n".join(json.dumps(m) for m in [{"role": "user", "content": "hello there"},
+                                                        {"role": "assistant", "content": "hi"}]) + "\n")
+    done = cli("ingest", plain, "--json")
+    assert done.code == 0 and done.json["format"] == "jsonl"
+
+
+def test_the_claude_code_hook_saves_the_session_and_recalls_the_project(cli, tmp_path):
+    session = tmp_path / "s.jsonl"
+    shutil.copy(SAMPLES / "claude-code-session.jsonl", session)
+    event = {"session_id": "x", "transcript_path": str(session), "cwd": "/home/dana/kiln",
+             "hook_event_name": "SessionEnd", "reason": "exit"}
+    saved = cli("hook", "claude-code", "--json", stdin=json.dumps(event).encode())
+    assert saved.code == 0, saved.stderr
+    assert saved.json["action"] == "ingested" and saved.json["added"] == 4
+    again = cli("hook", "claude-code", "--json", stdin=json.dumps({**event, "hook_event_name": "PreCompact"}).encode())
+    assert again.json["added"] == 0
+    start = cli("hook", "claude-code", stdin=json.dumps({**event, "hook_event_name": "SessionStart"}).encode())
+    assert start.code == 0 and "Memory about kiln" in start.stdout and "kiln-test-<worker id>" in start.stdout
+    bad = cli("hook", "claude-code", stdin=b"{not json")
+    assert bad.code == 4
+    other = cli("hook", "claude-code", "--json", stdin=json.dumps({"hook_event_name": "Notification"}).encode())
+    assert other.code == 0 and other.json["action"] == "ignored"
+
+
+@pytest.mark.parametrize("agent, needle", [
+    ("claude-code", "claude mcp add memcli -- "), ("cursor", '"mcpServers"'), ("claude-desktop", '"mcpServers"'),
+    ("codex", "[mcp_servers.memcli]")])
+def test_print_config_names_this_python_and_the_store(cli, store_dir, agent, needle):
+    done = cli("mcp", "--print-config", agent)
+    assert done.code == 0 and needle in done.stdout
+    assert str(store_dir) in done.stdout and sys.executable in done.stdout
+    if needle == '"mcpServers"':  # JSON after a comment line: the exact server entry
+        server = json.loads("\n".join(line for line in done.stdout.splitlines() if not line.startswith("//")))
+        assert server["mcpServers"]["memcli"] == {"command": sys.executable,
+                                                  "args": ["-m", "memcli", "--store", str(store_dir), "mcp"]}
+    assert not store_dir.exists()  # printing a configuration creates nothing
+    assert cli("mcp", "--print-config", "emacs").code == 2
