@@ -54,16 +54,18 @@ def test_chatgpt_follows_the_current_branch(cli):
     assert texts[1].startswith("Feed it around 1 am") and texts[2].startswith("I'll feed at 9 pm")
 
 
-def test_a_grown_session_file_adds_only_its_new_turns(cli, tmp_path):
-    session = tmp_path / "session.jsonl"
-    lines = (SAMPLES / "claude-code-session.jsonl").read_text().splitlines(keepends=True)
-    session.write_text("".join(lines[:4]) + lines[4][:40])  # the agent is still writing the last line
+@pytest.mark.parametrize("name, cut, before, total", [("claude-code-session.jsonl", 4, 2, 4),
+                                                     ("codex-rollout.jsonl", 3, 1, 2)])
+def test_a_grown_session_file_adds_only_its_new_turns(cli, tmp_path, name, cut, before, total):
+    session = tmp_path / name
+    lines = (SAMPLES / name).read_text().splitlines(keepends=True)
+    session.write_text("".join(lines[:cut]) + lines[cut][:40])  # the agent is still writing the next line
     first = cli("ingest", session, "--json")
-    assert first.code == 0 and first.json["added"] == 2
+    assert first.code == 0 and first.json["added"] == before
     session.write_text("".join(lines))
     grown = cli("ingest", session, "--json")
-    assert grown.code == 0 and grown.json["added"] == 2 and grown.json["skipped"] == 2
-    assert [e["meta"]["seq"] for e in entries(cli)] == ["1", "2", "3", "4"]
+    assert grown.code == 0 and grown.json["added"] == total - before and grown.json["skipped"] == before
+    assert [e["meta"]["seq"] for e in entries(cli)] == [str(n) for n in range(1, total + 1)]
 
 
 @pytest.mark.parametrize("name, damage, message", [
