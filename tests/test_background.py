@@ -145,3 +145,26 @@ def test_background_consolidation_killed_at_random_points_loses_nothing(tmp_path
 def test_background_model_consolidation_killed_at_random_points_loses_nothing(tmp_path):
     env = {"MEMCLI_CONSOLIDATE_TOKENS": "400", "MEMCLI_CONSOLIDATE_LLM": "true"}  # the real default model
     assert _kill_at_random_points(tmp_path, env, trials=4, horizon=20.0, seed=5) >= 2
+
+
+def test_probing_for_a_running_job_never_refuses_a_new_one(tmp_path):
+    import threading
+
+    root = tmp_path / "store"
+    Memory(root, create=True).remember("a note")
+    stop = threading.Event()
+
+    def probe():
+        while not stop.is_set():
+            job.running(root)  # what status and --wait do: a shared lock for an instant
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    try:
+        for _ in range(300):
+            with job.Job(root):
+                pass
+    finally:
+        stop.set()
+        prober.join()
+    assert job.read_status(root)["state"] == "finished"

@@ -47,6 +47,19 @@ def _open_lock(root: Path) -> int:
         raise
 
 
+def _take(fd: int) -> None:
+    """The job lock, exclusively, or OSError when a job holds it. ``running`` probes the lock with a
+    shared lock for an instant, so a refusal is retried for a moment before it counts."""
+    for attempt in range(20):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError:
+            if attempt == 19:
+                raise
+            time.sleep(0.01)
+
+
 def read_status(root: Path) -> dict | None:
     try:
         with open(root / STATUS, "rb") as fh:
@@ -98,7 +111,7 @@ class Job:
         if self.fd is None:
             fd = _open_lock(self.root)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                _take(fd)
             except OSError:
                 os.close(fd)
                 now = read_status(self.root) or {}
@@ -149,7 +162,7 @@ def start_background(root: Path, env_settings: dict[str, str]) -> dict:
     {pid, log}. Raises StoreError when a consolidation is already running."""
     fd = _open_lock(root)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        _take(fd)
     except OSError:
         os.close(fd)
         raise StoreError(f"a consolidation of {root} is already running "
@@ -208,7 +221,7 @@ def stop(root: Path, timeout: float = 60.0) -> dict | None:
     if final.get("state") in ("starting", "running"):  # stopped before it could say so (still loading)
         fd = _open_lock(root)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # and no new consolidation has started since
+            _take(fd)  # and no new consolidation has started since
             final = {**final, "state": "stopped", "ended": now_iso()}
             atomic_write(root / STATUS, json.dumps(final) + "\n")
         except OSError:
