@@ -124,14 +124,12 @@ def _model_checks(cfg, checks: list[Check], verbose: bool) -> dict:
         return info
     info["load_seconds"] = round(time.perf_counter() - start, 3)
     info.update({k: v for k, v in model.describe().items() if k not in info})
-    from memcli.llm.profile import decide
+    from memcli.llm.profile import consolidates_with_model, decide, reader_for
 
     profile = decide(cfg, model)
     info["profile"] = profile.to_dict()
-    checks.append(Check("profile", True, f"{profile.name}: {profile.reason}; "
-                        + ("by default ask uses the agent and consolidation the model" if profile.name == "capable"
-                           else "by default ask answers from the deterministic evidence and consolidation is "
-                           "deterministic (the model writes short answers and chats)")))
+    checks.append(Check("profile", True, f"{profile.name}: {profile.reason}; ask reader {reader_for(cfg, profile)}, "
+                        f"consolidation {'with the model' if consolidates_with_model(cfg, profile) else 'deterministic'}"))
     start = time.perf_counter()
     try:
         completion = model.chat([{"role": "user", "content": "Say OK."}], max_tokens=1)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from memcli.config import Settings
-from memcli.errors import ConfigError, InputError, StoreError, UsageError
+from memcli.errors import InputError, StoreError, UsageError
 from memcli.ingest import IngestResult, ingest_turns, read_source
 from memcli.paths import PROJECT_STORE_DIRNAME, Resolved, resolve_config_file, resolve_store, store_cache_dir
 from memcli.results import Result
@@ -148,21 +148,15 @@ class Memory:
     def default_reader(self) -> str:
         """ask's reader: the ``ask.reader`` setting, or for ``auto`` the profile's (capable: agent;
         small: evidence, the deterministic evidence and one answer call)."""
-        from memcli.retrieve.ask import READERS
+        from memcli.llm.profile import reader_for
 
-        chosen = str(self.settings.ask_reader).strip().lower()
-        if chosen == "auto":
-            return "agent" if self.profile.name == "capable" else "evidence"
-        if chosen not in READERS:
-            raise ConfigError(f"ask.reader must be auto or one of {', '.join(READERS)}, got {chosen!r}")
-        return chosen
+        return reader_for(self.settings, self.profile)
 
     def consolidates_with_model(self) -> bool:
         """Whether consolidation uses the model: ``consolidate.llm``, or for ``auto`` a capable profile."""
-        from memcli.config import switch
+        from memcli.llm.profile import consolidates_with_model
 
-        chosen = switch(self.settings.consolidate_llm, "consolidate.llm")
-        return self.profile.name == "capable" if chosen is None else chosen
+        return consolidates_with_model(self.settings, self.profile)
 
     def model(self, *, kv_sequences: int = 1):
         """The chat model: the one given to the constructor, or the configured one (opened once;

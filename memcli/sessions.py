@@ -15,7 +15,7 @@ import json
 import re
 
 from memcli.errors import InputError
-from memcli.transcripts import Parsed, Turn, parse_time
+from memcli.transcripts import Parsed, Turn, json_lines, parse_time
 
 _INJECTED = re.compile(r"^\s*<([A-Za-z][\w-]*)(?:\s[^>]*)?>.*</\1>\s*$", re.S)
 _SNIFF_LINES = 20
@@ -35,18 +35,8 @@ def _text_parts(content, kinds: tuple[str, ...]) -> str:
 
 
 def _lines(text: str, source: str):
-    """(line number, JSON object) for each line; a last line without its newline that is not JSON yet
-    is skipped (the agent is still writing it)."""
-    lines = text.split("\n")
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if lineno == len(lines) and not text.endswith("\n"):
-                return
-            raise InputError(source, f"invalid JSON: {exc.msg}", where=f"line {lineno}, column {exc.colno}") from None
+    """(line number, record) for each line of a session log; a last line still being written is left out."""
+    for lineno, obj in json_lines(text, source, unfinished_last=True):
         if not isinstance(obj, dict):
             raise InputError(source, f"a JSON {type(obj).__name__} is not a session record", where=f"line {lineno}")
         yield lineno, obj

@@ -249,20 +249,25 @@ def parse_chat(data, source: str, default_time: str, conv: str | None) -> Parsed
     return _messages("chat", ((m, f"{base}#{i}") for i, m in enumerate(messages, 1)), source, default_time, conv)
 
 
+def json_lines(text: str, source: str, *, unfinished_last: bool = False):
+    """(line number, decoded JSON) for each non-blank line. With ``unfinished_last``, a last line
+    without its newline that is not JSON yet is skipped (a log still being written)."""
+    lines = text.split("\n")
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            yield lineno, json.loads(line)
+        except json.JSONDecodeError as exc:
+            if unfinished_last and lineno == len(lines) and not text.endswith("\n"):
+                return
+            raise InputError(source, f"invalid JSON: {exc.msg}", where=f"line {lineno}, column {exc.colno}") from None
+
+
 def parse_jsonl(text: str, source: str, default_time: str, conv: str | None) -> Parsed:
     base = source.rsplit("/", 1)[-1]
-
-    def items():
-        for lineno, line in enumerate(text.split("\n"), 1):
-            if not line.strip():
-                continue
-            try:
-                yield json.loads(line), f"{base}:{lineno}"
-            except json.JSONDecodeError as exc:
-                raise InputError(source, f"invalid JSON: {exc.msg}",
-                                 where=f"line {lineno}, column {exc.colno}") from None
-
-    return _messages("jsonl", items(), source, default_time, conv)
+    items = ((message, f"{base}:{lineno}") for lineno, message in json_lines(text, source))
+    return _messages("jsonl", items, source, default_time, conv)
 
 
 # ---------------------------------------------------------------- text

@@ -125,14 +125,18 @@ def _guard(ws: Workspace, entries: list[Entry]) -> list[str]:
 
 # ---------------------------------------------------------------- CURRENT
 
+def _body(doc: Document):
+    """(entry or None for a hand-written line, raw line) for each line of CURRENT's body."""
+    for _, line in doc.lines():
+        if line.strip() and not parse_heading(line):
+            yield parse_entry(line), line
+
+
 def _current_entries(doc: Document, next_seq: int) -> tuple[list[tuple[Entry, str]], int]:
     """(entry, raw line) pairs of CURRENT; hand-written lines and seq-less entries get seqs."""
     out: list[tuple[Entry, str]] = []
     stamp = now_iso("minutes")
-    for _, line in doc.lines():
-        if not line.strip() or parse_heading(line):
-            continue
-        entry = parse_entry(line)
+    for entry, line in _body(doc):
         if entry is None or entry.seq is None:
             text = entry.text if entry else line.strip().lstrip("-*+ ").strip()
             meta = dict(entry.meta) if entry else {}
@@ -162,13 +166,7 @@ def _flushes(pairs: list[tuple[Entry, str]], limit: int) -> list[list[tuple[Entr
 def _rewrite_current(current: Document, moved: list[int]) -> Document:
     """CURRENT without the entries ``moved`` into documents (every other line is kept as it is)."""
     gone = set(moved)
-    remaining = []
-    for _, line in current.lines():
-        if not line.strip() or parse_heading(line):
-            continue
-        entry = parse_entry(line)
-        if entry is None or entry.seq not in gone:
-            remaining.append((entry, line))
+    remaining = [(entry, line) for entry, line in _body(current) if entry is None or entry.seq not in gone]
     doc = new_current()
     for key in ("created_time", "aux"):
         if key in current.meta:

@@ -99,11 +99,9 @@ def evaluate(files: list[Path], *, mode: str = "ask", memory: str = "raw", budge
     if reading < 0:
         raise UsageError("--answer-context must be 0 (all the evidence) or a number of tokens")
     conversations = load_conversations(files, sample)
-    from memcli.config import switch
-    from memcli.llm.profile import decide
+    from memcli.llm.profile import consolidates_with_model, decide
 
-    chosen = switch(cfg.consolidate_llm, "consolidate.llm")
-    consolidate_model = consolidate_llm and (decide(cfg, model).name == "capable" if chosen is None else chosen)
+    consolidate_model = consolidate_llm and consolidates_with_model(cfg, decide(cfg, model))
     needs_model = mode != "evidence-only" or (memory == "consolidated" and consolidate_model)
     from memcli.kv import keeps_blocks
 

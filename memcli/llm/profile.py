@@ -20,6 +20,7 @@ from pathlib import Path
 from memcli.results import Result
 
 PROFILES = ("small", "capable")
+_SERVER = "an OpenAI-compatible server (set model.profile=small for a small served model)"
 CAPABLE_PARAMS = 3_000_000_000  # models with at least this many parameters are capable
 
 # GGUF metadata value types (ggml/include/gguf.h): their sizes, or None for string and array
@@ -117,13 +118,35 @@ def decide(settings, model=None) -> Profile:
         if isinstance(described.get("n_params"), int) and described["n_params"] > 0:
             return _by_size(described["n_params"], str(getattr(model, "name", "the model")))
         if described.get("backend") == "openai":
-            return Profile("capable", "an OpenAI-compatible server (set model.profile=small for a small served model)")
+            return Profile("capable", _SERVER)
         return Profile("small", "the model's size is unknown")
     if uses_server(settings):
-        return Profile("capable", "an OpenAI-compatible server (set model.profile=small for a small served model)")
+        return Profile("capable", _SERVER)
     try:
         path = model_path(settings)
         n = gguf_parameters(path)
     except Exception as exc:  # a missing or unreadable file fails later, where the model is opened
         return Profile("small", f"the model's size is unknown ({getattr(exc, 'message', None) or exc})")
     return _by_size(n, path.name)
+
+
+def reader_for(settings, profile: Profile) -> str:
+    """ask's reader: the ``ask.reader`` setting, or for ``auto`` the profile's (capable: agent; small:
+    evidence, the deterministic evidence and one answer call)."""
+    from memcli.errors import ConfigError
+    from memcli.retrieve.ask import READERS
+
+    chosen = str(settings.ask_reader).strip().lower()
+    if chosen == "auto":
+        return "agent" if profile.name == "capable" else "evidence"
+    if chosen not in READERS:
+        raise ConfigError(f"ask.reader must be auto or one of {', '.join(READERS)}, got {chosen!r}")
+    return chosen
+
+
+def consolidates_with_model(settings, profile: Profile) -> bool:
+    """Whether consolidation uses the model: ``consolidate.llm``, or for ``auto`` a capable profile."""
+    from memcli.config import switch
+
+    chosen = switch(settings.consolidate_llm, "consolidate.llm")
+    return profile.name == "capable" if chosen is None else chosen
