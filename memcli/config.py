@@ -43,6 +43,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("search.partition_tokens", "MEMCLI_PARTITION_TOKENS", 160,
             "largest BM25 partition (tokens); heading sections are cut to fit"),
     Setting("search.k", "MEMCLI_SEARCH_K", 10, "hits returned by search"),
+    Setting("search.semantic", "MEMCLI_SEMANTIC", True,
+            "evidence ranking adds a sentence-embedding signal (all-MiniLM-L6-v2 on the CPU) to the words"),
     Setting("grep.limit", "MEMCLI_GREP_LIMIT", 100, "matches returned by grep"),
     Setting("grep.timeout", "MEMCLI_GREP_TIMEOUT", 2.0,
             "seconds a regular expression may run over the whole store (grep, the agent's tools)"),
@@ -55,6 +57,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("kv.budget_mb", "MEMCLI_KV_BUDGET_MB", 2048, "disk budget of the KV block store, in MB (LRU eviction)"),
     Setting("chat.memory_tokens", "MEMCLI_CHAT_MEMORY_TOKENS", 3000,
             "memory placed in chat's context: documents in stable order, then CURRENT's newest entries"),
+    Setting("ask.compact", "MEMCLI_ASK_COMPACT", True,
+            "the evidence readers show an entry as its sentences holding a word of the question, the rest "
+            "elided with …, so more entries fit the budget (citations still cover the whole entry)"),
     Setting("ask.reader", "MEMCLI_ASK_READER", "auto",
             "ask's reader: agent, no-agent, evidence, evidence-only, or auto (capable model: agent; "
             "small: evidence)"),

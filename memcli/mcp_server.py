@@ -29,7 +29,8 @@ INSTRUCTIONS = """memcli is this user's long-term memory: plain Markdown topic d
 inbox of recent entries. Each entry is one line: a fact or a conversation turn with its time and speaker.
 How to use it well:
 1. memory_search(question) first: it returns the best evidence for the question within a token budget,
-   as cited line ranges (doc:start-end) with their text, times and speakers.
+   as cited line ranges (doc:start-end) with their text, times and speakers. A long entry shows only its
+   sentences that matter to the question, "…" marking what was left out; read its line for all of it.
 2. To see more around a hit, read(doc, start_line, end_line) the lines around it; grep(pattern) finds
    exact words or names everywhere; search(query) ranks sections by BM25; list_docs() is the catalog.
 3. Cite what you use as doc:start-end, so the user can check it (memcli read DOC --lines A-B).
@@ -81,8 +82,9 @@ class MemoryTools:
         """Search memory first: the best evidence for a question within a token budget (no model).
 
         Returns cited line ranges ordered as in their documents: cite (doc:start-end), time, and text
-        whose lines read "[date time] Speaker: words" (a line without a date has the one above). Read
-        more around a range with read(doc, start_line - 5, end_line + 5)."""
+        whose lines read "[date time] Speaker: words" (a line without a date has the one above; "…"
+        marks sentences left out of a long entry). Read more around a range, or an entry whole, with
+        read(doc, start_line - 5, end_line + 5)."""
         found = self.memory.ask(question, reader="evidence-only", budget=budget)
         return {"question": question,
                 "evidence": [{"cite": e.citation, "time": e.time, "text": e.text, "tokens": e.tokens}

@@ -131,7 +131,7 @@ class Memory:
             from memcli.index import LibraryIndex
 
             self._index = LibraryIndex(self.store, self.settings.search_partition_tokens, cache_dir=self._cache_dir,
-                                       on_warning=self._warn)
+                                       on_warning=self._warn, semantic=self.settings.search_semantic)
         return self._index
 
     @property
@@ -393,13 +393,15 @@ class Memory:
 
     def ask(self, question: str, *, reader: str | None = None, budget: int | None = None,
             answer_context: int | None = None, max_rounds: int | None = None, kv: bool | None = None,
-            on_step: Callable[[dict], None] | None = None, keep_evidence: bool = True):
+            on_step: Callable[[dict], None] | None = None, keep_evidence: bool = True,
+            progress: Progress | None = None):
         """Answer ``question`` from memory, citing the lines used; see :mod:`memcli.retrieve.ask`.
 
         ``reader``: ``agent`` | ``no-agent`` | ``evidence`` | ``evidence-only`` (no model, no answer);
         default: :meth:`default_reader`; ``kv``: keep
         shared prompt prefixes as KV blocks (a local model; default: the ``ask.kv`` setting);
-        ``keep_evidence=False``: the answer's evidence is not kept as a block (``eval``: no question repeats it).
+        ``keep_evidence=False``: the answer's evidence is not kept as a block (``eval``: no question repeats it);
+        ``progress``: sees the entries' vectors being computed (the first question after new memories).
         """
         from memcli.retrieve.ask import ask, check_options
 
@@ -409,12 +411,14 @@ class Memory:
         reading = answer_context if answer_context is not None else cfg.ask_answer_context
         rounds = max_rounds if max_rounds is not None else cfg.ask_max_rounds
         check_options(reader=reader, budget=budget, answer_context=reading, max_rounds=rounds)
+        embedding = self.embed(progress)
         begin = time.perf_counter()
         model = None if reader == "evidence-only" else self._ask_model(cfg.ask_kv if kv is None else kv)
         loaded = time.perf_counter() - begin
         result = ask(self.store, self.index, model, question, reader=reader, budget=budget,
-                     answer_context=reading, max_rounds=rounds, on_step=on_step, keep_evidence=keep_evidence)
-        result.timings = {"model_load_s": round(loaded, 3), **result.timings,
+                     answer_context=reading, max_rounds=rounds, on_step=on_step, keep_evidence=keep_evidence,
+                     compact=cfg.ask_compact)
+        result.timings = {"embed_s": round(embedding, 3), "model_load_s": round(loaded, 3), **result.timings,
                           "total_s": round(result.timings["total_s"] + loaded, 3)}
         cache = getattr(model, "prefix_cache", None)
         if cache is not None:
@@ -422,6 +426,18 @@ class Memory:
             result.warnings = [f"KV blocks: {reason}" for reason in cache.engine.stats.refused]
             cache.engine.stats.refused.clear()
         return result
+
+    def embed(self, progress: Progress | None = None) -> float:
+        """Bring the entries' sentence vectors up to date (the semantic signal of the evidence
+        ranking; nothing to do when it is off or its model is missing); returns the seconds spent.
+        ``progress("embedding memory", done, total)`` follows the entries being embedded."""
+        start = time.perf_counter()
+        vectors = self.index.vectors()
+        if vectors is not None:
+            with self.store.reading():
+                vectors.refresh(on_progress=(lambda done, total: progress("embedding memory", done, total))
+                                if progress else None)
+        return time.perf_counter() - start
 
     def _ask_model(self, kv: bool):
         """The model for ask; a local one keeps the shared prompt prefixes as KV blocks when ``kv``."""

@@ -68,10 +68,12 @@ def check_options(*, reader: str, budget: int, answer_context: int, max_rounds: 
 
 def ask(store, index, model: ChatModel | None, question: str, *, reader: str, budget: int, answer_context: int,
         max_rounds: int = 7, on_step: Callable[[dict], None] | None = None,
-        keep_evidence: bool = True) -> AskResult:
+        keep_evidence: bool = True, compact: bool | None = None) -> AskResult:
     """Retrieve evidence for ``question`` with ``reader`` and answer from it (no answer for
     ``evidence-only``, which needs no model). ``on_step`` sees each round or retrieval step as it
-    happens; ``keep_evidence``: the answer's evidence may be kept as a KV block (a local model)."""
+    happens; ``keep_evidence``: the answer's evidence may be kept as a KV block (a local model);
+    ``compact``: the evidence readers show entries as their sentences that hold a term of the
+    question (default: the ranking's tuning)."""
     from memcli.retrieve.answer import answer as answer_from
     from memcli.retrieve.evidence import best_part
 
@@ -101,14 +103,14 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
             else:
                 from memcli.retrieve.policy import evidence_only
 
-                found = evidence_only(store, index, question, budget=budget)
+                found = evidence_only(store, index, question, budget=budget, compact=compact)
             result.tool_calls = found.trace
             for step in found.trace if on_step else ():
                 on_step(step)
         result.evidence = found.evidence
         if model is not None and reader != "evidence-only":
             result.read = best_part(found.library, result.evidence, found.order, answer_context,
-                                    count=model.count_tokens)  # what the model reads, in its tokens
+                                    count=model.count_tokens)  # what the model reads: whole entries
     retrieved = time.perf_counter()
     result.timings = {"retrieval_s": round(retrieved - start, 3)}
     retrieval_calls = stats.calls

@@ -10,9 +10,11 @@ counts those rendered tokens.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from memcli.index import terms
 from memcli.results import Result
 from memcli.store import CURRENT_ID, Store
 from memcli.store.format import Document, Entry, parse_entry, parse_heading
@@ -36,16 +38,42 @@ class Evidence(Result):
         return f"{self.doc}:{self.start_line}-{self.end_line}"
 
 
-def render_entry(entry: Entry, with_time: bool = True) -> str:
-    """``[2023-05-25 13:14] Caroline: text`` (the time is what lets "last Sunday" be resolved)."""
+ELISION = "…"
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
+
+
+def render_entry(entry: Entry, with_time: bool = True, focus: frozenset[str] = frozenset()) -> str:
+    """``[2023-05-25 13:14] Caroline: text`` (the time is what lets "last Sunday" be resolved).
+
+    ``focus``: search terms; when given, the entry is shown as its sentences that hold one of
+    them, the others elided (:func:`compact`)."""
     who = entry.meta.get("speaker") or ("assistant" if entry.meta.get("source") == "AI" else "note")
-    line = f"{who}: {' '.join(entry.text.split())}"
+    text = " ".join(entry.text.split())
+    line = f"{who}: {compact(text, focus) if focus else text}"
     return f"[{(entry.time or '').replace('T', ' ')}] {line}" if with_time else line
 
 
-def render_run(entries: list[Entry]) -> str:
+def compact(text: str, focus: frozenset[str]) -> str:
+    """``text`` as its sentences that hold a term of ``focus``, each run of the others replaced by
+    ``…``; the whole text when it is one sentence, or when no sentence or every sentence holds one."""
+    sentences = _SENTENCE_END.split(text)
+    if len(sentences) < 2:
+        return text
+    keep = [bool(focus.intersection(terms(s))) for s in sentences]
+    if not any(keep) or all(keep):
+        return text
+    parts: list[str] = []
+    for sentence, kept in zip(sentences, keep):
+        if kept:
+            parts.append(sentence)
+        elif not parts or parts[-1] != ELISION:
+            parts.append(ELISION)
+    return " ".join(parts)
+
+
+def render_run(entries: list[Entry], focus: frozenset[str] = frozenset()) -> str:
     """Consecutive entries, one per line, each time shown only where it changes."""
-    return "\n".join(render_entry(e, with_time=at == 0 or e.time != entries[at - 1].time)
+    return "\n".join(render_entry(e, with_time=at == 0 or e.time != entries[at - 1].time, focus=focus)
                      for at, e in enumerate(entries))
 
 
@@ -112,7 +140,7 @@ class Library:
 
 
 def assemble(library: Library, picks: list[tuple[str, int]], budget: int,
-             count: Callable[[str], int] = count_tokens) -> list[Evidence]:
+             count: Callable[[str], int] = count_tokens, focus: frozenset[str] = frozenset()) -> list[Evidence]:
     """Evidence for picked entry lines, best first until ``budget`` tokens, then in document order.
 
     Consecutive picked lines of one document merge into one range. An entry
@@ -120,6 +148,8 @@ def assemble(library: Library, picks: list[tuple[str, int]], budget: int,
     it is picked with the same time; when the entry after it is picked with
     the same time, that entry's time is no longer shown and is given back.
     ``count`` counts the tokens (memcli's estimate; a model's tokenizer for what a model reads).
+    ``focus``: search terms; entries are shown compact (:func:`compact`), their citations still
+    cover the whole entry line.
     """
     chosen: dict[str, set[int]] = {}
     used = 0
@@ -131,14 +161,14 @@ def assemble(library: Library, picks: list[tuple[str, int]], budget: int,
         entry = doc.entries[line]
         before, after = doc.previous(line), doc.next(line)
         shows_time = not (before in picked and doc.entries[before].time == entry.time)
-        cost = count(render_entry(entry, with_time=shows_time) + "\n")
+        cost = count(render_entry(entry, with_time=shows_time, focus=focus) + "\n")
         if after in picked and doc.entries[after].time == entry.time:
             cost -= time_cost(doc.entries[after], count)
         if used + cost > budget:
             continue
         chosen.setdefault(doc_id, set()).add(line)
         used += cost
-    return _ranges(library, chosen, count)
+    return _ranges(library, chosen, count, focus)
 
 
 def best_part(library: Library | None, evidence: list[Evidence], order: list[tuple[str, int]],
@@ -151,7 +181,8 @@ def best_part(library: Library | None, evidence: list[Evidence], order: list[tup
     (README, "ask"); what it reads is always part of the evidence returned, so citations cover it.
     ``library`` is the one the evidence was read from (needed only with an order). ``count``: the
     answering model's tokenizer (this is a limit on what that model reads); the ranges returned
-    carry token counts by it.
+    carry token counts by it. Entries are read whole, also from compact evidence (answers of the
+    default model were no worse, and the answer sees every sentence of what it cites).
     """
     if tokens <= 0 or not order or library is None or sum(count(e.text) for e in evidence) <= tokens:
         return evidence
@@ -166,24 +197,26 @@ def time_cost(entry: Entry, count: Callable[[str], int] = count_tokens) -> int:
     return count(render_entry(entry) + "\n") - count(render_entry(entry, with_time=False) + "\n")
 
 
-def _ranges(library: Library, chosen: dict[str, set[int]], count: Callable[[str], int]) -> list[Evidence]:
+def _ranges(library: Library, chosen: dict[str, set[int]], count: Callable[[str], int],
+            focus: frozenset[str] = frozenset()) -> list[Evidence]:
     out: list[Evidence] = []
     for doc_id in sorted(chosen, key=lambda d: (d == "CURRENT", d)):
         doc = library.doc(doc_id)
         run: list[int] = []
         for line in sorted(chosen[doc_id]):
             if run and doc.previous(line) != run[-1]:
-                out.append(_evidence(doc, run, count))
+                out.append(_evidence(doc, run, count, focus))
                 run = []
             run.append(line)
         if run:
-            out.append(_evidence(doc, run, count))
+            out.append(_evidence(doc, run, count, focus))
     return out
 
 
-def _evidence(doc: DocLines, lines: list[int], count: Callable[[str], int]) -> Evidence:
+def _evidence(doc: DocLines, lines: list[int], count: Callable[[str], int],
+              focus: frozenset[str] = frozenset()) -> Evidence:
     entries = [doc.entries[n] for n in lines]
-    text = render_run(entries)
+    text = render_run(entries, focus)
     refs = [r for e in entries for r in (e.ref or "").split(";") if r]
     return Evidence(doc=doc.id, start_line=lines[0], end_line=lines[-1], seqs=[e.seq for e in entries],
                     refs=refs, time=entries[0].time, text=text, tokens=count(text))

@@ -16,8 +16,19 @@
 4. A question in the conversation passes most of its score to the entry
    after it (the reply that answers it), which often shares no word with the
    question asked of memory.
-5. Entries are taken best first (with ``context`` entries before each) until
-   the token budget is full.
+5. The semantic signal (:mod:`memcli.semantic`): the question's cosine
+   similarity with every entry's sentence vector, above the library's median,
+   adds up to ``semantic_weight`` times the best lexical score, and the
+   ``semantic_pool`` most similar entries join the candidates, so an entry that
+   answers in other words ("swimming" for "activities") can rank. Without the
+   model (or with ``search.semantic`` off) the words rank alone.
+6. Entries are taken best first (with ``context`` entries before each) until
+   the token budget is full; the evidence readers show each entry as its
+   sentences that hold a term of the question (``ask.compact``), so more
+   distinct entries fit.
+
+The constants are chosen by cross-validation over the two LoCoMo development
+conversations (``benchmarks/tune_evidence.py``; docs/benchmarks.md).
 
 The same ranking is the recall guard of the agentic and hybrid readers: it
 fills whatever budget their own choices leave.
@@ -25,7 +36,8 @@ fills whatever budget their own choices leave.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import heapq
+from dataclasses import dataclass, field, replace
 
 from memcli.index import LibraryIndex, terms
 from memcli.retrieve.evidence import DocLines, Evidence, Library, assemble
@@ -37,6 +49,31 @@ FEEDBACK_ENTRIES, FEEDBACK_TERMS, FEEDBACK_WEIGHT = 5, 20, 0.3  # pseudo-relevan
 FOLLOW_WEIGHT = 0.9  # share of a conversational question's score its reply gets
 
 
+@dataclass(frozen=True)
+class Tuning:
+    """The constants of the ranking that cross-validation chooses (benchmarks/tune_evidence.py).
+
+    ``semantic_weight``: what the semantic signal adds to an entry's score, relative to the best
+    lexical score (0: words alone); ``semantic_pool``: entries the semantic signal brings in as
+    candidates beyond the lexical regions; ``session_decay``: an entry's score is multiplied by it
+    once for every better entry of the same session (day) already taken beyond ``session_free``,
+    so that a question whose answer is spread over many sessions gets evidence from many (1: no
+    coverage rule); ``fusion``: ``score`` (:func:`fuse`) or ``rank`` (:func:`fuse_ranks`);
+    ``compact``: entries shown as their sentences that matter (:func:`memcli.retrieve.evidence.compact`).
+    """
+
+    region_weight: float = REGION_WEIGHT
+    semantic_weight: float = 0.0
+    semantic_pool: int = 0
+    session_decay: float = 1.0
+    session_free: int = 0
+    fusion: str = "score"
+    compact: bool = False
+
+
+DEFAULT = Tuning(semantic_weight=0.5, semantic_pool=30, compact=True)  # benchmarks/tune_evidence.py (docs/benchmarks.md)
+
+
 @dataclass
 class Retrieval:
     evidence: list[Evidence]
@@ -46,9 +83,36 @@ class Retrieval:
 
 
 def ranked_entries(library: Library, index: LibraryIndex, question: str, *, partitions: int = 40,
-                   context: int = 0, region_weight: float = REGION_WEIGHT,
-                   prefer: tuple[str, ...] = ()) -> list[tuple[str, int]]:
+                   context: int = 0, region_weight: float | None = None,
+                   prefer: tuple[str, ...] = (), tuning: Tuning = DEFAULT) -> list[tuple[str, int]]:
     """(doc, line) of entries, best first, for ``question``."""
+    if region_weight is not None:
+        tuning = replace(tuning, region_weight=region_weight)
+    scores = lexical_scores(library, index, question, partitions=partitions, prefer=prefer,
+                            region_weight=tuning.region_weight)
+    vectors = index.vectors() if tuning.semantic_weight > 0 else None
+    if vectors is not None:
+        scores = semantic_scores(scores, vectors, vectors.question(question), tuning)
+    ranked = cover_sessions(library, scores, tuning.session_decay, tuning.session_free)
+    picks: list[tuple[str, int]] = []
+    for doc_id, line in ranked:
+        for neighbour in library.doc(doc_id).neighbours(line, context):
+            if neighbour <= line:  # the entry and the one(s) before it
+                picks.append((doc_id, neighbour))
+        picks.append((doc_id, line))
+    return dedupe(picks)
+
+
+def semantic_scores(lexical: dict[tuple[str, int], float], vectors, question,
+                    tuning: Tuning) -> dict[tuple[str, int], float]:
+    """The lexical scores fused with the question's similarity to every entry (``vectors``: an
+    :class:`memcli.semantic.vectors.EntryVectors`, ``question``: the question's vector)."""
+    return fuse(lexical, vectors.similar_to(question), tuning)
+
+
+def lexical_scores(library: Library, index: LibraryIndex, question: str, *, partitions: int = 40,
+                   prefer: tuple[str, ...] = (), region_weight: float = REGION_WEIGHT) -> dict[tuple[str, int], float]:
+    """Steps 1-4 of the module's docstring: each candidate entry's score from the question's words."""
     wanted = set(terms(question))
     idf = index.idf()
     candidates: dict[tuple[str, int], tuple[float, set[str]]] = {}  # entry -> (region bonus, its terms)
@@ -83,14 +147,75 @@ def ranked_entries(library: Library, index: LibraryIndex, question: str, *, part
         if reply is not None:
             key = (doc_id, reply)
             scores[key] = max(scores.get(key, 0.0), FOLLOW_WEIGHT * value)
+    return scores
+
+
+def fuse(lexical: dict[tuple[str, int], float], similar: dict[tuple[str, int], float],
+         tuning: Tuning) -> dict[tuple[str, int], float]:
+    """Lexical scores plus the semantic signal: each entry gains ``semantic_weight`` times the best
+    lexical score times how far its cosine similarity stands above the library's median, relative
+    to the best entry's (so the signal's scale does not depend on the model or the library); the
+    ``semantic_pool`` most similar entries join the candidates. A question none of whose words is
+    in memory gets no evidence (similarity alone always finds something)."""
+    if not similar or not lexical or tuning.semantic_weight <= 0:
+        return lexical  # no word of the question anywhere: no evidence, not the nearest vectors
+    if tuning.fusion == "rank":
+        return fuse_ranks(lexical, similar, tuning)
+    values = sorted(similar.values())
+    middle, best = values[len(values) // 2], values[-1]
+    spread = (best - middle) or 1.0
+    top = max(lexical.values(), default=0.0) or 1.0
+    scores = dict(lexical)
+    pool = sorted(similar, key=lambda key: (-similar[key], key))[:tuning.semantic_pool]
+    for key in [*lexical, *pool]:
+        gain = max(0.0, similar.get(key, middle) - middle) / spread
+        scores[key] = lexical.get(key, 0.0) + tuning.semantic_weight * top * gain
+    return scores
+
+
+RANK_OFFSET = 60  # reciprocal rank fusion's constant (Cormack et al.)
+
+
+def fuse_ranks(lexical: dict[tuple[str, int], float], similar: dict[tuple[str, int], float],
+               tuning: Tuning) -> dict[tuple[str, int], float]:
+    """Reciprocal rank fusion: 1/(k + lexical rank) + semantic_weight/(k + semantic rank)."""
+    scores: dict[tuple[str, int], float] = {}
+    for at, key in enumerate(sorted(lexical, key=lambda key: (-lexical[key], key))):
+        scores[key] = 1.0 / (RANK_OFFSET + at)
+    pool = set(sorted(similar, key=lambda key: (-similar[key], key))[:tuning.semantic_pool])
+    for at, key in enumerate(sorted(similar, key=lambda key: (-similar[key], key))):
+        if key in scores or key in pool:
+            scores[key] = scores.get(key, 0.0) + tuning.semantic_weight / (RANK_OFFSET + at)
+    return scores
+
+
+def cover_sessions(library: Library, scores: dict[tuple[str, int], float], decay: float,
+                   free: int = 0) -> list[tuple[str, int]]:
+    """Entries best first; with ``decay`` < 1 an entry's score shrinks by ``decay`` for each entry of
+    its session (its day) ranked before it, so evidence spreads over sessions."""
     ranked = sorted(scores, key=lambda key: (-scores[key], key))
-    picks: list[tuple[str, int]] = []
-    for doc_id, line in ranked:
-        for neighbour in library.doc(doc_id).neighbours(line, context):
-            if neighbour <= line:  # the entry and the one(s) before it
-                picks.append((doc_id, neighbour))
-        picks.append((doc_id, line))
-    return dedupe(picks)
+    if decay >= 1.0:
+        return ranked
+    taken: dict[str, int] = {}
+    heap = [(-scores[key], key) for key in ranked]
+    out: list[tuple[str, int]] = []
+    heapq.heapify(heap)
+    while heap:
+        negative, key = heapq.heappop(heap)
+        session = session_of(library, key)
+        adjusted = scores[key] * decay ** max(0, taken.get(session, 0) - free)
+        if heap and adjusted < -heap[0][0] and -negative != adjusted:
+            heapq.heappush(heap, (-adjusted, key))  # re-ranked with its session's discount
+            continue
+        out.append(key)
+        taken[session] = taken.get(session, 0) + 1
+    return out
+
+
+def session_of(library: Library, key: tuple[str, int]) -> str:
+    """An entry's session: the day of its time (entries without one are each their own)."""
+    entry = library.doc(key[0]).entries[key[1]]
+    return (entry.time or "")[:10] or f"{key[0]}:{key[1]}"
 
 
 def feedback_terms(candidates: dict, scores: dict, wanted: set[str], idf) -> list[str]:
@@ -115,11 +240,15 @@ def reply_to(doc: DocLines, line: int) -> int | None:
     return None if speaker and speaker == other else after[0]
 
 
-def evidence_only(store: Store, index: LibraryIndex, question: str, *, budget: int, **options) -> Retrieval:
+def evidence_only(store: Store, index: LibraryIndex, question: str, *, budget: int, compact: bool | None = None,
+                  tuning: Tuning = DEFAULT, **options) -> Retrieval:
+    """The deterministic evidence for ``question`` within ``budget`` tokens; ``compact`` (default:
+    the tuning's): entries shown as their sentences holding a term of the question."""
     library = Library(store)
-    picks = ranked_entries(library, index, question, **options)
+    picks = ranked_entries(library, index, question, tuning=tuning, **options)
     trace = [{"tool": "search", "query": question, "entries": len(picks)}]
-    return Retrieval(assemble(library, picks, budget), trace, picks, library)
+    focus = frozenset(terms(question)) if (tuning.compact if compact is None else compact) else frozenset()
+    return Retrieval(assemble(library, picks, budget, focus=focus), trace, picks, library)
 
 
 def interleave(first: list[tuple[str, int]], second: list[tuple[str, int]]) -> list[tuple[str, int]]:

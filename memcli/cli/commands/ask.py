@@ -74,8 +74,10 @@ def ask(
     if question == "-":
         question = sys.stdin.read()
     reader = "evidence-only" if evidence_only else "no-agent" if no_agent else reader
-    result = memory(ctx).ask(question, reader=reader, budget=budget, answer_context=answer_context,
-                             max_rounds=max_rounds, kv=kv, on_step=_trace_round if trace else None)
+    with out.stages() as progress:
+        result = memory(ctx).ask(question, reader=reader, budget=budget, answer_context=answer_context,
+                                 max_rounds=max_rounds, kv=kv, on_step=_trace_round if trace else None,
+                                 progress=progress)
     if result.problems:
         out.debug("model problems: " + "; ".join(result.problems))
     for warning in result.warnings:

@@ -1,0 +1,185 @@
+"""The entries' sentence vectors, kept in the store's cache beside the search index.
+
+``vectors.sqlite`` holds, per document, the file signature (mtime, size) it was computed for, its
+live entries' line numbers and their vectors (float16), plus every vector by the hash of the text
+it was computed from. A document that changed is parsed again and only its entries whose text is
+new are run through the model; nothing is computed per question but the question's own vector.
+Like the search index it is a cache: it can be deleted, and when it cannot be written the vectors
+are kept in memory for the process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from memcli.store import Store
+from memcli.store.format import Entry
+
+VERSION = "1"
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS info(key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS docs(doc TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, lines BLOB, vecs BLOB);
+CREATE TABLE IF NOT EXISTS texts(key BLOB PRIMARY KEY, vec BLOB);
+"""
+
+
+def entry_text(entry: Entry) -> str:
+    """What an entry's vector is computed from: its speaker and its text."""
+    who = entry.meta.get("speaker") or ""
+    text = " ".join(entry.text.split())
+    return f"{who}: {text}" if who else text
+
+
+def _key(model: str, text: str) -> bytes:
+    return hashlib.sha1(f"{model}\n{text}".encode()).digest()
+
+
+class EntryVectors:
+    """Vectors of every live entry of a store, refreshed from the documents' file signatures."""
+
+    def __init__(self, store: Store, folder: Path | None, encoder,
+                 on_warning: Callable[[str], None] | None = None):
+        """``folder``: where ``vectors.sqlite`` lives (None: in memory for this process)."""
+        self.store, self.encoder, self.on_warning = store, encoder, on_warning
+        self.path: Path | str = folder / "vectors.sqlite" if folder is not None else ":memory:"
+        try:
+            self.db = self._connect(self.path)
+        except (OSError, sqlite3.Error) as exc:
+            self._warn(exc)
+            self.path = ":memory:"
+            self.db = self._connect(self.path)
+        self._signature: tuple = ()
+        self._keys: list[tuple[str, int]] = []
+        self._position: dict[tuple[str, int], int] = {}
+        self._matrix = np.zeros((0, encoder.dimensions), np.float32)
+
+    def _warn(self, exc: Exception) -> None:
+        if self.on_warning:
+            self.on_warning(f"the vector cache {self.path} cannot be used ({exc}); vectors are kept in memory")
+
+    def _connect(self, path) -> sqlite3.Connection:
+        db = sqlite3.connect(path, timeout=30, isolation_level=None)
+        if path != ":memory:":
+            os.chmod(path, 0o600)  # memory text, derived: as private as the store
+        db.executescript(_SCHEMA)
+        wanted = f"{VERSION}:{self.encoder.name}"
+        row = db.execute("SELECT value FROM info WHERE key='version'").fetchone()
+        if row is None or row[0] != wanted:
+            db.executescript("BEGIN; DELETE FROM docs; DELETE FROM texts; COMMIT;")
+            db.execute("INSERT OR REPLACE INTO info VALUES('version', ?)", (wanted,))
+        return db
+
+    def close(self) -> None:
+        self.db.close()
+
+    def refresh(self, on_progress: Callable[[int, int], None] | None = None) -> int:
+        """Bring the vectors up to date with the documents; returns how many texts were embedded."""
+        on_disk: dict[str, tuple[int, int]] = {}
+        for doc_id in self.store.all_ids():
+            try:
+                st = self.store.doc_path(doc_id).stat()
+            except FileNotFoundError:
+                continue
+            on_disk[doc_id] = (st.st_mtime_ns, st.st_size)
+        signature = tuple(sorted(on_disk.items()))
+        if signature == self._signature:
+            return 0
+        try:
+            embedded = self._update(on_disk, on_progress)
+        except sqlite3.Error as exc:
+            if self.path == ":memory:":
+                raise
+            self._warn(exc)
+            self.db.close()
+            self.path = ":memory:"
+            self.db = self._connect(self.path)
+            embedded = self._update(on_disk, on_progress)
+        self._load(list(on_disk))
+        self._signature = signature
+        return embedded
+
+    def _update(self, on_disk: dict[str, tuple[int, int]], on_progress) -> int:
+        from memcli.retrieve.evidence import DocLines
+
+        cached = {d: (m, s) for d, m, s in self.db.execute("SELECT doc, mtime_ns, size FROM docs")}
+        stale = [d for d, sig in on_disk.items() if cached.get(d) != sig]
+        gone = [d for d in cached if d not in on_disk]
+        if not stale and not gone:
+            return 0
+        parsed = {}
+        for doc_id in stale:
+            doc = DocLines(doc_id, self.store.load(doc_id).doc)
+            parsed[doc_id] = [(line, entry_text(doc.entries[line])) for line in doc.lines]
+        model = self.encoder.name
+        wanted = {_key(model, text): text for rows in parsed.values() for _, text in rows}
+        known: dict[bytes, np.ndarray] = {}
+        keys = list(wanted)
+        for at in range(0, len(keys), 500):
+            chunk = keys[at:at + 500]
+            marks = ",".join("?" * len(chunk))
+            for key, blob in self.db.execute(f"SELECT key, vec FROM texts WHERE key IN ({marks})", chunk):
+                known[key] = np.frombuffer(blob, np.float16)
+        missing = [k for k in keys if k not in known]
+        if missing:
+            vectors = self.encoder.encode([wanted[k] for k in missing],
+                                          on_batch=(lambda done: on_progress(done, len(missing))) if on_progress else None)
+            for key, vec in zip(missing, vectors.astype(np.float16)):
+                known[key] = vec
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.db.executemany("INSERT OR REPLACE INTO texts VALUES(?, ?)",
+                                ((k, known[k].tobytes()) for k in missing))
+            for doc_id in gone:
+                self.db.execute("DELETE FROM docs WHERE doc=?", (doc_id,))
+            for doc_id, rows in parsed.items():
+                lines = np.array([line for line, _ in rows], np.int32)
+                matrix = np.array([known[_key(model, text)] for _, text in rows], np.float16).reshape(
+                    len(rows), self.encoder.dimensions)
+                self.db.execute("INSERT OR REPLACE INTO docs VALUES(?,?,?,?,?)",
+                                (doc_id, *on_disk[doc_id], lines.tobytes(), matrix.tobytes()))
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        return len(missing)
+
+    def _load(self, doc_ids: list[str]) -> None:
+        keys: list[tuple[str, int]] = []
+        parts = []
+        wanted = set(doc_ids)
+        for doc_id, lines, vecs in self.db.execute("SELECT doc, lines, vecs FROM docs ORDER BY doc"):
+            if doc_id not in wanted:
+                continue
+            numbers = np.frombuffer(lines, np.int32)
+            keys.extend((doc_id, int(n)) for n in numbers)
+            parts.append(np.frombuffer(vecs, np.float16).reshape(len(numbers), self.encoder.dimensions))
+        self._keys = keys
+        self._position = {key: at for at, key in enumerate(keys)}
+        self._matrix = (np.concatenate(parts).astype(np.float32) if parts
+                        else np.zeros((0, self.encoder.dimensions), np.float32))
+
+    def question(self, text: str) -> np.ndarray:
+        """The vector of a question (or any text), with the entries brought up to date first."""
+        self.refresh()
+        return self.encoder.encode([text])[0]
+
+    def similar_to(self, vector: np.ndarray) -> dict[tuple[str, int], float]:
+        """Cosine similarity of ``vector`` with every live entry, by (document, line)."""
+        if not self._keys:
+            return {}
+        return dict(zip(self._keys, (self._matrix @ vector).tolist()))
+
+    def rows(self, keys: list[tuple[str, int]]) -> np.ndarray:
+        """The vectors of entries, by (document, line); an entry not known is left out."""
+        at = [self._position[key] for key in keys if key in self._position]
+        return self._matrix[at]
+
+    def similarities(self, text: str) -> dict[tuple[str, int], float]:
+        """Cosine similarity of ``text`` with every live entry, by (document, line)."""
+        return self.similar_to(self.question(text))

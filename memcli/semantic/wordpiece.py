@@ -1,0 +1,102 @@
+"""BERT's uncased WordPiece tokenizer (what all-MiniLM-L6-v2 was trained with), read from tokenizer.json.
+
+Normalisation as BERT's: control characters dropped, whitespace folded, CJK ideographs split off,
+lower case, accents stripped; then split at whitespace and punctuation, and each word cut
+greedily into the longest vocabulary pieces (``##`` continues a word); a word with no cut, or
+longer than 100 characters, is ``[UNK]``.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from functools import lru_cache
+from pathlib import Path
+
+MAX_WORD_CHARS = 100
+
+
+def _is_punctuation(char: str) -> bool:
+    code = ord(char)
+    if 33 <= code <= 47 or 58 <= code <= 64 or 91 <= code <= 96 or 123 <= code <= 126:
+        return True
+    return unicodedata.category(char).startswith("P")
+
+
+def _is_cjk(code: int) -> bool:
+    return (0x4E00 <= code <= 0x9FFF or 0x3400 <= code <= 0x4DBF or 0x20000 <= code <= 0x2A6DF
+            or 0x2A700 <= code <= 0x2B73F or 0x2B740 <= code <= 0x2B81F or 0x2B820 <= code <= 0x2CEAF
+            or 0xF900 <= code <= 0xFAFF or 0x2F800 <= code <= 0x2FA1F)
+
+
+def basic_words(text: str) -> list[str]:
+    """The words and punctuation marks of ``text`` after BERT's normalisation."""
+    out: list[str] = []
+    for char in text:
+        code = ord(char)
+        if code == 0 or code == 0xFFFD:
+            continue
+        category = unicodedata.category(char)
+        if char in "\t\n\r" or category == "Zs":
+            out.append(" ")
+        elif category.startswith("C"):
+            continue
+        elif _is_cjk(code):
+            out.append(f" {char} ")
+        else:
+            out.append(char)
+    text = unicodedata.normalize("NFD", "".join(out).lower())
+    text = "".join(c for c in text if unicodedata.category(c) != "Mn")
+    words: list[str] = []
+    for word in text.split():
+        current = []
+        for char in word:
+            if _is_punctuation(char):
+                if current:
+                    words.append("".join(current))
+                    current = []
+                words.append(char)
+            else:
+                current.append(char)
+        if current:
+            words.append("".join(current))
+    return words
+
+
+class WordPiece:
+    def __init__(self, vocab: dict[str, int]):
+        self.vocab = vocab
+        self.cls, self.sep, self.unk = vocab["[CLS]"], vocab["[SEP]"], vocab["[UNK]"]
+        self._pieces = lru_cache(maxsize=65536)(self._word)
+
+    @classmethod
+    def from_file(cls, path: Path) -> WordPiece:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return cls({str(k): int(v) for k, v in data["model"]["vocab"].items()})
+
+    def _word(self, word: str) -> tuple[int, ...]:
+        if len(word) > MAX_WORD_CHARS:
+            return (self.unk,)
+        pieces: list[int] = []
+        start = 0
+        while start < len(word):
+            end = len(word)
+            while end > start:
+                piece = word[start:end] if start == 0 else "##" + word[start:end]
+                if piece in self.vocab:
+                    pieces.append(self.vocab[piece])
+                    break
+                end -= 1
+            else:
+                return (self.unk,)
+            start = end
+        return tuple(pieces)
+
+    def encode(self, text: str, max_tokens: int) -> list[int]:
+        """``[CLS] pieces… [SEP]``, at most ``max_tokens`` ids (the pieces cut at the end)."""
+        ids = [self.cls]
+        for word in basic_words(text):
+            ids.extend(self._pieces(word))
+            if len(ids) >= max_tokens - 1:
+                break
+        return ids[: max_tokens - 1] + [self.sep]

@@ -1,0 +1,205 @@
+"""The semantic signal (sentence vectors fused with the words), its cache, and compact evidence,
+each measured against the ranking with it turned off, on a conversation written here."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from memcli.config import Settings
+from memcli.index import LibraryIndex, terms
+from memcli.paths import Resolved
+from memcli.retrieve import policy
+from memcli.retrieve.evidence import Library, assemble, compact, render_entry
+from memcli.semantic import encoder as encoder_module
+from memcli.semantic.encoder import Encoder
+from memcli.semantic.wordpiece import WordPiece, basic_words
+from memcli.store import Store
+from memcli.store.format import Entry
+
+SMALL_TALK = [
+    "Mira: The bus was late again this morning, I waited forty minutes.",
+    "Jonas: Our landlord finally replaced the broken boiler.",
+    "Mira: I baked bread yesterday but it came out flat.",
+    "Jonas: My brother moved to a flat near the train station.",
+    "Mira: The printer at work jams whenever someone is in a hurry.",
+    "Jonas: I bought a second-hand desk for the spare room.",
+    "Mira: My aunt sent a parcel of dried figs from her garden.",
+    "Jonas: The internet was down the whole evening.",
+    "Mira: I reorganised my bookshelf by colour, it looks odd.",
+    "Jonas: The council is repaving the road outside our building.",
+    "Mira: I finished a jigsaw puzzle of a lighthouse.",
+    "Jonas: Our cat knocked a mug off the table again.",
+]
+ANSWERS = {  # what Mira does for sport, said without a word of the question
+    "D2:3": ("Mira", "On Saturdays I go bouldering at the climbing gym with Pia."),
+    "D4:3": ("Mira", "Tuesday evenings are for volleyball with my team from work."),
+}
+QUESTION = "Which sports does Mira play?"
+
+
+def conversation() -> dict:
+    data: dict = {"speaker_a": "Mira", "speaker_b": "Jonas"}
+    for number in range(1, 7):
+        data[f"session_{number}_date_time"] = f"9:00 am on {number} March, 2024"
+        turns = [line.split(": ", 1) for line in SMALL_TALK[number % 4:] + SMALL_TALK[:number % 4]][:6]
+        rows = [{"speaker": who, "dia_id": f"D{number}:{at}", "text": text}
+                for at, (who, text) in enumerate(turns, start=1)]
+        for ref, (who, text) in ANSWERS.items():
+            if ref.startswith(f"D{number}:"):
+                rows.insert(2, {"speaker": who, "dia_id": ref, "text": text})
+        for at, row in enumerate(rows, start=1):
+            row["dia_id"] = f"D{number}:{at}"
+        data[f"session_{number}"] = rows
+    return data
+
+
+@pytest.fixture
+def mira(cli, store_dir, tmp_path):
+    source = tmp_path / "mira-and-jonas.json"
+    source.write_text(json.dumps(conversation()))
+    assert cli("ingest", source).code == 0
+    store = Store.open(Resolved(store_dir, "test"))
+    index = LibraryIndex(store, Settings.load(store_dir).search_partition_tokens, cache_dir=tmp_path / "cache",
+                         semantic=True)
+    yield store, index
+    index.close()
+
+
+def remember(cli, text: str) -> bool:
+    return cli("ingest", "-", "--format", "text", stdin=text.encode()).code == 0
+
+
+def ranks(store: Store, index: LibraryIndex, question: str, tuning: policy.Tuning) -> list[int]:
+    library = Library(store)
+    ranked = policy.ranked_entries(library, index, question, tuning=tuning)
+    refs = [library.doc(doc).entries[line].ref for doc, line in ranked]
+    return sorted(refs.index(ref) if ref in refs else len(refs) for ref in ANSWERS)
+
+
+# ------------------------------------------------------------------ the model
+
+def test_wordpiece_follows_bert_uncased():
+    assert basic_words("Café au LAIT, s'il vous plaît!") == ["cafe", "au", "lait", ",", "s", "'", "il", "vous",
+                                                             "plait", "!"]
+    vocab = {"[CLS]": 0, "[SEP]": 1, "[UNK]": 2, "climb": 3, "##ing": 4, "gym": 5, ".": 6}
+    tokenizer = WordPiece(vocab)
+    assert tokenizer.encode("Climbing gym.", 16) == [0, 3, 4, 5, 6, 1]
+    assert tokenizer.encode("xyz gym", 16) == [0, 2, 5, 1]  # no piece fits: the word is unknown
+    assert tokenizer.encode("climbing " * 20, 6) == [0, 3, 4, 3, 4, 1]  # cut to the limit, [SEP] kept
+
+
+def test_vectors_put_paraphrases_closer_than_unrelated_text():
+    encoder = Encoder()
+    question, sport, weather = encoder.encode(
+        [QUESTION, "Mira: Tuesday evenings are for volleyball with my team.", "The boiler was replaced."])
+    assert np.allclose([np.linalg.norm(v) for v in (question, sport, weather)], 1.0, atol=1e-4)
+    assert question @ sport > question @ weather + 0.1
+    batch = encoder.encode(["short", "a much longer sentence about the climbing gym on Saturday mornings"])
+    alone = encoder.encode(["short"])  # padding in a batch changes nothing
+    assert np.allclose(batch[0], alone[0], atol=1e-4)
+
+
+def test_a_missing_model_package_leaves_the_words_alone(mira, monkeypatch, cli):
+    store, index = mira
+    monkeypatch.setattr(encoder_module.importlib.util, "find_spec", lambda name: None)
+    fresh = LibraryIndex(store, index.partition_tokens, cache_dir=index.folder, semantic=True)
+    assert fresh.similarities(QUESTION) == {} and "not installed" in fresh.semantic_missing
+    with_words = policy.ranked_entries(Library(store), fresh, QUESTION)
+    assert with_words == policy.ranked_entries(Library(store), fresh, QUESTION,
+                                               tuning=policy.Tuning(semantic_weight=0.0))
+    fresh.close()
+    asked = cli("ask", QUESTION, "--evidence-only", "--json")
+    assert asked.code == 0 and asked.json["evidence"]
+    doctor = cli("doctor", "--json")
+    check = next(c for c in doctor.json["checks"] if c["name"] == "semantic signal")
+    assert not check["ok"] and "words alone" in check["detail"]
+
+
+# ------------------------------------------------------------------ the signal against words alone
+
+def test_the_semantic_signal_finds_what_shares_no_word_with_the_question(mira):
+    store, index = mira
+    words = ranks(store, index, QUESTION, policy.Tuning(semantic_weight=0.0))
+    both = ranks(store, index, QUESTION, policy.DEFAULT)
+    assert sum(both) < sum(words)
+    assert max(both) < 10, both  # both answers among the ten best entries
+
+
+def test_a_question_with_no_word_in_memory_gets_no_evidence(mira, cli):
+    store, index = mira
+    assert index.similarities("Quantum chromodynamics lattice")  # similarity alone always finds something
+    assert policy.ranked_entries(Library(store), index, "Quantum chromodynamics lattice") == []
+    assert cli("ask", "Quantum chromodynamics lattice", "--evidence-only").code == 1  # exit 1: no evidence
+
+
+def test_the_vectors_are_computed_once_and_then_only_for_new_text(mira, store_dir, tmp_path, cli):
+    store, index = mira
+    vectors = index.vectors()
+    first = vectors.refresh()
+    assert first > 0 and vectors.refresh() == 0
+    calls = []
+    real = vectors.encoder.encode
+    vectors.encoder.encode = lambda texts, on_batch=None: calls.append(list(texts)) or real(texts)
+    index.similarities(QUESTION)
+    assert calls == [[QUESTION]]  # a question embeds the question, nothing else
+    assert remember(cli, "Mira signed up for a fencing class at the sports centre.")
+    calls.clear()
+    assert vectors.refresh() == 1 and len(calls) == 1 and calls[0][0].endswith("a fencing class at the sports centre.")
+    # another process (a new index on the same cache) reads the vectors instead of computing them
+    again = LibraryIndex(store, index.partition_tokens, cache_dir=index.folder, semantic=True)
+    assert again.vectors().refresh() == 0
+    assert again.similarities(QUESTION).keys() == index.similarities(QUESTION).keys()
+    again.close()
+
+
+def test_the_vector_cache_is_rebuilt_when_deleted_and_kept_in_memory_when_unwritable(mira, tmp_path):
+    store, index = mira
+    before = index.similarities(QUESTION)
+    index.close()
+    (index.folder / "vectors.sqlite").unlink()
+    rebuilt = LibraryIndex(store, index.partition_tokens, cache_dir=index.folder, semantic=True)
+    after = rebuilt.similarities(QUESTION)
+    assert after.keys() == before.keys()
+    assert all(abs(after[k] - before[k]) < 1e-3 for k in after)
+    rebuilt.close()
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the cache folder should be")
+    warnings = []
+    memory_only = LibraryIndex(store, index.partition_tokens, cache_dir=blocked, semantic=True,
+                               on_warning=warnings.append)
+    assert memory_only.similarities(QUESTION).keys() == before.keys() and warnings
+    memory_only.close()
+
+
+# ------------------------------------------------------------------ compact evidence
+
+def test_compact_keeps_the_sentences_that_matter_and_marks_the_rest():
+    focus = frozenset(terms("Where does Mira go bouldering?"))
+    text = "I had a long week. On Saturdays I go bouldering at the gym. Then we eat pizza. It was fun."
+    assert compact(text, focus) == "… On Saturdays I go bouldering at the gym. …"
+    assert compact("I go bouldering on Saturdays.", focus) == "I go bouldering on Saturdays."  # one sentence
+    assert compact("Nothing here. Nor here.", focus) == "Nothing here. Nor here."  # no sentence matters
+    entry = Entry({"seq": "1", "time": "2024-03-02T09:00", "speaker": "Mira"}, text)
+    assert render_entry(entry, focus=focus) == "[2024-03-02 09:00] Mira: … On Saturdays I go bouldering at the gym. …"
+
+
+def test_compact_evidence_fits_more_entries_and_cites_them_whole(cli, mira):
+    store, _ = mira
+    assert remember(cli, "A long note. Mira told me about bouldering. It rained all day. The bus was late. "
+                    "We had soup for dinner. The cat slept on the sofa.")
+    library = Library(store)
+    doc = library.doc("CURRENT")
+    picks = [("CURRENT", line) for line in reversed(doc.lines)]
+    focus = frozenset(terms("bouldering Mira"))
+    whole, short = assemble(library, picks, 120), assemble(library, picks, 120, focus=focus)
+    count = lambda evidence: sum(len(e.seqs) for e in evidence)  # noqa: E731
+    assert count(short) > count(whole)
+    note = next(e for e in short if "A long note" not in e.text and "told me about bouldering" in e.text)
+    assert "…" in note.text
+    read = cli("read", note.doc, "--lines", f"{note.start_line}-{note.end_line}", "--json").json
+    assert any("The cat slept on the sofa." in line["text"] for line in read["lines"])  # the cited line is whole
+    asked = cli("ask", "What did Mira say about bouldering?", "--evidence-only", "--json")
+    assert asked.code == 0 and any("…" in e["text"] for e in asked.json["evidence"])
