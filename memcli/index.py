@@ -191,6 +191,35 @@ CREATE INDEX IF NOT EXISTS postings_doc ON postings(doc);
 """
 
 
+def open_cache(path: Path | str, schema: str, version: str, tables: tuple[str, ...]) -> sqlite3.Connection:
+    """A SQLite cache file (or ``:memory:``), private to its user, emptied when its ``version`` (the
+    code's and settings' that built it) is not the one wanted."""
+    db = sqlite3.connect(path, timeout=30, isolation_level=None)
+    if path != ":memory:":
+        try:
+            os.chmod(path, 0o600)
+        except OSError:
+            pass
+    db.executescript(schema)
+    row = db.execute("SELECT value FROM info WHERE key='version'").fetchone()
+    if row is None or row[0] != version:
+        db.executescript("BEGIN; " + " ".join(f"DELETE FROM {t};" for t in tables) + " COMMIT;")
+        db.execute("INSERT OR REPLACE INTO info VALUES('version', ?)", (version,))
+    return db
+
+
+def file_signatures(store: Store) -> dict[str, tuple[int, int]]:
+    """(mtime_ns, size) of every document file of ``store``, by id: what the caches are keyed on."""
+    out: dict[str, tuple[int, int]] = {}
+    for doc_id in store.all_ids():
+        try:
+            st = store.doc_path(doc_id).stat()
+        except FileNotFoundError:
+            continue
+        out[doc_id] = (st.st_mtime_ns, st.st_size)
+    return out
+
+
 class LibraryIndex:
     """The search index and catalog cache of one store."""
 
@@ -224,19 +253,7 @@ class LibraryIndex:
         return self._connect()
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        if self.path != ":memory:":
-            try:
-                os.chmod(self.path, 0o600)
-            except OSError:
-                pass
-        db.executescript(_SCHEMA)
-        wanted = f"{INDEX_VERSION}:{self.partition_tokens}"
-        row = db.execute("SELECT value FROM info WHERE key='version'").fetchone()
-        if row is None or row[0] != wanted:
-            db.executescript("BEGIN; DELETE FROM docs; DELETE FROM parts; DELETE FROM postings; COMMIT;")
-            db.execute("INSERT OR REPLACE INTO info VALUES('version', ?)", (wanted,))
-        return db
+        return open_cache(self.path, _SCHEMA, f"{INDEX_VERSION}:{self.partition_tokens}", ("docs", "parts", "postings"))
 
     def close(self) -> None:
         self.db.close()
@@ -284,13 +301,7 @@ class LibraryIndex:
             return self._refresh()
 
     def _refresh(self) -> int:
-        on_disk: dict[str, tuple[int, int]] = {}
-        for doc_id in self.store.all_ids():
-            try:
-                st = self.store.doc_path(doc_id).stat()
-            except FileNotFoundError:
-                continue
-            on_disk[doc_id] = (st.st_mtime_ns, st.st_size)
+        on_disk = file_signatures(self.store)
         cached = {d: (m, s) for d, m, s in self.db.execute("SELECT doc, mtime_ns, size FROM docs")}
         stale = [d for d, sig in on_disk.items() if cached.get(d) != sig]
         gone = [d for d in cached if d not in on_disk]

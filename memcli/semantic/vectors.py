@@ -11,13 +11,13 @@ are kept in memory for the process.
 from __future__ import annotations
 
 import hashlib
-import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from memcli.index import file_signatures, open_cache
 from memcli.store import Store
 from memcli.store.format import Entry
 
@@ -64,29 +64,14 @@ class EntryVectors:
             self.on_warning(f"the vector cache {self.path} cannot be used ({exc}); vectors are kept in memory")
 
     def _connect(self, path) -> sqlite3.Connection:
-        db = sqlite3.connect(path, timeout=30, isolation_level=None)
-        if path != ":memory:":
-            os.chmod(path, 0o600)  # memory text, derived: as private as the store
-        db.executescript(_SCHEMA)
-        wanted = f"{VERSION}:{self.encoder.name}"
-        row = db.execute("SELECT value FROM info WHERE key='version'").fetchone()
-        if row is None or row[0] != wanted:
-            db.executescript("BEGIN; DELETE FROM docs; DELETE FROM texts; COMMIT;")
-            db.execute("INSERT OR REPLACE INTO info VALUES('version', ?)", (wanted,))
-        return db
+        return open_cache(path, _SCHEMA, f"{VERSION}:{self.encoder.name}", ("docs", "texts"))
 
     def close(self) -> None:
         self.db.close()
 
     def refresh(self, on_progress: Callable[[int, int], None] | None = None) -> int:
         """Bring the vectors up to date with the documents; returns how many texts were embedded."""
-        on_disk: dict[str, tuple[int, int]] = {}
-        for doc_id in self.store.all_ids():
-            try:
-                st = self.store.doc_path(doc_id).stat()
-            except FileNotFoundError:
-                continue
-            on_disk[doc_id] = (st.st_mtime_ns, st.st_size)
+        on_disk = file_signatures(self.store)
         signature = tuple(sorted(on_disk.items()))
         if signature == self._signature:
             return 0
