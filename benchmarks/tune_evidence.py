@@ -30,7 +30,7 @@ from memcli.eval.metrics import evidence_recall, gold_dialog_ids
 from memcli.index import terms
 from memcli.memory import Memory
 from memcli.retrieve.evidence import Library, assemble
-from memcli.retrieve.policy import Tuning, cover_sessions, dedupe, lexical_scores, semantic_scores
+from memcli.retrieve.policy import Tuning, cover_sessions, dedupe, fuse, lexical_scores
 from memcli.tokens import count_tokens
 
 LOCOMO = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo"
@@ -53,7 +53,7 @@ def grid() -> list[Tuning]:
 
 
 def prepared(conv, memory_kind: str, work: Path) -> list[dict]:
-    """Per question: its gold ids, category, terms, lexical scores and vector, the library and its vectors."""
+    """Per question: its gold ids, category, terms, lexical scores and cosine similarities, and the library."""
     memory = Memory(work / "store", create=True, cache_dir=work / "index", settings={"search.semantic": True})
     memory.ingest(conv.source, format="locomo", sample=conv.sample_id, consolidate=False, time="2000-01-01T00:00")
     if memory_kind == "consolidated":
@@ -64,8 +64,9 @@ def prepared(conv, memory_kind: str, work: Path) -> list[dict]:
         library = Library(memory.store)
         out.append({"category": qa["category"], "terms": frozenset(terms(qa["question"])), "gold": gold_dialog_ids(qa.get("evidence", [])), "library": library,
                     "lexical": lexical_scores(library, index, qa["question"]),
-                    "vectors": index.vectors(), "vector": index.vectors().question(qa["question"])})
-    return out  # the memory stays open: its vectors are read by every tuning
+                    "similar": index.similarities(qa["question"])})
+    memory.close()
+    return out
 
 
 @cache
@@ -79,7 +80,7 @@ def recall(questions: list[dict], tuning: Tuning, budget: int, category: int | N
     for q in questions:
         if category is not None and q["category"] != category:
             continue
-        scores = semantic_scores(q["lexical"], q["vectors"], q["vector"], tuning)
+        scores = fuse(q["lexical"], q["similar"], tuning)
         picks = dedupe(cover_sessions(q["library"], scores, tuning.session_decay, tuning.session_free))
         evidence = assemble(q["library"], picks, budget, count, q["terms"] if tuning.compact else frozenset())
         hits += evidence_recall(q["gold"], {r for e in evidence for r in e.refs})[0]

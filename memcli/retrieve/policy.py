@@ -90,9 +90,8 @@ def ranked_entries(library: Library, index: LibraryIndex, question: str, *, part
         tuning = replace(tuning, region_weight=region_weight)
     scores = lexical_scores(library, index, question, partitions=partitions, prefer=prefer,
                             region_weight=tuning.region_weight)
-    vectors = index.vectors() if tuning.semantic_weight > 0 else None
-    if vectors is not None:
-        scores = semantic_scores(scores, vectors, vectors.question(question), tuning)
+    if tuning.semantic_weight > 0:
+        scores = fuse(scores, index.similarities(question), tuning)
     ranked = cover_sessions(library, scores, tuning.session_decay, tuning.session_free)
     picks: list[tuple[str, int]] = []
     for doc_id, line in ranked:
@@ -101,13 +100,6 @@ def ranked_entries(library: Library, index: LibraryIndex, question: str, *, part
                 picks.append((doc_id, neighbour))
         picks.append((doc_id, line))
     return dedupe(picks)
-
-
-def semantic_scores(lexical: dict[tuple[str, int], float], vectors, question,
-                    tuning: Tuning) -> dict[tuple[str, int], float]:
-    """The lexical scores fused with the question's similarity to every entry (``vectors``: an
-    :class:`memcli.semantic.vectors.EntryVectors`, ``question``: the question's vector)."""
-    return fuse(lexical, vectors.similar_to(question), tuning)
 
 
 def lexical_scores(library: Library, index: LibraryIndex, question: str, *, partitions: int = 40,

@@ -56,7 +56,6 @@ class EntryVectors:
             self.db = self._connect(self.path)
         self._signature: tuple = ()
         self._keys: list[tuple[str, int]] = []
-        self._position: dict[tuple[str, int], int] = {}
         self._matrix = np.zeros((0, encoder.dimensions), np.float32)
 
     def _warn(self, exc: Exception) -> None:
@@ -145,26 +144,12 @@ class EntryVectors:
             keys.extend((doc_id, int(n)) for n in numbers)
             parts.append(np.frombuffer(vecs, np.float16).reshape(len(numbers), self.encoder.dimensions))
         self._keys = keys
-        self._position = {key: at for at, key in enumerate(keys)}
         self._matrix = (np.concatenate(parts).astype(np.float32) if parts
                         else np.zeros((0, self.encoder.dimensions), np.float32))
 
-    def question(self, text: str) -> np.ndarray:
-        """The vector of a question (or any text), with the entries brought up to date first."""
-        self.refresh()
-        return self.encoder.encode([text])[0]
-
-    def similar_to(self, vector: np.ndarray) -> dict[tuple[str, int], float]:
-        """Cosine similarity of ``vector`` with every live entry, by (document, line)."""
-        if not self._keys:
-            return {}
-        return dict(zip(self._keys, (self._matrix @ vector).tolist()))
-
-    def rows(self, keys: list[tuple[str, int]]) -> np.ndarray:
-        """The vectors of entries, by (document, line); an entry not known is left out."""
-        at = [self._position[key] for key in keys if key in self._position]
-        return self._matrix[at]
-
     def similarities(self, text: str) -> dict[tuple[str, int], float]:
         """Cosine similarity of ``text`` with every live entry, by (document, line)."""
-        return self.similar_to(self.question(text))
+        self.refresh()
+        if not self._keys:
+            return {}
+        return dict(zip(self._keys, (self._matrix @ self.encoder.encode([text])[0]).tolist()))
