@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""KV blocks against re-prefilling: time to first token and prefilled tokens of a chat turn.
+"""KV blocks against re-prefilling: chat turns, and ask on composed memory (ask --kv-compose).
 
-    python benchmarks/bench_kv.py [--sizes 512,2048,6000] [--json]
+    python benchmarks/bench_kv.py [--sizes 512,2048,6000] [--composed 15] [--recompute 0,32,64,128] [--json]
 
 For each memory-context size (tokens of memory in chat's context, from a
 store holding LoCoMo conv-26 consolidated with --no-llm), with the default
@@ -14,6 +14,20 @@ model, in one process and one run:
 
 Time to first token counts everything from an empty context to the first
 generated token (memory restore or prefill included). Ratios are cold / warm.
+
+Then ``ask --kv-compose`` on both development conversations, each ingested raw
+(no consolidation: its memory units are CURRENT's day windows), every unit's
+block made first:
+
+- unit selection: all-evidence recall at 2,000 tokens of the units chosen by
+  the text ranking, by latent selection (bounding boxes, mean keys) and by
+  the two in turns, over every question of categories 1-4;
+- composed against a full prefill, on ``--composed`` questions per
+  conversation: the text-ranked units within 2,000 tokens, placed as ask
+  places them, for each ``--recompute`` value; the full prefill restores
+  the instructions and prefills the same units and question (what ask
+  re-reading its evidence costs). Top-1 next token and 32 greedy tokens
+  compared; prefilled tokens and time to first token of each.
 """
 
 from __future__ import annotations
@@ -37,7 +51,9 @@ FOLLOW_UP = "Tell me more about that."
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="512,2048,6000")
-    parser.add_argument("--agreement", type=int, default=20, help="dev questions for composed-mode agreement")
+    parser.add_argument("--composed", type=int, default=15,
+                        help="questions per development conversation for ask --kv-compose against a full prefill")
+    parser.add_argument("--recompute", default="0,32,64,128", help="kv.compose_recompute values compared")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="memcli-bench-kv-"))
@@ -67,7 +83,8 @@ def main() -> None:
             def session(name: str) -> tuple[ChatSession, float]:
                 engine = KVEngine(model, blocks)
                 engine.reset()
-                talk = ChatSession(engine, store, work / "sessions", name, size, max_tokens=8)
+                talk = ChatSession(engine, store, work / "sessions", name, size, max_tokens=8,
+                                   units_dir=work / "units")
                 begin = time.perf_counter()
                 talk.start()
                 return talk, time.perf_counter() - begin
@@ -81,6 +98,7 @@ def main() -> None:
 
             shutil.rmtree(blocks.root, ignore_errors=True)
             shutil.rmtree(work / "sessions", ignore_errors=True)
+            shutil.rmtree(work / "units", ignore_errors=True)
             cold = turn(f"cold-{size}", QUESTION)
             warm = turn(f"warm-{size}", QUESTION)
             resumed_warm = turn(f"cold-{size}", FOLLOW_UP)  # the cold session's second turn, all restored
@@ -91,11 +109,12 @@ def main() -> None:
                          "turn_ttft_ratio": round(cold["ttft_s"] / warm["ttft_s"], 1),
                          "resume_ttft_ratio": round(resumed_cold["ttft_s"] / resumed_warm["ttft_s"], 1)})
             print(f"size {size}: done", file=sys.stderr, flush=True)
-        agreement = composed_agreement(store, model, blocks, args.agreement) if args.agreement else None
+        composed = composed_ask_rows(model, work, args.composed, [int(r) for r in args.recompute.split(",")]) \
+            if args.composed else None
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if args.json:
-        print(json.dumps({"turns": rows, "composed": agreement}, indent=2))
+        print(json.dumps({"turns": rows, "composed": composed}, indent=2, default=str))
         return
     print("| memory tokens | cold turn: prefilled / TTFT | warm turn: prefilled (restored) / TTFT | TTFT ratio "
           "| resumed session cold: prefilled / TTFT | resumed warm: prefilled (restored) / TTFT | ratio |")
@@ -106,68 +125,139 @@ def main() -> None:
               f"{w['ttft_s'] * 1000:.0f} ms | {r['turn_ttft_ratio']}x | {rc['prefilled']} / {rc['ttft_s']:.2f} s | "
               f"{rw['prefilled']} ({rw['restored']}) / {rw['ttft_s'] * 1000:.0f} ms | {r['resume_ttft_ratio']}x |")
     print(f"message: {rows[0]['warm']['message_tokens']} tokens")
-    if agreement:
-        print(f"composed mode on {agreement['questions']} dev questions ({agreement['docs_mean']:.1f} documents, "
-              f"{agreement['tokens_mean']:.0f} tokens of memory each, on average): top-1 next token agrees with a "
-              f"full prefill in {agreement['top1']:.0%}, 32 greedy tokens identical in {agreement['greedy32']:.0%}; "
-              f"composing took {agreement['compose_s_median'] * 1000:.0f} ms (median) against "
-              f"{agreement['prefill_s_median']:.2f} s to prefill")
+    if composed:
+        print_composed(composed)
 
 
-def composed_agreement(store, model, blocks, n: int) -> dict:
-    """Composed documents against a full prefill of the same tokens, on dev questions (conv-26)."""
+def print_composed(c: dict) -> None:
     import statistics
 
-    from memcli.index import LibraryIndex
-    from memcli.kv.context import document_text
-    from memcli.kv.engine import KVEngine, Unit
-    from memcli.retrieve.answer import ANSWER_SYSTEM
-    from memcli.retrieve.policy import evidence_only
+    median = statistics.median
+    print()
+    for b in c["blocks"]:
+        print(f"{b['conversation']}: {b['units']} memory units, {b['tokens']} tokens, blocks made in {b['seconds']} s")
+    print()
+    print("| units chosen by | all-evidence recall at 2,000 tokens | ranking time per question (median) |")
+    print("|---|---|---|")
+    for way, hits in c["recall"].items():
+        print(f"| {way} | {sum(hits) / len(hits):.1%} ({len(hits)} questions) | "
+              f"{median(c['selection_s'][way]) * 1000:.0f} ms |")
+    rows = c["agreement"]
+    print()
+    print(f"{len(rows)} questions, {median(r['memory_tokens'] for r in rows):.0f} memory tokens "
+          f"({median(r['units'] for r in rows):.0f} units) each (median); full prefill TTFT median "
+          f"{median(r['full_ttft_s'] for r in rows):.2f} s")
+    print()
+    print("| recompute | top-1 agrees | 32 greedy tokens agree | prefilled tokens (median, max) | prefilled - question "
+          "tokens (max) | TTFT (median) | TTFT ratio full / composed (median) |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows[0]["composed"]:
+        got = [row["composed"][r] for row in rows]
+        ratios = [row["full_ttft_s"] / row["composed"][r]["ttft_s"] for row in rows]
+        over = max(row["composed"][r]["prefilled"] - row["question_tokens"] for row in rows)
+        print(f"| {r} | {sum(g['top1'] for g in got) / len(got):.0%} | {sum(g['greedy32'] for g in got) / len(got):.0%} "
+              f"| {median(g['prefilled'] for g in got):.0f}, {max(g['prefilled'] for g in got)} | {over} "
+              f"| {median(g['ttft_s'] for g in got) * 1000:.0f} ms | {median(ratios):.1f}x |")
 
-    questions = [q for q in json.loads((LOCOMO / "conv-26.json").read_text())["qa"] if q.get("category") in (1, 2, 3, 4)]
-    step = max(1, len(questions) // n)
-    index = LibraryIndex(store, 160)
-    engine = KVEngine(model, blocks)
-    header = Unit("header", engine.tokenize(ANSWER_SYSTEM + "\n"))
-    results = []
-    for qa in questions[::step][:n]:
-        docs: list[str] = []
-        for item in evidence_only(store, index, qa["question"], budget=2000).evidence:
-            if item.doc not in docs and item.doc != "CURRENT":
-                docs.append(item.doc)
-        units, used = [], 0
-        for doc_id in docs:
-            label, text = document_text(store, doc_id)
-            tokens = engine.tokenize(text)
-            if used + len(tokens) > 3000:
+
+def composed_ask_rows(model, work: Path, per_conversation: int, recompute: list[int]) -> dict:
+    """``ask --kv-compose`` on both development conversations (raw memory: everything in CURRENT, so the
+    units are its day windows): unit selection's evidence recall, composed against a full prefill of
+    the same tokens, prefilled tokens and time to first token."""
+    from memcli import Memory
+    from memcli.eval.metrics import evidence_recall, gold_dialog_ids
+    from memcli.kv import block_store
+    from memcli.kv.composed_ask import ComposedPrompt, latent_ranking
+    from memcli.kv.engine import KVEngine, Unit
+    from memcli.kv.units import Units, fill
+    from memcli.retrieve.evidence import Library
+    from memcli.retrieve.policy import DEFAULT, ranked_entries
+
+    rows: dict = {"recall": {}, "agreement": [], "selection_s": {}}
+    for name in ("conv-26", "conv-30"):
+        root = work / f"ask-{name}"
+        subprocess.run([sys.executable, "-m", "memcli", "--store", str(root), "ingest", str(LOCOMO / f"{name}.json"),
+                        "--no-auto", "-q"], check=True)
+        memory = Memory(str(root))
+        memory.embed()
+        store, index = memory.store, memory.index
+        engine = KVEngine(model, block_store(store, memory.settings))
+        prompt = ComposedPrompt(engine)
+        count = lambda text: len(engine.tokenize(text))  # noqa: E731
+        every = Units(Library(store)).every()
+        begin = time.perf_counter()
+        engine.composed_blocks(prompt.prefix, [Unit(u.label, engine.tokenize(u.text)) for u in every])
+        rows.setdefault("blocks", []).append({"conversation": name, "units": len(every),
+                                              "tokens": sum(count(u.text) for u in every),
+                                              "seconds": round(time.perf_counter() - begin, 1)})
+        questions = [q for q in json.loads((LOCOMO / f"{name}.json").read_text())["qa"]
+                     if q.get("category") in (1, 2, 3, 4)]
+        ways = ("text", "latent-bounds", "latent-mean", "fused")
+        for qa in questions:
+            gold = gold_dialog_ids(qa.get("evidence", []))
+            library = Library(store)
+            units = Units(library)
+            timed = {}
+            begin = time.perf_counter()
+            text = units.ranked(ranked_entries(library, index, qa["question"], tuning=DEFAULT))
+            timed["text"] = time.perf_counter() - begin
+            ranked = {"text": text}
+            for method in ("bounds", "mean"):
+                begin = time.perf_counter()
+                ranked[f"latent-{method}"] = latent_ranking(engine, prompt, units.every(), qa["question"], method)
+                timed[f"latent-{method}"] = time.perf_counter() - begin
+            seen: set[str] = set()
+            both = [u for pair in zip(text, ranked["latent-bounds"]) for u in pair]
+            ranked["fused"] = [u for u in both + text + ranked["latent-bounds"]
+                               if u.label not in seen and not seen.add(u.label)]
+            for way in ways:
+                chosen = fill(ranked[way], 2000, count)
+                refs = {r for u in chosen for e in u.evidence for r in e.refs}
+                full, _ = evidence_recall(gold, refs)
+                rows["recall"].setdefault(way, []).append(full)
+                rows["selection_s"].setdefault(way, []).append(timed.get(way, 0.0))
+        step = max(1, len(questions) // per_conversation)
+        for qa in questions[::step][:per_conversation]:
+            chosen = list(reversed(fill(text_units(store, index, qa["question"]), 2000, count)))
+            if not chosen:
                 continue
-            units.append(Unit(label, tokens))
-            used += len(tokens)
-            if len(units) == 3:
-                break
-        tail = engine.tokenize(f"\nQuestion: {qa['question']}\nAnswer:")
-        engine.reset()
-        engine.compose(header, units)  # makes any missing document blocks (after the header alone)
-        engine.reset()
-        begin = time.perf_counter()
-        engine.compose(header, list(reversed(units)))  # another order: every block moves
-        compose_s = time.perf_counter() - begin
-        engine.prefill(tail)
-        composed = greedy(engine, 32)
-        engine.reset()
-        begin = time.perf_counter()
-        engine.prefill(header.tokens + [t for u in reversed(units) for t in u.tokens])
-        prefill_s = time.perf_counter() - begin
-        engine.prefill(tail)
-        full = greedy(engine, 32)
-        results.append({"top1": composed[0] == full[0], "greedy32": composed == full, "docs": len(units),
-                        "tokens": used, "compose_s": compose_s, "prefill_s": prefill_s})
-    return {"questions": len(results), "top1": statistics.mean(r["top1"] for r in results),
-            "greedy32": statistics.mean(r["greedy32"] for r in results),
-            "docs_mean": statistics.mean(r["docs"] for r in results),
-            "tokens_mean": statistics.mean(r["tokens"] for r in results),
-            "compose_s_median": statistics.median(r["compose_s"] for r in results),
-            "prefill_s_median": statistics.median(r["prefill_s"] for r in results)}
+            units = [Unit(u.label, engine.tokenize(u.text)) for u in chosen]
+            tail = prompt.tail(qa["question"])
+            engine.reset()
+            begin = time.perf_counter()
+            engine.load_chain([prompt.prefix])  # ask restores its instructions, then reads the evidence
+            engine.prefill([t for u in units for t in u.tokens] + tail)
+            full_first = int(engine.last_logits().argmax())
+            full_ttft = time.perf_counter() - begin
+            full = greedy(engine, 32)
+            row = {"conversation": name, "question_tokens": len(engine.tokenize(qa["question"])),
+                   "tail_tokens": len(tail), "memory_tokens": sum(len(u.tokens) for u in units),
+                   "units": len(units), "full_ttft_s": full_ttft, "composed": {}}
+            for r in recompute:
+                engine.reset()
+                before = engine.stats.prefilled
+                begin = time.perf_counter()
+                engine.compose(prompt.prefix, units, recompute=r)
+                engine.prefill(tail)
+                first = int(engine.last_logits().argmax())
+                ttft = time.perf_counter() - begin
+                prefilled = engine.stats.prefilled - before
+                out = greedy(engine, 32)
+                row["composed"][r] = {"top1": first == full_first, "greedy32": out == full, "ttft_s": ttft,
+                                      "prefilled": prefilled}
+            rows["agreement"].append(row)
+            print(f"{name}: {len(rows['agreement'])} composed questions", file=sys.stderr, flush=True)
+        memory.close()
+    return rows
+
+
+def text_units(store, index, question: str):
+    from memcli.kv.units import Units
+    from memcli.retrieve.evidence import Library
+    from memcli.retrieve.policy import DEFAULT, ranked_entries
+
+    library = Library(store)
+    return Units(library).ranked(ranked_entries(library, index, question, tuning=DEFAULT))
 
 
 def greedy(engine, n: int) -> list[int]:

@@ -30,8 +30,9 @@ class Chat:
         self.engine = memory.kv_engine(verify=verify)
         cfg = memory.settings
         self.budget = cfg.kv_budget_mb * 1024 * 1024
-        self.session = ChatSession(self.engine, self.store, kv_root(self.store, cfg) / "sessions", name,
-                                   cfg.chat_memory_tokens, max_tokens=max_tokens, compose=compose)
+        root = kv_root(self.store, cfg)
+        self.session = ChatSession(self.engine, self.store, root / "sessions", name, cfg.chat_memory_tokens,
+                                   max_tokens=max_tokens, compose=compose, units_dir=root / "units")
         with self.store.reading():
             self.session.start(progress)
         self.last = None  # the last turn's stats

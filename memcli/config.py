@@ -55,6 +55,12 @@ SETTINGS: tuple[Setting, ...] = (
             "seconds a command waits for the store's lock before it gives up and says who holds it"),
     Setting("kv.dir", "MEMCLI_KV_DIR", "", "KV block directory (empty: kv/ inside the store)"),
     Setting("kv.budget_mb", "MEMCLI_KV_BUDGET_MB", 2048, "disk budget of the KV block store, in MB (LRU eviction)"),
+    Setting("kv.compose_recompute", "MEMCLI_KV_COMPOSE_RECOMPUTE", 0,
+            "composed memory (ask --kv-compose, chat --kv-compose): tokens at the start of each block after the "
+            "first that are prefilled in place rather than restored (more: closer to a full prefill, slower)"),
+    Setting("kv.select", "MEMCLI_KV_SELECT", "text",
+            "how ask --kv-compose picks memory units: text (the evidence ranking), latent (the attention the "
+            "question's queries pay each unit's block; makes every unit's block first), or fused (both in turns)"),
     Setting("chat.memory_tokens", "MEMCLI_CHAT_MEMORY_TOKENS", 3000,
             "memory placed in chat's context: documents in stable order, then CURRENT's newest entries"),
     Setting("ask.compact", "MEMCLI_ASK_COMPACT", True,

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from memcli.config import Settings
-from memcli.errors import InputError, StoreError, UsageError
+from memcli.errors import ConfigError, InputError, StoreError, UsageError
 from memcli.ingest import IngestResult, ingest_turns, read_source
 from memcli.paths import PROJECT_STORE_DIRNAME, Resolved, resolve_config_file, resolve_store, store_cache_dir
 from memcli.results import Result
@@ -394,18 +394,27 @@ class Memory:
     def ask(self, question: str, *, reader: str | None = None, budget: int | None = None,
             answer_context: int | None = None, max_rounds: int | None = None, kv: bool | None = None,
             on_step: Callable[[dict], None] | None = None, keep_evidence: bool = True,
-            progress: Progress | None = None):
+            progress: Progress | None = None, kv_compose: bool = False,
+            select: str | None = None):
         """Answer ``question`` from memory, citing the lines used; see :mod:`memcli.retrieve.ask`.
 
         ``reader``: ``agent`` | ``no-agent`` | ``evidence`` | ``evidence-only`` (no model, no answer);
         default: :meth:`default_reader`; ``kv``: keep
         shared prompt prefixes as KV blocks (a local model; default: the ``ask.kv`` setting);
         ``keep_evidence=False``: the answer's evidence is not kept as a block (``eval``: no question repeats it);
-        ``progress``: sees the entries' vectors being computed (the first question after new memories).
+        ``progress``: sees the entries' vectors being computed (the first question after new memories);
+        ``kv_compose``: answer from memory units placed as composed KV blocks, prefilling only the
+        question (a local model; the evidence reader; :mod:`memcli.kv.composed_ask`); ``select``: how
+        it picks the units, ``text``, ``latent`` or ``fused`` (default: the ``kv.select`` setting).
         """
         from memcli.retrieve.ask import ask, check_options
 
         cfg = self.settings
+        if kv_compose:
+            return self._ask_composed(question, reader=reader, budget=budget, progress=progress,
+                                      select=select or cfg.kv_select)
+        if select is not None:
+            raise UsageError("--select chooses the memory units of --kv-compose")
         reader = reader or self.default_reader()
         budget = budget if budget is not None else cfg.ask_budget
         reading = answer_context if answer_context is not None else cfg.ask_answer_context
@@ -425,6 +434,39 @@ class Memory:
             cache.engine.blocks.evict(cfg.kv_budget_mb * 1024 * 1024)
             result.warnings = [f"KV blocks: {reason}" for reason in cache.engine.stats.refused]
             cache.engine.stats.refused.clear()
+        return result
+
+    def _ask_composed(self, question: str, *, reader: str | None, budget: int | None, progress: Progress | None,
+                      select: str):
+        from memcli.kv import keeps_blocks
+        from memcli.kv.composed_ask import SELECTIONS, composed_ask
+        from memcli.retrieve.ask import check_options
+
+        cfg = self.settings
+        if select not in SELECTIONS:
+            raise UsageError(f"unknown selection {select!r} (choose from {', '.join(SELECTIONS)})")
+        if cfg.kv_compose_recompute < 0:
+            raise ConfigError("kv.compose_recompute must be 0 or a number of tokens")
+        if reader not in (None, "evidence"):
+            raise UsageError("--kv-compose answers with the evidence reader's ranking; leave out --reader")
+        if not keeps_blocks(cfg):
+            raise ConfigError("--kv-compose needs the local llama.cpp backend, not an OpenAI-compatible server",
+                              hint="unset --base-url / MEMCLI_BASE_URL")
+        budget = budget if budget is not None else cfg.ask_budget
+        check_options(reader="evidence", budget=budget, answer_context=0, max_rounds=1)
+        if not question.strip():
+            raise UsageError("the question is empty")
+        embedding = self.embed(progress)
+        begin = time.perf_counter()
+        engine = self.kv_engine()
+        loaded = time.perf_counter() - begin
+        result = composed_ask(engine, self.store, self.index, question, budget=budget,
+                              recompute=cfg.kv_compose_recompute, select=select, progress=progress)
+        result.timings = {"embed_s": round(embedding, 3), "model_load_s": round(loaded, 3), **result.timings,
+                          "total_s": round(result.timings["total_s"] + loaded, 3)}
+        engine.blocks.evict(cfg.kv_budget_mb * 1024 * 1024)
+        result.warnings = [f"KV blocks: {reason}" for reason in engine.stats.refused]
+        engine.stats.refused.clear()
         return result
 
     def embed(self, progress: Progress | None = None) -> float:

@@ -147,7 +147,9 @@ class BlockStore:
         return header, state
 
     def remove(self, key: str) -> int:
+        """Delete block ``key`` (and the summary kept beside it, :mod:`memcli.kv.latent`); bytes freed."""
         path = self.path(key)
+        path.with_suffix(".kvs").unlink(missing_ok=True)
         try:
             size = path.lstat().st_size
             path.unlink()

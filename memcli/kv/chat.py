@@ -30,6 +30,7 @@ from memcli.errors import StoreError, UsageError
 from memcli.kv.blocks import block_key
 from memcli.kv.context import CHAT_HEADER, memory_texts
 from memcli.kv.engine import KVEngine, Unit
+from memcli.kv.unit_cache import cached_units, units_key
 from memcli.results import Result
 from memcli.store import Store
 from memcli.store.atomic import atomic_write
@@ -68,6 +69,7 @@ class ChatSession:
     resumed: str = "new"  # new | restored | re-prefilled (memory changed)
     start_stats: dict = field(default_factory=dict)
     compose: bool = False  # place independently saved document blocks (approximate) instead of a chain
+    units_dir: Path | None = None  # where the memory units are kept as tokens (kv/units; None: built each start)
 
     def __post_init__(self):
         if not SESSION_NAME.fullmatch(self.name):
@@ -106,13 +108,19 @@ class ChatSession:
     def memory(self) -> list[Unit]:
         """The memory context as units, from the store as it is now: the header, the memory, and
         last the template's opening of the first user turn (``turn-open``), so a turn prefills only
-        its message and the few tokens that close it."""
-        before, _ = self._render([])
-        units = [Unit("header", before + self.engine.tokenize(CHAT_HEADER))]
-        units += [Unit(label, self.engine.tokenize(text)) for label, text in memory_texts(self.store,
-                                                                                          self.memory_tokens)]
-        units.append(Unit("turn-open", self._opening([])))
-        return units
+        its message and the few tokens that close it. Kept by the store's file signatures
+        (:mod:`memcli.kv.unit_cache`), so an unchanged store is not read again."""
+        def build() -> list[Unit]:
+            before, _ = self._render([])
+            units = [Unit("header", before + self.engine.tokenize(CHAT_HEADER))]
+            units += [Unit(label, self.engine.tokenize(text))
+                      for label, text in memory_texts(self.store, self.memory_tokens)]
+            units.append(Unit("turn-open", self._opening([])))
+            return units
+
+        key = units_key(self.store, {"fingerprint": self.engine.fp_id, "memory_tokens": self.memory_tokens,
+                                     "header": CHAT_HEADER})
+        return cached_units(self.units_dir, key, build)
 
     # ------------------------------------------------------------ session life
 

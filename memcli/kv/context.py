@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 
+from memcli.kv.units import stale_windows
 from memcli.retrieve.evidence import render_entry
 from memcli.store import CURRENT_ID, Store
 from memcli.store.format import parse_entry
@@ -87,7 +88,8 @@ def memory_texts(store: Store, budget: int) -> list[tuple[str, str]]:
 
 
 def stale_labels(store: Store, labels: set[str]) -> set[str]:
-    """Labels (of stored blocks) whose document no longer has the content the block was made from."""
+    """Labels (of stored blocks) whose document no longer has the content the block was made from
+    (memory units of chat, and ``window:`` units of ``ask --kv-compose``)."""
     current: dict[str, str] = {}
     ids = set(store.all_ids())
     stale = set()
@@ -104,5 +106,5 @@ def stale_labels(store: Store, labels: set[str]) -> set[str]:
             current[doc_id] = unit_label(doc_id, store.read_text(doc_id))
         if current[doc_id] != own:
             stale.add(label)
-    return stale
+    return stale | stale_windows(store, labels)
 

@@ -51,6 +51,7 @@ class Unit:
 @dataclass
 class KVStats:
     restored: int = 0  # tokens restored from blocks
+    composed: int = 0  # of which placed from composed blocks (moved to their place)
     prefilled: int = 0  # tokens computed
     saved_blocks: int = 0
     restore_s: float = 0.0
@@ -58,7 +59,8 @@ class KVStats:
     refused: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return {"restored_tokens": self.restored, "prefilled_tokens": self.prefilled,
+        return {"restored_tokens": self.restored, "composed_tokens": self.composed,
+                "prefilled_tokens": self.prefilled,
                 "saved_blocks": self.saved_blocks, "restore_s": round(self.restore_s, 4),
                 "prefill_s": round(self.prefill_s, 4), "refused": self.refused}
 
@@ -143,14 +145,17 @@ class KVEngine:
         self.truncate(pos)
         return keys
 
-    def compose(self, header: Unit, docs: list[Unit], *, save: bool = True) -> list[str]:
-        """The header as an exact chain, then each document from a block prefilled right after the header
+    def compose(self, header: Unit, docs: list[Unit], *, recompute: int = 0, save: bool = True) -> list[str]:
+        """The header as an exact chain, then each unit from a block prefilled right after the header
         alone, moved to its place (``seq_shift``); any subset in any order, approximate.
 
-        A document's composed block holds only its own cells (the header's are removed from the spare
+        A unit's composed block holds only its own cells (the header's are removed from the spare
         sequence before saving), at positions ``len(header)`` on; llama.cpp re-rotates the shifted keys
-        at the next decode. Composed results differ slightly from a full prefill: the document's cells
-        never attended to the documents placed before it.
+        at the next decode. Composed results differ from a full prefill because a unit's cells never
+        attended to the units placed before it; ``recompute``: the first that many tokens of every unit
+        after the first are prefilled in place (they attend to everything before them) and only the
+        rest of the unit comes from its block, which buys agreement with a full prefill for prefill
+        time (docs/benchmarks.md, "Composed KV memory").
         """
         header_keys = self.load_chain([header])
         h = len(header.tokens)
@@ -163,25 +168,61 @@ class KVEngine:
             n = len(doc.tokens)
             if not n:
                 continue
-            key = block_key("compose:" + header_keys[-1], doc.tokens)
+            key = _composed_key(header_keys[-1], doc.tokens)
             self.truncate(pos)
-            if self._read_into_spare(key, h, n) is not None:
-                self.stats.restored += n
-            else:
+            again = min(recompute, n) if pos != h else 0
+            if again:
+                self.prefill(doc.tokens[:again])  # in place: these cells see the units before them
+            if again < n:
+                stored = self._read_into_spare(key, h, n) is not None
+                if not stored:
+                    self._build_spare(header_keys[-1], h, doc, key, save)
+                if again:
+                    rt.seq_rm(1, h, h + again)  # prefilled in place above
+                if pos != h:
+                    rt.seq_shift(1, h + again, h + n, pos - h)
+                rt.seq_cp(1, 0)
                 rt.seq_rm(1)
-                rt.seq_cp(0, 1, 0, h)  # the header, shared with the spare sequence
-                self._decode_spare(doc.tokens, h)
-                rt.seq_rm(1, 0, h)  # keep only the document's cells
-                if save:
-                    self._write_spare(key, "compose:" + header_keys[-1], f"compose:{doc.label}", h, n)
-            if pos != h:
-                rt.seq_shift(1, h, h + n, pos - h)
-            rt.seq_cp(1, 0)
-            rt.seq_rm(1)
-            rt.placed(pos, doc.tokens)
+                rt.placed(pos + again, doc.tokens[again:])
+                if stored:
+                    self.stats.restored += n - again
+                    self.stats.composed += n - again
             keys.append(key)
             pos += n
         return header_keys + keys
+
+    def composed_blocks(self, header: Unit, units: list[Unit], on_unit=None) -> list[str]:
+        """Make sure every unit has its composed block (made after ``header`` alone, as
+        :meth:`compose` places them); their keys. ``on_unit(done, total)`` follows the units."""
+        header_keys = self.load_chain([header])
+        h = len(header.tokens)
+        keys = []
+        for done, unit in enumerate(units, 1):
+            key = _composed_key(header_keys[-1], unit.tokens)
+            if unit.tokens and not self.blocks.path(key).exists():
+                if h + len(unit.tokens) >= self.n_ctx:
+                    raise ConfigError(f"a unit of {len(unit.tokens)} tokens does not fit the context ({self.n_ctx})")
+                self._build_spare(header_keys[-1], h, unit, key, True)
+                self.rt.seq_rm(1)
+            keys.append(key)
+            if on_unit is not None:
+                on_unit(done, len(units))
+        return keys
+
+    def composed_key(self, header: Unit, unit: Unit) -> str:
+        """The key of ``unit``'s composed block after ``header`` (the header's chain of one block)."""
+        return _composed_key(block_key(None, header.tokens), unit.tokens)
+
+    def _build_spare(self, header_key: str, h: int, unit: Unit, key: str, save: bool) -> None:
+        """Prefill ``unit`` into the spare sequence right after the header (held by sequence 0 at
+        0..h-1) and keep only its own cells there, saved as block ``key`` when ``save``."""
+        rt = self.rt
+        rt.seq_rm(1)
+        rt.seq_cp(0, 1, 0, h)  # the header, shared with the spare sequence
+        self._decode_spare(unit.tokens, h)
+        rt.seq_rm(1, 0, h)  # keep only the unit's cells
+        if save:
+            self._write_spare(key, "compose:" + header_key, f"compose:{unit.label}", h, len(unit.tokens))
 
     def _decode_spare(self, tokens: list[int], start: int) -> None:
         """Decode ``tokens`` into sequence 1 at positions ``start``.. (sequence 0 is untouched)."""
@@ -324,14 +365,20 @@ class KVEngine:
         self.truncate(common_prefix(self.context_tokens(), tokens))
         self.prefill(tokens[self.n_tokens:])
 
-    def generate(self, prompt: list[int], *, max_tokens: int, on_text=None):
+    def generate(self, prompt: list[int], *, max_tokens: int, on_text=None, stop: list[str] = ()):
         """Greedy continuation of ``prompt`` (whose prefix may already be in the context) until the
-        model's own end-of-generation token; only the part of ``prompt`` not already in the context
-        is prefilled. Returns the runtime's :class:`~memcli.llm.runtime.Generation`."""
-        done = self.rt.generate(prompt, max_tokens=max_tokens, on_text=on_text)
+        model's own end-of-generation token or a ``stop`` string; only the part of ``prompt`` not
+        already in the context is prefilled. Returns the runtime's :class:`~memcli.llm.runtime.Generation`."""
+        done = self.rt.generate(prompt, max_tokens=max_tokens, on_text=on_text, stop=stop)
         self.stats.prefilled += done.prefilled_tokens
         self.stats.prefill_s += done.ttft_s
         return done
+
+
+def _composed_key(header_key: str, tokens: list[int]) -> str:
+    """A composed block's key: its tokens under the header chain's key (it never depends on what is
+    placed before it)."""
+    return block_key("compose:" + header_key, tokens)
 
 
 def _check_state(header: BlockHeader, state: bytearray, path: Path, corrupt: list[str]) -> None:

@@ -41,6 +41,12 @@ def ask(
     kv: Annotated[Optional[bool], typer.Option(
         "--kv/--no-kv", help="Restore shared prompt prefixes from KV blocks and save new ones "
                              "(local model; default: ask.kv, on).")] = None,
+    kv_compose: Annotated[bool, typer.Option(
+        "--kv-compose", help="Answer from memory units placed as composed KV blocks (local model): only the "
+                             "question is prefilled; approximate (see kv.compose_recompute).")] = False,
+    select: Annotated[Optional[str], typer.Option(
+        "--select", metavar="HOW", help="How --kv-compose picks memory units: text, latent or fused "
+                                        "(default: kv.select, text).")] = None,
     show_stats: Annotated[bool, typer.Option(
         "--stats", help="Print tokens prefilled and restored, time to first token and generation speed "
                         "on stderr.")] = False,
@@ -67,6 +73,15 @@ def ask(
     With a local model, the prompt parts other questions share (instructions,
     catalog, and the answer's evidence) are kept as KV blocks in the store's
     kv/ directory and restored instead of prefilled (--no-kv: not at all).
+    --kv-compose goes further: the evidence ranking picks memory units (a
+    topic document's section or a day of CURRENT, up to 512 tokens each)
+    within --budget, each unit's block (made once, after the instructions
+    alone) is placed after the restored instructions, and only the question
+    and the template tokens around it are prefilled. The result is close to,
+    not identical with, reading the same text (docs/benchmarks.md).
+    --select latent ranks the units by the attention the question's queries
+    would pay their blocks (every unit's block is made first, once);
+    --select fused takes the two rankings in turns.
     """
     out = output(ctx, json, quiet, verbose)
     if sum(bool(x) for x in (reader, evidence_only, no_agent)) > 1:
@@ -77,14 +92,15 @@ def ask(
     with out.stages() as progress:
         result = memory(ctx).ask(question, reader=reader, budget=budget, answer_context=answer_context,
                                  max_rounds=max_rounds, kv=kv, on_step=_trace_round if trace else None,
-                                 progress=progress)
+                                 progress=progress, kv_compose=kv_compose, select=select)
     if result.problems:
         out.debug("model problems: " + "; ".join(result.problems))
     for warning in result.warnings:
         out.warn(warning)
     if show_stats:
         t, n = result.timings, result.tokens
-        print(f"[stats] prompt {n['prompt']} tokens: prefilled {n['prefilled']}, restored {n['restored']}; "
+        composed = f", composed {n['composed']}" if "composed" in n else ""
+        print(f"[stats] prompt {n['prompt']} tokens: prefilled {n['prefilled']}, restored {n['restored']}{composed}; "
               f"generated {n['generated']} in {n['model_calls']} calls; answer: first token "
               f"{t.get('answer_ttft_s', '-')} s, {t.get('answer_tokens_per_s', '-')} tokens/s; "
               f"total {t['total_s']} s", file=sys.stderr)

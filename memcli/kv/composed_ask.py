@@ -1,0 +1,151 @@
+"""``ask --kv-compose``: answer from memory units placed as composed KV blocks, prefilling only the question.
+
+The prompt is the answer's (:mod:`memcli.retrieve.answer`), rendered by the
+model's chat template: system instructions, then one user message of
+excerpts and the question. Token by token:
+
+- the template's text up to the user message's content and ``Excerpts:``:
+  an exact chain block, restored;
+- one unit (:mod:`memcli.kv.units`) after another: each from its own block,
+  made once after that prefix alone and moved to its place
+  (:meth:`~memcli.kv.engine.KVEngine.compose`); with ``recompute`` N, the
+  first N tokens of each unit after the first are prefilled in place;
+- the question and the template's tokens closing the user message and
+  opening the assistant's: prefilled, then the answer is generated.
+
+Units are ranked by the deterministic evidence ranking (their best-ranked
+entry first), by the attention the question pays their blocks in latent
+space, or both in turns (:func:`rank_units`); the best that fit ``budget``
+tokens are placed best last, nearest the question. The evidence the result
+cites is the units' entries.
+"""
+
+from __future__ import annotations
+
+import time
+
+from memcli.errors import ConfigError, UsageError
+from memcli.kv.engine import KVEngine, Unit
+from memcli.kv.latent import Summaries
+from memcli.kv.latent import scores as latent_scores
+from memcli.kv.units import MemoryUnit, Units, fill
+from memcli.llm.base import CallStats
+from memcli.retrieve.answer import ANSWER_SYSTEM, MAX_ANSWER_TOKENS, UNKNOWN, clean, speakers
+from memcli.retrieve.ask import AskResult
+from memcli.retrieve.evidence import Library
+from memcli.retrieve.policy import DEFAULT, ranked_entries
+
+EXCERPTS = "Excerpts:\n"
+_USER = "\x1eUSER\x1e"
+
+
+class ComposedPrompt:
+    """The token pieces of the answer prompt for one model: the restored prefix, then (per question)
+    the units and the tail."""
+
+    def __init__(self, engine: KVEngine):
+        self.engine = engine
+        text = engine.rt.render_chat([{"role": "system", "content": ANSWER_SYSTEM},
+                                      {"role": "user", "content": _USER}])[0]
+        if text.count(_USER) != 1:
+            raise ConfigError("the model's chat template does not render a user message as given")
+        before, after = text.split(_USER)
+        self.prefix = Unit("ask-prefix", engine.tokenize(before, special=True, bos=True) + engine.tokenize(EXCERPTS))
+        self.closing = engine.tokenize(after, special=True)
+
+    def tail(self, question: str) -> list[int]:
+        """The question and the template's tokens after it (what a composed ask prefills)."""
+        return self.engine.tokenize(f"\nQuestion: {question}") + self.closing
+
+
+SELECTIONS = ("text", "latent", "fused")
+
+
+def rank_units(engine: KVEngine, prompt: ComposedPrompt, store, index, question: str, select: str,
+               method: str = "bounds", progress=None) -> list[MemoryUnit]:
+    """The store's memory units for ``question``, best first, by ``select``:
+
+    - ``text``: the evidence ranking (units in the order of their best-ranked entry; none when no word
+      of the question is in memory);
+    - ``latent``: every unit, by the attention the question's queries would pay its block
+      (:mod:`memcli.kv.latent`); blocks not made yet are made first (``progress("making memory
+      blocks", done, total)``);
+    - ``fused``: the two rankings in turns (one of each, neither ahead).
+    """
+    if select not in SELECTIONS:
+        raise UsageError(f"unknown selection {select!r} (choose from {', '.join(SELECTIONS)})")
+    library = Library(store)
+    units = Units(library)
+    text = units.ranked(ranked_entries(library, index, question, tuning=DEFAULT)) if select != "latent" else []
+    if select == "text":
+        return text
+    latent = latent_ranking(engine, prompt, units.every(), question, method, progress)
+    if select == "latent":
+        return latent
+    out: list[MemoryUnit] = []
+    seen: set[str] = set()
+    for unit in [u for pair in zip(text, latent) for u in pair] + text[len(latent):] + latent[len(text):]:
+        if unit.label not in seen:
+            seen.add(unit.label)
+            out.append(unit)
+    return out
+
+
+def latent_ranking(engine: KVEngine, prompt: ComposedPrompt, every: list[MemoryUnit], question: str,
+                   method: str = "bounds", progress=None) -> list[MemoryUnit]:
+    """``every`` unit by the attention the question's queries would pay its block, best first."""
+    every = [u for u in every if u.lines]
+    told = (lambda done, total: progress("making memory blocks", done, total)) if progress else None
+    keys = engine.composed_blocks(prompt.prefix, [Unit(u.label, engine.tokenize(u.text)) for u in every],
+                                  on_unit=told)
+    summaries = Summaries(engine.blocks, engine)
+    found = [(unit, summaries.get(key)) for unit, key in zip(every, keys)]
+    found = [(unit, summary) for unit, summary in found if summary is not None]
+    if not found:
+        return []
+    queries = engine.rt.queries(engine.tokenize(f"Question: {question}", bos=True)[:256])
+    score = latent_scores(queries, [summary for _, summary in found], engine.rt.attention_shape, method)
+    order = sorted(range(len(found)), key=lambda i: -score[i])
+    return [found[i][0] for i in order]
+
+
+def composed_ask(engine: KVEngine, store, index, question: str, *, budget: int, recompute: int = 0,
+                 select: str = "text", max_tokens: int = MAX_ANSWER_TOKENS, progress=None) -> AskResult:
+    """Answer ``question`` from composed memory units (see the module's description)."""
+    question = question.strip()
+    begin = time.perf_counter()
+    result = AskResult(question=question, mode="evidence", answer=None, evidence=[])
+    before = engine.stats.restored, engine.stats.composed, engine.stats.prefilled
+    prompt = ComposedPrompt(engine)
+    with store.reading():
+        ranked = rank_units(engine, prompt, store, index, question, select, progress=progress)
+        units = fill(ranked, budget, lambda text: len(engine.tokenize(text)))
+    result.tool_calls = [{"tool": "select", "by": select, "query": question, "units": [u.label for u in units]}]
+    result.evidence = [e for u in units for e in u.evidence]
+    result.read = result.evidence
+    retrieved = time.perf_counter()
+    result.timings = {"retrieval_s": round(retrieved - begin, 3)}
+    stats = CallStats()
+    if not units:
+        result.answer = UNKNOWN
+    else:
+        placed = list(reversed(units))  # the best nearest the question
+        engine.compose(prompt.prefix, [Unit(u.label, engine.tokenize(u.text)) for u in placed], recompute=recompute)
+        composed_s = time.perf_counter() - retrieved
+        done = engine.generate(engine.context_tokens() + prompt.tail(question), max_tokens=max_tokens, stop=["\n"])
+        stats.calls = 1
+        stats.prompt_tokens = done.prompt_tokens
+        stats.completion_tokens = len(done.tokens)
+        result.answer = clean(done.text, speakers(result.evidence))[:600] or UNKNOWN
+        result.timings.update({"compose_s": round(composed_s, 3), "answer_ttft_s": round(composed_s + done.ttft_s, 3),
+                               "answer_s": round(time.perf_counter() - retrieved, 3)})
+        if done.tokens_per_s is not None:
+            result.timings["answer_tokens_per_s"] = round(done.tokens_per_s, 2)
+    restored = engine.stats.restored - before[0]
+    composed = engine.stats.composed - before[1]
+    result.tokens = {"evidence": sum(e.tokens for e in result.evidence), "read": sum(e.tokens for e in result.read),
+                     "prompt": stats.prompt_tokens, "restored": restored - composed, "composed": composed,
+                     "prefilled": engine.stats.prefilled - before[2], "generated": stats.completion_tokens,
+                     "model_calls": stats.calls, "units": len(units)}
+    result.timings["total_s"] = round(time.perf_counter() - begin, 3)
+    return result
