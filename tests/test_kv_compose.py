@@ -227,6 +227,10 @@ def test_latent_selection_makes_and_keeps_block_summaries(tmp_path):
     assert not summaries.path(keys[0]).exists()  # a summary goes with its block
     summaries.path(keys[1]).write_bytes(b"damaged")
     assert summaries.get(keys[1]) is not None  # made again from the block
+    engine.blocks.path(keys[2]).write_bytes(b"MEMCLI-KV 1\n{not a header}\n")  # a broken block
+    again = latent_ranking(engine, prompt, every, "What did Priya do?")
+    assert len(again) == len(every) and engine.blocks.header(keys[2]) is not None  # rebuilt, ranked
+    assert engine.blocks.path(keys[0]).exists()  # the removed one was made again too
 
 
 def test_warm_chat_start_reads_the_units_it_kept(tmp_path, monkeypatch):

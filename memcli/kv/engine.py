@@ -199,7 +199,7 @@ class KVEngine:
         keys = []
         for done, unit in enumerate(units, 1):
             key = _composed_key(header_keys[-1], unit.tokens)
-            if unit.tokens and not self.blocks.path(key).exists():
+            if unit.tokens and not self._usable(key):
                 if h + len(unit.tokens) >= self.n_ctx:
                     raise ConfigError(f"a unit of {len(unit.tokens)} tokens does not fit the context ({self.n_ctx})")
                 self._build_spare(header_keys[-1], h, unit, key, True)
@@ -208,6 +208,19 @@ class KVEngine:
             if on_unit is not None:
                 on_unit(done, len(units))
         return keys
+
+    def _usable(self, key: str) -> bool:
+        """Whether block ``key`` is stored for this model (its header read and checked; the state is
+        checked when it loads). A block of another model or an unreadable one is removed."""
+        try:
+            header = self.blocks.header(key)
+        except BlockRefused:
+            header = None
+            self.blocks.remove(key)
+        if header is not None and header.fingerprint_id != self.fp_id:
+            self.blocks.remove(key)
+            return False
+        return header is not None
 
     def composed_key(self, header: Unit, unit: Unit) -> str:
         """The key of ``unit``'s composed block after ``header`` (the header's chain of one block)."""

@@ -83,17 +83,25 @@ class Summaries:
         return self.blocks.path(key).with_suffix(SUMMARY_SUFFIX)
 
     def get(self, key: str):
-        """The summary of stored block ``key``; None when the block is absent or refused."""
+        """The summary of stored block ``key``; None when the block is absent or refused. A kept
+        summary is used only beside a block of the running model's fingerprint, with the shape
+        that model's keys have; otherwise it is made again from the block."""
         import numpy as np
 
         path = self.path(key)
+        shape = self.engine.rt.attention_shape
+        wanted = (3, shape["n_layer"], shape["n_head_kv"], shape["head_dim"])
         try:
-            with open_regular(path) as handle:
-                return np.load(io.BytesIO(handle.read()), allow_pickle=False)
+            header = self.blocks.header(key)
+            if header is not None and header.fingerprint_id == self.engine.fp_id:
+                with open_regular(path) as handle:
+                    summary = np.load(io.BytesIO(handle.read()), allow_pickle=False)
+                if summary.shape == wanted:
+                    return summary
         except FileNotFoundError:
             pass
-        except (OSError, ValueError):
-            path.unlink(missing_ok=True)  # damaged: made again below
+        except (OSError, ValueError, EOFError, BlockRefused):
+            pass  # damaged or not ours: made again below
         try:
             found = self.blocks.get(key, self.engine.fp_id, self.engine.fp)
         except BlockRefused:
