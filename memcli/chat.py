@@ -32,7 +32,8 @@ class Chat:
         self.budget = cfg.kv_budget_mb * 1024 * 1024
         root = kv_root(self.store, cfg)
         self.session = ChatSession(self.engine, self.store, root / "sessions", name, cfg.chat_memory_tokens,
-                                   max_tokens=max_tokens, compose=compose, units_dir=root / "units")
+                                   max_tokens=max_tokens, compose=compose, units_dir=root / "units",
+                                   recompute=max(0, cfg.kv_compose_recompute))
         with self.store.reading():
             self.session.start(progress)
         self.last = None  # the last turn's stats

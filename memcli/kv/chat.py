@@ -69,6 +69,7 @@ class ChatSession:
     resumed: str = "new"  # new | restored | re-prefilled (memory changed)
     start_stats: dict = field(default_factory=dict)
     compose: bool = False  # place independently saved document blocks (approximate) instead of a chain
+    recompute: int = 0  # composed: tokens at the start of each later block prefilled in place
     units_dir: Path | None = None  # where the memory units are kept as tokens (kv/units; None: built each start)
 
     def __post_init__(self):
@@ -139,7 +140,8 @@ class ChatSession:
             self.engine.on_prefill = told
             told(0)
         if self.compose:
-            self.memory_keys = self.engine.compose(self.memory_units[0], self.memory_units[1:-1])
+            self.memory_keys = self.engine.compose(self.memory_units[0], self.memory_units[1:-1],
+                                                   recompute=self.recompute)
             self.engine.extend([t for u in self.memory_units for t in u.tokens])  # the opening, prefilled
         else:
             self.memory_keys = self.engine.load_chain(self.memory_units)
