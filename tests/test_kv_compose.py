@@ -231,6 +231,9 @@ def test_latent_selection_makes_and_keeps_block_summaries(tmp_path):
     again = latent_ranking(engine, prompt, every, "What did Priya do?")
     assert len(again) == len(every) and engine.blocks.header(keys[2]) is not None  # rebuilt, ranked
     assert engine.blocks.path(keys[0]).exists()  # the removed one was made again too
+    engine.blocks.path(keys[3]).unlink()  # a block deleted by hand leaves its summary behind
+    assert summaries.path(keys[3]).exists() and engine.blocks.orphans() == 1
+    assert not summaries.path(keys[3]).exists() and summaries.path(keys[4]).exists()
 
 
 def test_warm_chat_start_reads_the_units_it_kept(tmp_path, monkeypatch):

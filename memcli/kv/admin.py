@@ -83,7 +83,8 @@ def verify(memory) -> KVReport:
 
 
 def prune(memory, budget_mb: int | None = None) -> KVReport:
-    """Remove stale blocks (their document changed), broken ones, then least recently used ones over budget."""
+    """Remove stale blocks (their document changed), broken ones, then least recently used ones over budget,
+    and key summaries left without their block."""
     from memcli.kv import block_store
     from memcli.kv.context import stale_labels
 
@@ -99,4 +100,5 @@ def prune(memory, budget_mb: int | None = None) -> KVReport:
         blocks.remove(key)
     evicted, freed = blocks.evict((cfg.kv_budget_mb if budget_mb is None else budget_mb) * 1024 * 1024)
     return KVReport("prune", {"stale_blocks": stale_blocks, "stale_tokens": stale_tokens, "broken": len(broken),
-                              "evicted_blocks": evicted, "evicted_bytes": freed})
+                              "evicted_blocks": evicted, "evicted_bytes": freed,
+                              "orphan_summaries": blocks.orphans()})

@@ -35,6 +35,7 @@ from memcli.errors import MemcliError, StoreError
 from memcli.store.atomic import atomic_write, open_regular
 
 MAGIC = b"MEMCLI-KV 1\n"
+SUMMARY_SUFFIX = ".kvs"  # a block's key summary (latent selection, memcli.kv.latent), beside its file
 FORMAT_VERSION = 2  # 2: the header carries a digest of itself
 
 
@@ -149,7 +150,7 @@ class BlockStore:
     def remove(self, key: str) -> int:
         """Delete block ``key`` (and the summary kept beside it, :mod:`memcli.kv.latent`); bytes freed."""
         path = self.path(key)
-        path.with_suffix(".kvs").unlink(missing_ok=True)
+        path.with_suffix(SUMMARY_SUFFIX).unlink(missing_ok=True)
         try:
             size = path.lstat().st_size
             path.unlink()
@@ -177,6 +178,15 @@ class BlockStore:
                 st = path.lstat()
             out.append(BlockInfo(header, path, st.st_size, st.st_mtime))
         return out
+
+    def orphans(self) -> int:
+        """Remove summaries whose block is gone (deleted by hand, or a crash between the two unlinks)."""
+        removed = 0
+        for path in self.root.glob(f"*/*{SUMMARY_SUFFIX}") if self.root.exists() else ():
+            if not path.with_suffix(".kvb").exists():
+                path.unlink(missing_ok=True)
+                removed += 1
+        return removed
 
     def evict(self, budget_bytes: int, keep: set[str] = frozenset()) -> tuple[int, int]:
         """Drop least recently used blocks (not in ``keep``) until the store fits; (blocks, bytes) removed."""

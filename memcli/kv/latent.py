@@ -29,10 +29,9 @@ import io
 import math
 
 from memcli.errors import ConfigError
-from memcli.kv.blocks import BlockRefused, BlockStore
+from memcli.kv.blocks import SUMMARY_SUFFIX, BlockRefused, BlockStore
 from memcli.store.atomic import atomic_write, open_regular
 
-SUMMARY_SUFFIX = ".kvs"
 METHODS = ("bounds", "mean")
 
 

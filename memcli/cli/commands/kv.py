@@ -60,7 +60,8 @@ def prune(
                                                   "kv.budget_mb).")] = None,
     json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
 ) -> None:
-    """Remove stale blocks (their document changed), broken ones, then least recently used ones over budget."""
+    """Remove stale blocks (their document changed), broken ones, then least recently used ones over budget,
+    and key summaries (latent selection) left without their block."""
     output(ctx, json, quiet, verbose).emit(admin.prune(memory(ctx), budget))
 
 
