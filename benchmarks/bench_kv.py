@@ -8,7 +8,8 @@ store holding LoCoMo conv-26 consolidated with --no-llm), with the default
 model, in one process and one run:
 
 - cold turn: empty block store, so the memory is prefilled, then the turn;
-- warm turn: the same memory restored from the blocks the cold turn saved;
+- warm turn: the same memory restored from the blocks the cold turn saved
+  (the median of 5 new sessions);
 - resumed session: a session with one earlier exchange, continued in a fresh
   context (memory and history restored) against the same with no blocks.
 
@@ -20,8 +21,9 @@ Then ``ask --kv-compose`` on both development conversations, each ingested raw
 block made first:
 
 - unit selection: all-evidence recall at 2,000 tokens of the units chosen by
-  the text ranking, by latent selection (bounding boxes, mean keys) and by
-  the two in turns, over every question of categories 1-4;
+  the text ranking, by latent selection (the model's retrieval heads, found
+  first: their time is printed), by the two fused, and in a random order
+  (chance), over every question of categories 1-4;
 - composed against a full prefill, on ``--composed`` questions per
   conversation: the text-ranked units within 2,000 tokens, placed as ask
   places them, for each ``--recompute`` value; the full prefill restores
@@ -35,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -46,6 +49,7 @@ REPO = Path(__file__).resolve().parent.parent
 LOCOMO = REPO.parent / "shared" / "data" / "locomo"
 QUESTION = "What did we talk about last time?"
 FOLLOW_UP = "Tell me more about that."
+WARM_TURNS = 5
 
 
 def main() -> None:
@@ -100,10 +104,11 @@ def main() -> None:
             shutil.rmtree(work / "sessions", ignore_errors=True)
             shutil.rmtree(work / "units", ignore_errors=True)
             cold = turn(f"cold-{size}", QUESTION)
-            warm = turn(f"warm-{size}", QUESTION)
+            warms = sorted((turn(f"warm-{size}-{i}", QUESTION) for i in range(WARM_TURNS)), key=lambda t: t["ttft_s"])
+            warm = warms[len(warms) // 2]  # the median of new sessions over the same restored memory
             resumed_warm = turn(f"cold-{size}", FOLLOW_UP)  # the cold session's second turn, all restored
             shutil.rmtree(blocks.root, ignore_errors=True)  # the same resumption with nothing saved
-            resumed_cold = turn(f"warm-{size}", FOLLOW_UP)
+            resumed_cold = turn(f"warm-{size}-0", FOLLOW_UP)
             rows.append({"size": size, "cold": cold, "warm": warm, "resumed_warm": resumed_warm,
                          "resumed_cold": resumed_cold,
                          "turn_ttft_ratio": round(cold["ttft_s"] / warm["ttft_s"], 1),
@@ -137,11 +142,12 @@ def print_composed(c: dict) -> None:
     for b in c["blocks"]:
         print(f"{b['conversation']}: {b['units']} memory units, {b['tokens']} tokens, blocks made in {b['seconds']} s")
     print()
+    print(f"retrieval heads found in {c['heads_s']} s")
     print("| units chosen by | all-evidence recall at 2,000 tokens | ranking time per question (median) |")
     print("|---|---|---|")
     for way, hits in c["recall"].items():
-        print(f"| {way} | {sum(hits) / len(hits):.1%} ({len(hits)} questions) | "
-              f"{median(c['selection_s'][way]) * 1000:.0f} ms |")
+        took = "-" if way == "random" else f"{median(c['selection_s'][way]) * 1000:.0f} ms"
+        print(f"| {way} | {sum(hits) / len(hits):.1%} ({len(hits)} questions) | {took} |")
     rows = c["agreement"]
     print()
     print(f"{len(rows)} questions, {median(r['memory_tokens'] for r in rows):.0f} memory tokens "
@@ -158,6 +164,18 @@ def print_composed(c: dict) -> None:
         print(f"| {r} | {sum(g['top1'] for g in got) / len(got):.0%} | {sum(g['greedy32'] for g in got) / len(got):.0%} "
               f"| {median(g['prefilled'] for g in got):.0f}, {max(g['prefilled'] for g in got)} | {over} "
               f"| {median(g['ttft_s'] for g in got) * 1000:.0f} ms | {median(ratios):.1f}x |")
+    # where the first token disagrees: how sure the full prefill was, and which of its choices composed took
+    cut = median(row["margin"] for row in rows)
+    print()
+    print(f"full prefill's first-token margin (top-1 minus top-2 probability): median {cut:.3f}")
+    print("| recompute | top-1 agrees, margin above the median | at or below it | disagreeing: composed took the "
+          "full prefill's 2nd choice |")
+    print("|---|---|---|---|")
+    for r in rows[0]["composed"]:
+        high = [row["composed"][r]["top1"] for row in rows if row["margin"] > cut]
+        low = [row["composed"][r]["top1"] for row in rows if row["margin"] <= cut]
+        off = [row["composed"][r]["full_rank"] for row in rows if not row["composed"][r]["top1"]]
+        print(f"| {r} | {sum(high)}/{len(high)} | {sum(low)}/{len(low)} | {sum(x == 1 for x in off)}/{len(off)} |")
 
 
 def composed_ask_rows(model, work: Path, per_conversation: int, recompute: list[int]) -> dict:
@@ -167,8 +185,9 @@ def composed_ask_rows(model, work: Path, per_conversation: int, recompute: list[
     from memcli import Memory
     from memcli.eval.metrics import evidence_recall, gold_dialog_ids
     from memcli.kv import block_store
-    from memcli.kv.composed_ask import ComposedPrompt, latent_ranking
+    from memcli.kv.composed_ask import ComposedPrompt, fuse, latent_ranking
     from memcli.kv.engine import KVEngine, Unit
+    from memcli.kv.latent import retrieval_heads
     from memcli.kv.units import Units, fill
     from memcli.retrieve.evidence import Library
     from memcli.retrieve.policy import DEFAULT, ranked_entries
@@ -190,9 +209,15 @@ def composed_ask_rows(model, work: Path, per_conversation: int, recompute: list[
         rows.setdefault("blocks", []).append({"conversation": name, "units": len(every),
                                               "tokens": sum(count(u.text) for u in every),
                                               "seconds": round(time.perf_counter() - begin, 1)})
+        if "heads_s" not in rows:
+            begin = time.perf_counter()
+            retrieval_heads(engine, prompt.prefix)
+            rows["heads_s"] = round(time.perf_counter() - begin, 1)
+        latent_ranking(engine, prompt, every, "warm up")  # every block's summary made
         questions = [q for q in json.loads((LOCOMO / f"{name}.json").read_text())["qa"]
                      if q.get("category") in (1, 2, 3, 4)]
-        ways = ("text", "latent-bounds", "latent-mean", "fused")
+        ways = ("text", "latent", "fused", "random")
+        shuffle = random.Random(0).shuffle
         for qa in questions:
             gold = gold_dialog_ids(qa.get("evidence", []))
             library = Library(store)
@@ -201,15 +226,15 @@ def composed_ask_rows(model, work: Path, per_conversation: int, recompute: list[
             begin = time.perf_counter()
             text = units.ranked(ranked_entries(library, index, qa["question"], tuning=DEFAULT))
             timed["text"] = time.perf_counter() - begin
-            ranked = {"text": text}
-            for method in ("bounds", "mean"):
-                begin = time.perf_counter()
-                ranked[f"latent-{method}"] = latent_ranking(engine, prompt, units.every(), qa["question"], method)
-                timed[f"latent-{method}"] = time.perf_counter() - begin
-            seen: set[str] = set()
-            both = [u for pair in zip(text, ranked["latent-bounds"]) for u in pair]
-            ranked["fused"] = [u for u in both + text + ranked["latent-bounds"]
-                               if u.label not in seen and not seen.add(u.label)]
+            begin = time.perf_counter()
+            latent = latent_ranking(engine, prompt, units.every(), qa["question"])
+            timed["latent"] = time.perf_counter() - begin
+            begin = time.perf_counter()
+            fused = fuse(text, latent)
+            timed["fused"] = timed["text"] + timed["latent"] + time.perf_counter() - begin
+            anyhow = list(every)
+            shuffle(anyhow)
+            ranked = {"text": text, "latent": latent, "fused": fused, "random": anyhow}
             for way in ways:
                 chosen = fill(ranked[way], 2000, count)
                 refs = {r for u in chosen for e in u.evidence for r in e.refs}
@@ -227,12 +252,16 @@ def composed_ask_rows(model, work: Path, per_conversation: int, recompute: list[
             begin = time.perf_counter()
             engine.load_chain([prompt.prefix])  # ask restores its instructions, then reads the evidence
             engine.prefill([t for u in units for t in u.tokens] + tail)
-            full_first = int(engine.last_logits().argmax())
+            logits = engine.last_logits()
+            full_first = int(logits.argmax())
             full_ttft = time.perf_counter() - begin
+            probs = softmax(logits)
+            second = sorted(probs)[-2]
             full = greedy(engine, 32)
             row = {"conversation": name, "question_tokens": len(engine.tokenize(qa["question"])),
                    "tail_tokens": len(tail), "memory_tokens": sum(len(u.tokens) for u in units),
-                   "units": len(units), "full_ttft_s": full_ttft, "composed": {}}
+                   "units": len(units), "full_ttft_s": full_ttft, "composed": {},
+                   "margin": float(probs[full_first] - second)}
             for r in recompute:
                 engine.reset()
                 before = engine.stats.prefilled
@@ -244,7 +273,7 @@ def composed_ask_rows(model, work: Path, per_conversation: int, recompute: list[
                 prefilled = engine.stats.prefilled - before
                 out = greedy(engine, 32)
                 row["composed"][r] = {"top1": first == full_first, "greedy32": out == full, "ttft_s": ttft,
-                                      "prefilled": prefilled}
+                                      "prefilled": prefilled, "full_rank": int((probs > probs[first]).sum())}
             rows["agreement"].append(row)
             print(f"{name}: {len(rows['agreement'])} composed questions", file=sys.stderr, flush=True)
         memory.close()
@@ -258,6 +287,13 @@ def text_units(store, index, question: str):
 
     library = Library(store)
     return Units(library).ranked(ranked_entries(library, index, question, tuning=DEFAULT))
+
+
+def softmax(logits):
+    import numpy as np
+
+    e = np.exp(np.asarray(logits, dtype=np.float64) - float(np.max(logits)))
+    return e / e.sum()
 
 
 def greedy(engine, n: int) -> list[int]:

@@ -60,7 +60,8 @@ SETTINGS: tuple[Setting, ...] = (
             "first that are prefilled in place rather than restored (more: closer to a full prefill, slower)"),
     Setting("kv.select", "MEMCLI_KV_SELECT", "text",
             "how ask --kv-compose picks memory units: text (the evidence ranking), latent (the attention the "
-            "question's queries pay each unit's block; makes every unit's block first), or fused (both in turns)"),
+            "model's retrieval heads pay each unit's block; makes every unit's block first), or fused (both, "
+            "by reciprocal rank)"),
     Setting("chat.memory_tokens", "MEMCLI_CHAT_MEMORY_TOKENS", 3000,
             "memory placed in chat's context: documents in stable order, then CURRENT's newest entries"),
     Setting("ask.compact", "MEMCLI_ASK_COMPACT", True,

@@ -14,8 +14,8 @@ excerpts and the question. Token by token:
   opening the assistant's: prefilled, then the answer is generated.
 
 Units are ranked by the deterministic evidence ranking (their best-ranked
-entry first), by the attention the question pays their blocks in latent
-space, or both in turns (:func:`rank_units`); the best that fit ``budget``
+entry first), by the attention the question's retrieval heads pay their
+blocks in latent space, or both fused (:func:`rank_units`); the best that fit ``budget``
 tokens are placed best last, nearest the question. The evidence the result
 cites is the units' entries.
 """
@@ -26,8 +26,7 @@ import time
 
 from memcli.errors import ConfigError, UsageError
 from memcli.kv.engine import KVEngine, Unit
-from memcli.kv.latent import Summaries
-from memcli.kv.latent import scores as latent_scores
+from memcli.kv.latent import HEADS, BlockKeys, Summaries, head_scores, kv_heads_of, question_queries, retrieval_heads
 from memcli.kv.units import MemoryUnit, Units, fill
 from memcli.llm.base import CallStats
 from memcli.retrieve.answer import ANSWER_SYSTEM, MAX_ANSWER_TOKENS, UNKNOWN, clean, speakers
@@ -59,18 +58,19 @@ class ComposedPrompt:
 
 
 SELECTIONS = ("text", "latent", "fused")
+FUSION_K = 3  # reciprocal-rank fusion of the text and latent rankings (benchmarks/tune_latent.py)
+LATENT_WEIGHT = 0.5
 
 
 def rank_units(engine: KVEngine, prompt: ComposedPrompt, store, index, question: str, select: str,
-               method: str = "bounds", progress=None) -> list[MemoryUnit]:
+               progress=None) -> list[MemoryUnit]:
     """The store's memory units for ``question``, best first, by ``select``:
 
     - ``text``: the evidence ranking (units in the order of their best-ranked entry; none when no word
       of the question is in memory);
-    - ``latent``: every unit, by the attention the question's queries would pay its block
-      (:mod:`memcli.kv.latent`); blocks not made yet are made first (``progress("making memory
-      blocks", done, total)``);
-    - ``fused``: the two rankings in turns (one of each, neither ahead).
+    - ``latent``: every unit, by the attention the question's retrieval heads would pay its block
+      (:mod:`memcli.kv.latent`); blocks not made yet are made first (``progress(what, done, total)``);
+    - ``fused``: the two rankings by reciprocal rank (:func:`fuse`).
     """
     if select not in SELECTIONS:
         raise UsageError(f"unknown selection {select!r} (choose from {', '.join(SELECTIONS)})")
@@ -79,34 +79,50 @@ def rank_units(engine: KVEngine, prompt: ComposedPrompt, store, index, question:
     text = units.ranked(ranked_entries(library, index, question, tuning=DEFAULT)) if select != "latent" else []
     if select == "text":
         return text
-    latent = latent_ranking(engine, prompt, units.every(), question, method, progress)
-    if select == "latent":
-        return latent
-    out: list[MemoryUnit] = []
-    seen: set[str] = set()
-    for unit in [u for pair in zip(text, latent) for u in pair] + text[len(latent):] + latent[len(text):]:
-        if unit.label not in seen:
-            seen.add(unit.label)
-            out.append(unit)
-    return out
+    latent = latent_ranking(engine, prompt, units.every(), question, progress)
+    return latent if select == "latent" else fuse(text, latent)
 
 
-def latent_ranking(engine: KVEngine, prompt: ComposedPrompt, every: list[MemoryUnit], question: str,
-                   method: str = "bounds", progress=None) -> list[MemoryUnit]:
-    """``every`` unit by the attention the question's queries would pay its block, best first."""
+def fuse(text: list[MemoryUnit], latent: list[MemoryUnit], k: float = FUSION_K,
+         weight: float = LATENT_WEIGHT) -> list[MemoryUnit]:
+    """Units by 1/(k + text rank) + weight/(k + latent rank) (ranks from 0; a unit missing from a
+    ranking gets nothing from it); ties keep the text ranking's order."""
+    score: dict[str, float] = {}
+    unit: dict[str, MemoryUnit] = {}
+    for rank, u in enumerate(text):
+        score[u.label] = 1.0 / (k + rank)
+        unit[u.label] = u
+    for rank, u in enumerate(latent):
+        score[u.label] = score.get(u.label, 0.0) + weight / (k + rank)
+        unit.setdefault(u.label, u)
+    return [unit[label] for label in sorted(score, key=lambda label: -score[label])]
+
+
+def unit_head_scores(engine: KVEngine, prompt: ComposedPrompt, every: list[MemoryUnit], question: str,
+                     n_heads: int = HEADS, progress=None):
+    """The units of ``every`` that have a block, and an array (units, heads): the score each of the
+    model's ``n_heads`` best retrieval heads gives each unit's block (:func:`memcli.kv.latent.head_scores`)."""
     every = [u for u in every if u.lines]
+    heads = retrieval_heads(engine, prompt.prefix, progress).best(n_heads)
+    shape = engine.rt.attention_shape
+    group = shape["n_head"] // shape["n_head_kv"]
+    kv_heads = kv_heads_of(heads, group)
     told = (lambda done, total: progress("making memory blocks", done, total)) if progress else None
     keys = engine.composed_blocks(prompt.prefix, [Unit(u.label, engine.tokenize(u.text)) for u in every],
                                   on_unit=told)
-    summaries = Summaries(engine.blocks, engine)
+    summaries = Summaries(engine.blocks, engine, kv_heads)
     found = [(unit, summaries.get(key)) for unit, key in zip(every, keys)]
     found = [(unit, summary) for unit, summary in found if summary is not None]
-    if not found:
-        return []
-    queries = engine.rt.queries(engine.tokenize(f"Question: {question}", bos=True)[:256])
-    score = latent_scores(queries, [summary for _, summary in found], engine.rt.attention_shape, method)
-    order = sorted(range(len(found)), key=lambda i: -score[i])
-    return [found[i][0] for i in order]
+    table = head_scores(question_queries(engine, question), BlockKeys([s for _, s in found]), heads, kv_heads, group)
+    return [unit for unit, _ in found], table
+
+
+def latent_ranking(engine: KVEngine, prompt: ComposedPrompt, every: list[MemoryUnit], question: str,
+                   progress=None) -> list[MemoryUnit]:
+    """``every`` unit by the attention the question's retrieval heads would pay its block, best first."""
+    units, table = unit_head_scores(engine, prompt, every, question, progress=progress)
+    score = table.mean(axis=1) if len(units) else []
+    return [units[i] for i in sorted(range(len(units)), key=lambda i: -score[i])]
 
 
 def composed_ask(engine: KVEngine, store, index, question: str, *, budget: int, recompute: int = 0,

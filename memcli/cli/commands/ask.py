@@ -79,9 +79,10 @@ def ask(
     alone) is placed after the restored instructions, and only the question
     and the template tokens around it are prefilled. The result is close to,
     not identical with, reading the same text (docs/benchmarks.md).
-    --select latent ranks the units by the attention the question's queries
-    would pay their blocks (every unit's block is made first, once);
-    --select fused takes the two rankings in turns.
+    --select latent ranks the units by the attention the model's retrieval
+    heads would pay their blocks (the heads are found once per model, in a
+    few seconds; every unit's block is made first, once); --select fused
+    merges the two rankings by reciprocal rank.
     """
     out = output(ctx, json, quiet, verbose)
     if sum(bool(x) for x in (reader, evidence_only, no_agent)) > 1:
