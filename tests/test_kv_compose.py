@@ -237,7 +237,7 @@ def test_latent_selection_finds_the_unit_holding_the_answer(tmp_path):
     assert kept.exists() and len(heads.heads) == engine.rt.attention_shape["n_layer"] * engine.rt.attention_shape["n_head"]
     assert heads.quality[0] >= 0.9 and heads.quality == sorted(heads.quality, reverse=True)
     labels = [engine.blocks.header(p.stem).unit for p in engine.blocks.root.glob("*/*.kvb")]
-    assert labels and not [label for label in labels if "calibration:" in label]  # its blocks are not left behind
+    assert labels and not [label for label in labels if "calibration:" in label]  # calibration stores no block
     kept.write_text("{damaged")
     assert retrieval_heads(engine, prompt.prefix).heads == heads.heads  # found again, the same
 

@@ -209,6 +209,21 @@ class KVEngine:
                 on_unit(done, len(units))
         return keys
 
+    def composed_states(self, header: Unit, units: list[Unit], on_unit=None):
+        """Each unit's cells made as :meth:`composed_blocks` makes them (after ``header`` alone), as
+        state bytes, one at a time and not stored (for looking at their keys)."""
+        header_keys = self.load_chain([header])
+        h = len(header.tokens)
+        for done, unit in enumerate(units, 1):
+            if h + len(unit.tokens) >= self.n_ctx:
+                raise ConfigError(f"a unit of {len(unit.tokens)} tokens does not fit the context ({self.n_ctx})")
+            self._build_spare(header_keys[-1], h, unit, "", False)
+            state = self.rt.state_get(1)
+            self.rt.seq_rm(1)
+            if on_unit is not None:
+                on_unit(done, len(units))
+            yield state
+
     def _usable(self, key: str) -> bool:
         """Whether block ``key`` is stored for this model (its header read and checked; the state is
         checked when it loads). A block of another model or an unreadable one is removed."""

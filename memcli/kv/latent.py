@@ -202,8 +202,8 @@ class RetrievalHeads:
 
 def find_heads(engine, prefix, progress=None) -> RetrievalHeads:
     """Rank every attention head of the engine's model by how well its attention finds, for each
-    calibration question, the day that holds the fact (mean reciprocal rank). The calibration days
-    are made as composed blocks after ``prefix`` (as memory units are), then removed."""
+    calibration question, the day that holds the fact (mean reciprocal rank). The calibration days'
+    cells are made as composed blocks are (after ``prefix`` alone), and not stored."""
     import numpy as np
 
     from memcli.kv.engine import Unit
@@ -212,18 +212,11 @@ def find_heads(engine, prefix, progress=None) -> RetrievalHeads:
     group = shape["n_head"] // shape["n_head_kv"]
     days, questions = calibration_memory()
     told = (lambda done, total: progress("finding the model's retrieval heads", done, total)) if progress else None
-    keys = engine.composed_blocks(prefix, [Unit(f"calibration:{i}", engine.tokenize(d)) for i, d in enumerate(days)],
-                                  on_unit=told)
     every = [(layer, kv) for layer in range(shape["n_layer"]) for kv in range(shape["n_head_kv"])]
     heads = [(layer, h) for layer in range(shape["n_layer"]) for h in range(shape["n_head"])]
-    summaries = []
-    for key in keys:
-        found = engine.blocks.get(key, engine.fp_id, engine.fp)
-        if found is None:
-            raise BlockRefused("a calibration block could not be read back")
-        summaries.append(block_keys(engine.rt, found[1], every))
-        engine.blocks.remove(key)
-    blocks = BlockKeys(summaries)
+    states = engine.composed_states(prefix, [Unit(f"calibration:{i}", engine.tokenize(d)) for i, d in enumerate(days)],
+                                    on_unit=told)
+    blocks = BlockKeys([block_keys(engine.rt, state, every) for state in states])
     reciprocal = np.zeros(len(heads))
     for question, day in questions:
         table = head_scores(question_queries(engine, question), blocks, heads, every, group)  # (days, heads)
