@@ -411,8 +411,8 @@ class Memory:
 
         cfg = self.settings
         if kv_compose:
-            return self._ask_composed(question, reader=reader, budget=budget, progress=progress,
-                                      select=select or cfg.kv_select)
+            return self._ask_composed(question, reader=reader, budget=budget, answer_context=answer_context,
+                                      progress=progress, select=select or cfg.kv_select)
         if select is not None:
             raise UsageError("--select chooses the memory units of --kv-compose")
         reader = reader or self.default_reader()
@@ -436,8 +436,10 @@ class Memory:
             cache.engine.stats.refused.clear()
         return result
 
-    def _ask_composed(self, question: str, *, reader: str | None, budget: int | None, progress: Progress | None,
-                      select: str):
+    def _ask_composed(self, question: str, *, reader: str | None, budget: int | None, answer_context: int | None,
+                      progress: Progress | None, select: str):
+        """``ask --kv-compose``: the units the model reads fit ``answer_context`` tokens (as the evidence
+        reader's answer reads that much of its evidence; 0: ``budget``), within ``budget``."""
         from memcli.kv import keeps_blocks
         from memcli.kv.composed_ask import SELECTIONS, composed_ask
         from memcli.retrieve.ask import check_options
@@ -453,14 +455,15 @@ class Memory:
             raise ConfigError("--kv-compose needs the local llama.cpp backend, not an OpenAI-compatible server",
                               hint="unset --base-url / MEMCLI_BASE_URL")
         budget = budget if budget is not None else cfg.ask_budget
-        check_options(reader="evidence", budget=budget, answer_context=0, max_rounds=1)
+        reading = answer_context if answer_context is not None else cfg.ask_answer_context
+        check_options(reader="evidence", budget=budget, answer_context=reading, max_rounds=1)
         if not question.strip():
             raise UsageError("the question is empty")
         embedding = self.embed(progress)
         begin = time.perf_counter()
         engine = self.kv_engine()
         loaded = time.perf_counter() - begin
-        result = composed_ask(engine, self.store, self.index, question, budget=budget,
+        result = composed_ask(engine, self.store, self.index, question, budget=min(budget, reading or budget),
                               recompute=cfg.kv_compose_recompute, select=select, progress=progress)
         result.timings = {"embed_s": round(embedding, 3), "model_load_s": round(loaded, 3), **result.timings,
                           "total_s": round(result.timings["total_s"] + loaded, 3)}

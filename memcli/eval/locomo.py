@@ -8,6 +8,8 @@ consolidate, then every selected question through one mode:
 - ``no-agent``: the hybrid reader (summary selection + BM25), then the answer;
 - ``evidence``: the deterministic evidence policy, then the answer;
 - ``evidence-only``: the deterministic evidence policy, no answer (recall only);
+- ``kv-compose``: what ``memcli ask --kv-compose`` does (memory units as composed KV blocks,
+  only the question prefilled; a local model);
 - ``bm25-turns``: single memory entries ranked by BM25 until the budget, then the answer;
 - ``full-context``: the newest entries that fit the model's context window, then the answer;
 - ``oracle``: exactly the gold evidence turns, then the answer (the model's ceiling).
@@ -33,11 +35,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from memcli.errors import InputError, UsageError
+from memcli.errors import ConfigError, InputError, UsageError
 from memcli.eval.metrics import bleu1, category_f1, evidence_recall, gold_dialog_ids
 from memcli.results import Result
 
-MODES = ("ask", "agent", "no-agent", "evidence", "evidence-only", "bm25-turns", "full-context", "oracle")
+MODES = ("ask", "agent", "no-agent", "evidence", "evidence-only", "kv-compose", "bm25-turns", "full-context",
+         "oracle")
 READER_MODES = {"ask": None, "agent": "agent", "no-agent": "no-agent", "evidence": "evidence",
                 "evidence-only": "evidence-only"}  # mode -> ask's reader (None: the profile's default)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -106,10 +109,12 @@ def evaluate(files: list[Path], *, mode: str = "ask", memory: str = "raw", budge
     from memcli.kv import keeps_blocks
 
     kv = cfg.ask_kv and mode != "evidence-only" and keeps_blocks(cfg)  # as ask runs: prefixes as KV blocks
+    if mode == "kv-compose" and not keeps_blocks(cfg):
+        raise ConfigError("--mode kv-compose needs the local llama.cpp backend, not an OpenAI-compatible server")
     if model is None and needs_model:
         from memcli import llm
 
-        model = llm.open_model(cfg, verbose=verbose, kv_sequences=2 if kv else 1)
+        model = llm.open_model(cfg, verbose=verbose, kv_sequences=2 if kv or mode == "kv-compose" else 1)
     kv = kv and getattr(model, "runtime", None) is not None
     runner = Runner(mode, memory, limit, cfg, model, consolidate_model=consolidate_model,
                     max_rounds=cfg.ask_max_rounds, kv=kv, answer_context=reading, settings=settings)
@@ -269,9 +274,11 @@ class Runner:
         from memcli.retrieve.evidence import best_part
 
         start = time.perf_counter()
-        if self.mode in READER_MODES:  # exactly what `memcli ask` returns
-            asked = memory.ask(qa["question"], reader=READER_MODES[self.mode], budget=self.budget,
-                               answer_context=self.answer_context, max_rounds=self.max_rounds, keep_evidence=False)
+        if self.mode in READER_MODES or self.mode == "kv-compose":  # exactly what `memcli ask` returns
+            asked = memory.ask(qa["question"], budget=self.budget, answer_context=self.answer_context,
+                               kv_compose=True) if self.mode == "kv-compose" \
+                else memory.ask(qa["question"], reader=READER_MODES[self.mode], budget=self.budget,
+                                answer_context=self.answer_context, max_rounds=self.max_rounds, keep_evidence=False)
             evidence, read, reply, rounds = asked.evidence, asked.read, asked.answer, asked.rounds
             tokens = asked.tokens
             counts = {"prompt_tokens": tokens["prompt"], "prefilled_tokens": tokens["prefilled"],

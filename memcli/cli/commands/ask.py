@@ -75,9 +75,10 @@ def ask(
     kv/ directory and restored instead of prefilled (--no-kv: not at all).
     --kv-compose goes further: the evidence ranking picks memory units (a
     topic document's section or a day of CURRENT, up to 512 tokens each)
-    within --budget, each unit's block (made once, after the instructions
-    alone) is placed after the restored instructions, and only the question
-    and the template tokens around it are prefilled. The result is close to,
+    within --answer-context tokens (0: --budget), each unit's block (made
+    once, after the instructions alone) is placed after the restored
+    instructions, and only the question and the template tokens around it
+    are prefilled. The result is close to,
     not identical with, reading the same text (docs/benchmarks.md).
     --select latent ranks the units by the attention the model's retrieval
     heads would pay their blocks (the heads are found once per model, in a

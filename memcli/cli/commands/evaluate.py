@@ -27,8 +27,8 @@ def locomo(
                                          "categories.")] = None,
     categories: Annotated[str, typer.Option("--categories", help="Question categories (5 = adversarial).")] = "1,2,3,4",
     mode: Annotated[str, typer.Option(
-        "--mode", help="ask (the default reader) | agent | no-agent | evidence | evidence-only | bm25-turns | "
-                         "full-context | oracle")] = "ask",
+        "--mode", help="ask (the default reader) | agent | no-agent | evidence | evidence-only | kv-compose | "
+                         "bm25-turns | full-context | oracle")] = "ask",
     memory: Annotated[str, typer.Option("--memory", help="raw (ingested turns) or consolidated.")] = "raw",
     budget: Annotated[Optional[int], typer.Option(
         "--budget", metavar="TOKENS", help="Evidence budget (default: ask.budget, 2000).")] = None,
