@@ -249,6 +249,9 @@ def test_latent_selection_finds_the_unit_holding_the_answer(tmp_path):
     assert not summaries.path(keys[0]).exists()  # a summary goes with its block
     summaries.path(keys[1]).write_bytes(b"damaged")
     assert summaries.get(keys[1]) is not None  # made again from the block
+    with open(summaries.path(keys[1]), "wb") as handle:  # a summary of the earlier format (bounding boxes)
+        np.save(handle, np.zeros((3, 30, 3, 64), dtype=np.float16))
+    assert summaries.get(keys[1]).shape[1:] == (len(summaries.kv_heads), 64)  # made again
     engine.blocks.path(keys[2]).write_bytes(b"MEMCLI-KV 1\n{not a header}\n")  # a broken block
     again = latent_ranking(engine, prompt, every, "Who ran a marathon?")
     assert len(again) == len(every) and engine.blocks.header(keys[2]) is not None  # rebuilt, ranked

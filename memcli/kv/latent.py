@@ -285,8 +285,8 @@ class Summaries:
                     return keys
         except FileNotFoundError:
             pass
-        except (OSError, ValueError, EOFError, KeyError, BlockRefused):
-            pass  # damaged, of other heads or not ours: made again below
+        except (OSError, ValueError, EOFError, KeyError, IndexError, TypeError, BlockRefused):
+            pass  # damaged, of an earlier format, of other heads or not ours: made again below
         try:
             found = self.blocks.get(key, self.engine.fp_id, self.engine.fp)
         except BlockRefused:
