@@ -275,10 +275,13 @@ class Runner:
 
         start = time.perf_counter()
         if self.mode in READER_MODES or self.mode == "kv-compose":  # exactly what `memcli ask` returns
-            asked = memory.ask(qa["question"], budget=self.budget, answer_context=self.answer_context,
-                               kv_compose=True) if self.mode == "kv-compose" \
-                else memory.ask(qa["question"], reader=READER_MODES[self.mode], budget=self.budget,
-                                answer_context=self.answer_context, max_rounds=self.max_rounds, keep_evidence=False)
+            if self.mode == "kv-compose":
+                asked = memory.ask(qa["question"], budget=self.budget, answer_context=self.answer_context,
+                                   kv_compose=True)
+            else:
+                asked = memory.ask(qa["question"], reader=READER_MODES[self.mode], budget=self.budget,
+                                   answer_context=self.answer_context, max_rounds=self.max_rounds,
+                                   keep_evidence=False)
             evidence, read, reply, rounds = asked.evidence, asked.read, asked.answer, asked.rounds
             tokens = asked.tokens
             counts = {"prompt_tokens": tokens["prompt"], "prefilled_tokens": tokens["prefilled"],

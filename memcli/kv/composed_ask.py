@@ -32,7 +32,7 @@ from memcli.llm.base import CallStats
 from memcli.retrieve.answer import ANSWER_SYSTEM, MAX_ANSWER_TOKENS, UNKNOWN, clean, speakers
 from memcli.retrieve.ask import AskResult
 from memcli.retrieve.evidence import Library
-from memcli.retrieve.policy import DEFAULT, ranked_entries
+from memcli.retrieve.policy import DEFAULT, rank_fusion, ranked_entries
 
 EXCERPTS = "Excerpts:\n"
 _USER = "\x1eUSER\x1e"
@@ -85,16 +85,10 @@ def rank_units(engine: KVEngine, prompt: ComposedPrompt, store, index, question:
 
 def fuse(text: list[MemoryUnit], latent: list[MemoryUnit], k: float = FUSION_K,
          weight: float = LATENT_WEIGHT) -> list[MemoryUnit]:
-    """Units by 1/(k + text rank) + weight/(k + latent rank) (ranks from 0; a unit missing from a
-    ranking gets nothing from it); ties keep the text ranking's order."""
-    score: dict[str, float] = {}
-    unit: dict[str, MemoryUnit] = {}
-    for rank, u in enumerate(text):
-        score[u.label] = 1.0 / (k + rank)
-        unit[u.label] = u
-    for rank, u in enumerate(latent):
-        score[u.label] = score.get(u.label, 0.0) + weight / (k + rank)
-        unit.setdefault(u.label, u)
+    """Units by 1/(k + text rank) + weight/(k + latent rank) (:func:`~memcli.retrieve.policy.rank_fusion`;
+    a unit missing from a ranking gets nothing from it); ties keep the text ranking's order."""
+    score = rank_fusion([u.label for u in text], [u.label for u in latent], k, weight)
+    unit = {u.label: u for u in latent} | {u.label: u for u in text}
     return [unit[label] for label in sorted(score, key=lambda label: -score[label])]
 
 

@@ -168,17 +168,25 @@ def fuse(lexical: dict[tuple[str, int], float], similar: dict[tuple[str, int], f
 RANK_OFFSET = 60  # reciprocal rank fusion's constant (Cormack et al.)
 
 
+def rank_fusion(first: list, second: list, k: float, weight: float, admit=None) -> dict:
+    """Reciprocal rank fusion of two rankings (best first, ranks from 0): 1/(k + rank in ``first``) +
+    ``weight``/(k + rank in ``second``). With ``admit``, a key missing from ``first`` counts only
+    when ``admit(key)``."""
+    scores = {key: 1.0 / (k + at) for at, key in enumerate(first)}
+    for at, key in enumerate(second):
+        if admit is None or key in scores or admit(key):
+            scores[key] = scores.get(key, 0.0) + weight / (k + at)
+    return scores
+
+
 def fuse_ranks(lexical: dict[tuple[str, int], float], similar: dict[tuple[str, int], float],
                tuning: Tuning) -> dict[tuple[str, int], float]:
-    """Reciprocal rank fusion: 1/(k + lexical rank) + semantic_weight/(k + semantic rank)."""
-    scores: dict[tuple[str, int], float] = {}
-    for at, key in enumerate(sorted(lexical, key=lambda key: (-lexical[key], key))):
-        scores[key] = 1.0 / (RANK_OFFSET + at)
-    pool = set(sorted(similar, key=lambda key: (-similar[key], key))[:tuning.semantic_pool])
-    for at, key in enumerate(sorted(similar, key=lambda key: (-similar[key], key))):
-        if key in scores or key in pool:
-            scores[key] = scores.get(key, 0.0) + tuning.semantic_weight / (RANK_OFFSET + at)
-    return scores
+    """Reciprocal rank fusion: 1/(k + lexical rank) + semantic_weight/(k + semantic rank); of the
+    entries without a word of the question, only the ``semantic_pool`` most similar join."""
+    near = sorted(similar, key=lambda key: (-similar[key], key))
+    pool = set(near[:tuning.semantic_pool])
+    return rank_fusion(sorted(lexical, key=lambda key: (-lexical[key], key)), near, RANK_OFFSET,
+                       tuning.semantic_weight, admit=pool.__contains__)
 
 
 def cover_sessions(library: Library, scores: dict[tuple[str, int], float], decay: float,
