@@ -136,6 +136,10 @@ def test_ask_kv_compose_prefills_only_the_question(cli, store_dir):
     tokens = second.json["tokens"]
     assert tokens["prefilled"] <= count_tokens(question) + 16
     assert tokens["composed"] > 300 and tokens["restored"] > 50  # the units, and the instructions' chain
+    assert tokens["composed"] <= 600  # the units fit ask.answer_context, as the evidence reader's answer reads
+    units = {reading: cli("ask", "--kv-compose", "--answer-context", reading, question, "--json").json["tokens"]["units"]
+             for reading in ("300", "0")}  # 0: the units fit --budget
+    assert units["300"] < tokens["units"] < units["0"]
     assert tokens["prompt"] == tokens["prefilled"] + tokens["composed"] + tokens["restored"]
     assert second.json["answer"] and second.json["citations"]
     assert second.json["timings"]["answer_ttft_s"] < first.json["timings"]["answer_ttft_s"]
