@@ -10,7 +10,7 @@ from memcli.config import Settings
 from memcli.index import LibraryIndex
 from memcli.paths import Resolved
 from memcli.retrieve import policy
-from memcli.retrieve.evidence import Library, assemble, best_part, render_entry, render_run
+from memcli.retrieve.evidence import DocLines, Library, assemble, best_part, render_entry, render_run
 from memcli.store import Store
 from memcli.store.format import Entry
 from memcli.tokens import count_tokens
@@ -146,16 +146,70 @@ def test_a_range_shows_each_time_once_and_fits_the_budget(cli, library):
     evidence = result.json["evidence"]
     assert sum(count_tokens(item["text"]) for item in evidence) <= 300
     untimed = 0
+    above: dict[str, str] = {}  # the time of the entry shown last from each document
     for item in evidence:
         lines = item["text"].split("\n")
         read = cli("read", item["doc"], "--lines", f"{item['start_line']}-{item['end_line']}", "--json").json
         entries = [line["entry"] for line in read["lines"]]
         assert [int(entry["meta"]["seq"]) for entry in entries] == item["seqs"] and len(lines) == len(entries)
-        for at, (line, entry) in enumerate(zip(lines, entries)):
-            changed = at == 0 or entry["meta"]["time"] != entries[at - 1]["meta"]["time"]
+        assert item["time"] == entries[0]["meta"]["time"]
+        for line, entry in zip(lines, entries):
+            changed = entry["meta"]["time"] != above.get(item["doc"])
             assert line.startswith(f"[{entry['meta']['time'].replace('T', ' ')}] ") == changed, line
             untimed += not changed
+            above[item["doc"]] = entry["meta"]["time"]
     assert untimed > 0, "expected consecutive entries of one session in a range"
+
+
+class _Lines:
+    """A document as :class:`DocLines` reads it: numbered entry lines."""
+
+    def __init__(self, entries: list[Entry]):
+        self.entries = entries
+
+    def lines(self):
+        return ((at, entry.render()) for at, entry in enumerate(self.entries, start=1))
+
+
+def _library(*entries: Entry) -> Library:
+    library = Library(None)
+    library._docs["topic"] = DocLines("topic", _Lines(list(entries)))
+    return library
+
+
+def _entry(seq: int, time: str, text: str) -> Entry:
+    return Entry({"seq": str(seq), "time": time, "speaker": "Lena", "ref": f"D:{seq}"}, text)
+
+
+def cost(entry: Entry, with_time: bool = True) -> int:
+    return count_tokens(render_entry(entry, with_time=with_time) + "\n")
+
+
+def test_a_time_carries_over_a_gap_between_ranges_of_a_document():
+    one, two, three = (_entry(n, "2024-06-01T10:00", f"Line number {n} of the session.") for n in (1, 2, 3))
+    library = _library(one, two, three)
+    exact = cost(one) + cost(three, with_time=False)  # the third entry does not repeat the first's time
+    first, second = assemble(library, [("topic", 1), ("topic", 3)], exact)
+    assert (first.start_line, second.start_line) == (1, 3)
+    assert first.text.startswith("[2024-06-01 10:00] ") and second.text == "Lena: Line number 3 of the session."
+    assert second.time == "2024-06-01T10:00"  # the range still carries its time
+    assert len(assemble(library, [("topic", 1), ("topic", 3)], exact - 1)) == 1
+    read = best_part(library, [first, second], [("topic", 3), ("topic", 1)], 10**6)  # what an answer reads
+    assert [item.text.startswith("[2024-06-01 10:00] ") for item in read] == [True, True]  # each range its time
+
+
+def test_an_entry_of_another_time_between_two_makes_the_lower_one_show_its_time_again():
+    early, other, late = (_entry(1, "2024-06-01T10:00", "First of the morning."),
+                          _entry(2, "2024-07-09T18:30", "An evening much later."),
+                          _entry(3, "2024-06-01T10:00", "Second of the morning."))
+    library = _library(early, other, late)  # a topic document: times need not ascend
+    picks = [("topic", 1), ("topic", 3), ("topic", 2)]
+    exact = cost(early) + cost(other) + cost(late)  # all three show their times
+    evidence = assemble(library, picks, exact)
+    assert [line.startswith("[") for line in evidence[0].text.split("\n")] == [True, True, True]
+    assert sum(item.tokens for item in evidence) <= exact
+    short = assemble(library, picks, exact - 1)  # the middle one no longer fits, the third keeps no time
+    assert short[0].end_line == 1 and short[1].text == "Lena: Second of the morning."
 
 
 def test_a_time_is_shown_again_where_it_changes():
@@ -189,9 +243,11 @@ def test_the_answer_reads_the_best_ranked_part_of_the_evidence(library):
     inside = {(item.doc, line) for item in evidence for line in lib.doc(item.doc).lines
               if item.start_line <= line <= item.end_line}
     assert ranked[0] in shown and shown < inside  # the best entry, and nothing the evidence does not cite
-    # all of it: no limit, no order, or evidence that fits
+    # all of it, as it is: no limit, no order, no library; a limit it fits: all of it, read again
     assert best_part(lib, evidence, ranked, 0) == best_part(lib, evidence, [], 80) == evidence
-    assert best_part(lib, evidence, ranked, 600) == evidence
+    assert best_part(None, evidence, ranked, 80) == evidence
+    whole = best_part(lib, evidence, ranked, 10**6)
+    assert [(item.start_line, item.end_line) for item in whole] == [(item.start_line, item.end_line) for item in evidence]
     # an order that names none of the evidence: its first entries, never nothing
     elsewhere = [pick for pick in ranked if pick not in inside] or [("CURRENT", 10 ** 6)]
     first = best_part(lib, evidence, elsewhere, 80)

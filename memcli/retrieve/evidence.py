@@ -2,15 +2,19 @@
 
 Every piece of evidence is a range of file lines of one document (so it can be
 cited as ``doc:start-end`` and read back with ``memcli read``), rendered for a
-model as ``[time] speaker: text`` lines; an entry with the same time as the
-line above it in its range leaves the time out (``speaker: text``), so a run
-of one session's entries does not pay for its date on every line. The budget
-counts those rendered tokens.
+model as ``[time] speaker: text`` lines. A document's evidence is shown in
+line order, and an entry with the same time as the entry shown above it from
+that document leaves the time out (``speaker: text``), also across a gap
+between two ranges: one session's entries pay for their date once, not on
+every line, so more distinct entries fit the budget (each range still carries
+its first entry's time in ``Evidence.time``). The budget counts those
+rendered tokens.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -71,10 +75,14 @@ def compact(text: str, focus: frozenset[str]) -> str:
     return " ".join(parts)
 
 
-def render_run(entries: list[Entry], focus: frozenset[str] = frozenset()) -> str:
-    """Consecutive entries, one per line, each time shown only where it changes."""
-    return "\n".join(render_entry(e, with_time=at == 0 or e.time != entries[at - 1].time, focus=focus)
-                     for at, e in enumerate(entries))
+def render_run(entries: list[Entry], focus: frozenset[str] = frozenset(), shown: Entry | None = None) -> str:
+    """Entries, one per line, each time shown only where it changes; ``shown``: the entry shown
+    above the first one (its time is not repeated)."""
+    lines = []
+    for entry in entries:
+        lines.append(render_entry(entry, with_time=shown is None or entry.time != shown.time, focus=focus))
+        shown = entry
+    return "\n".join(lines)
 
 
 class DocLines:
@@ -140,56 +148,68 @@ class Library:
 
 
 def assemble(library: Library, picks: list[tuple[str, int]], budget: int,
-             count: Callable[[str], int] = count_tokens, focus: frozenset[str] = frozenset()) -> list[Evidence]:
+             count: Callable[[str], int] = count_tokens, focus: frozenset[str] = frozenset(),
+             carry: bool = True) -> list[Evidence]:
     """Evidence for picked entry lines, best first until ``budget`` tokens, then in document order.
 
     Consecutive picked lines of one document merge into one range. An entry
-    costs its line (with the line break) and its time unless the entry before
-    it is picked with the same time; when the entry after it is picked with
-    the same time, that entry's time is no longer shown and is given back.
+    costs its line (with the line break) and its time unless the picked entry
+    shown above it (the nearest picked line before it in its document) has the
+    same time; the picked entry below it shows its time or not by the same
+    rule, and the difference that makes to its cost is counted too.
     ``count`` counts the tokens (memcli's estimate; a model's tokenizer for what a model reads).
     ``focus``: search terms; entries are shown compact (:func:`compact`), their citations still
-    cover the whole entry line.
+    cover the whole entry line. ``carry=False``: every range shows its first entry's time (a time
+    is left out only under the line just above it in the file).
     """
-    chosen: dict[str, set[int]] = {}
+    def untimed(doc: DocLines, upper: int | None, lower: int) -> bool:
+        """Whether ``lower`` leaves its time out when ``upper`` is the picked line shown above it."""
+        return upper is not None and (carry or doc.next(upper) == lower) \
+            and doc.entries[upper].time == doc.entries[lower].time
+
+    chosen: dict[str, list[int]] = {}  # picked lines of each document, in line order
     used = 0
     for doc_id, line in picks:
         doc = library.doc(doc_id)
-        picked = chosen.get(doc_id, set())
-        if line in picked or line not in doc.entries:
+        picked = chosen.get(doc_id, [])
+        at = bisect_left(picked, line)
+        if line not in doc.entries or (at < len(picked) and picked[at] == line):
             continue
-        entry = doc.entries[line]
-        before, after = doc.previous(line), doc.next(line)
-        shows_time = not (before in picked and doc.entries[before].time == entry.time)
-        cost = count(render_entry(entry, with_time=shows_time, focus=focus) + "\n")
-        if after in picked and doc.entries[after].time == entry.time:
-            cost -= time_cost(doc.entries[after], count)
+        above = picked[at - 1] if at else None
+        cost = count(render_entry(doc.entries[line], with_time=not untimed(doc, above, line), focus=focus) + "\n")
+        below = picked[at] if at < len(picked) else None
+        if below is not None and untimed(doc, above, below) != untimed(doc, line, below):
+            cost += (1 if untimed(doc, above, below) else -1) * time_cost(doc.entries[below], count)
         if used + cost > budget:
             continue
-        chosen.setdefault(doc_id, set()).add(line)
+        picked.insert(at, line)
+        chosen[doc_id] = picked
         used += cost
-    return _ranges(library, chosen, count, focus)
+    return _ranges(library, chosen, count, focus, carry)
 
 
 def best_part(library: Library | None, evidence: list[Evidence], order: list[tuple[str, int]],
               tokens: int, count: Callable[[str], int] = count_tokens) -> list[Evidence]:
     """The part of ``evidence`` an answering model reads: its entries in ``order`` (best first) until
-    ``tokens``, in document order. All of it when it fits, when ``tokens`` is 0 or without an order;
-    its first entries when ``order`` names none of them.
+    ``tokens``, in document order; its first entries when ``order`` names none of them. All of it,
+    as it is, when ``tokens`` is 0, without an order or without ``library`` (the one the evidence
+    was read from).
 
     A small model answers better from its few best entries than from a full budget of them
     (README, "ask"); what it reads is always part of the evidence returned, so citations cover it.
-    ``library`` is the one the evidence was read from (needed only with an order). ``count``: the
-    answering model's tokenizer (this is a limit on what that model reads); the ranges returned
-    carry token counts by it. Entries are read whole, also from compact evidence (answers of the
-    default model were no worse, and the answer sees every sentence of what it cites).
+    ``count``: the answering model's tokenizer (this is a limit on what that model reads); the
+    ranges returned carry token counts by it. Entries are read whole, also from compact evidence
+    (answers of the default model were no worse, and the answer sees every sentence of what it
+    cites), and every range shows its first entry's time (``carry=False`` of :func:`assemble`: the
+    default model's answers were worse when a range took its time from the range above;
+    docs/benchmarks.md).
     """
-    if tokens <= 0 or not order or library is None or sum(count(e.text) for e in evidence) <= tokens:
+    if tokens <= 0 or not order or library is None:
         return evidence
     inside = [(e.doc, line) for e in evidence for line in library.doc(e.doc).lines
               if e.start_line <= line <= e.end_line]
     wanted = set(inside)
-    return assemble(library, [pick for pick in order if pick in wanted] or inside, tokens, count)
+    return assemble(library, [pick for pick in order if pick in wanted] or inside, tokens, count, carry=False)
 
 
 def time_cost(entry: Entry, count: Callable[[str], int] = count_tokens) -> int:
@@ -197,26 +217,27 @@ def time_cost(entry: Entry, count: Callable[[str], int] = count_tokens) -> int:
     return count(render_entry(entry) + "\n") - count(render_entry(entry, with_time=False) + "\n")
 
 
-def _ranges(library: Library, chosen: dict[str, set[int]], count: Callable[[str], int],
-            focus: frozenset[str] = frozenset()) -> list[Evidence]:
+def _ranges(library: Library, chosen: dict[str, list[int]], count: Callable[[str], int],
+            focus: frozenset[str] = frozenset(), carry: bool = True) -> list[Evidence]:
     out: list[Evidence] = []
     for doc_id in sorted(chosen, key=lambda d: (d == "CURRENT", d)):
         doc = library.doc(doc_id)
         run: list[int] = []
-        for line in sorted(chosen[doc_id]):
+        shown = None  # the last entry of the document's range before (its time carries over)
+        for line in chosen[doc_id]:
             if run and doc.previous(line) != run[-1]:
-                out.append(_evidence(doc, run, count, focus))
-                run = []
+                out.append(_evidence(doc, run, count, focus, shown))
+                shown, run = doc.entries[run[-1]] if carry else None, []
             run.append(line)
         if run:
-            out.append(_evidence(doc, run, count, focus))
+            out.append(_evidence(doc, run, count, focus, shown))
     return out
 
 
 def _evidence(doc: DocLines, lines: list[int], count: Callable[[str], int],
-              focus: frozenset[str] = frozenset()) -> Evidence:
+              focus: frozenset[str] = frozenset(), shown: Entry | None = None) -> Evidence:
     entries = [doc.entries[n] for n in lines]
-    text = render_run(entries, focus)
+    text = render_run(entries, focus, shown)
     refs = [r for e in entries for r in (e.ref or "").split(";") if r]
     return Evidence(doc=doc.id, start_line=lines[0], end_line=lines[-1], seqs=[e.seq for e in entries],
                     refs=refs, time=entries[0].time, text=text, tokens=count(text))

@@ -24,8 +24,9 @@
    model (or with ``search.semantic`` off) the words rank alone.
 6. Entries are taken best first (with ``context`` entries before each) until
    the token budget is full; the evidence readers show each entry as its
-   sentences that hold a term of the question (``ask.compact``), so more
-   distinct entries fit.
+   sentences that hold a term of the question (``ask.compact``) and a
+   session's time once (:mod:`memcli.retrieve.evidence`), so more distinct
+   entries fit.
 
 The constants are chosen by cross-validation over the two LoCoMo development
 conversations (``benchmarks/tune_evidence.py``; docs/benchmarks.md).
