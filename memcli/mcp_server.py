@@ -141,15 +141,21 @@ class MemoryTools:
     def ask(
         self,
         question: Annotated[str, Field(description="The question.", max_length=2000)],
+        kv_compose: Annotated[bool, Field(description=(
+            "Answer from memory units placed as precomputed KV blocks, prefilling only the question "
+            "(memcli ask --kv-compose; memcli's local model only)."))] = False,
     ) -> dict[str, Any]:
         """Answer a question with memcli's own reader and model (slower than memory_search; the answer is
         only as good as the model memcli is configured with). Returns the answer and its citations."""
         from memcli.llm import priority
 
         with priority.busy():
-            found = self.memory.ask(question)
-        return {"question": question, "answer": found.answer, "reader": found.mode,
-                "read": [e.citation for e in found.read], "citations": [e.citation for e in found.evidence]}
+            found = self.memory.ask(question, kv_compose=kv_compose)
+        out = {"question": question, "answer": found.answer, "reader": found.mode,
+               "read": [e.citation for e in found.read], "citations": [e.citation for e in found.evidence]}
+        if kv_compose:
+            out["tokens"] = {key: found.tokens[key] for key in ("restored", "composed", "prefilled")}
+        return out
 
     def remember(
         self,

@@ -125,6 +125,23 @@ def test_unit_blocks_are_invalidated_when_their_text_changes(cli, store_dir):
 
 
 @pytest.mark.slow
+def test_kv_build_ask_units_makes_the_blocks_a_composed_ask_places(cli, store_dir):
+    from memcli.tokens import count_tokens
+
+    assert cli("ingest", str(EXAMPLES / "caroline-and-priya.json"), "--no-auto").code == 0
+    built = cli("kv", "build", "--ask-units", "--json")
+    assert built.code == 0, built.stderr
+    assert built.json["ask_units"] >= 2 and built.json["ask_unit_tokens"] > 300
+    question = "Which agency did Caroline choose?"
+    asked = cli("ask", "--kv-compose", question, "--json").json["tokens"]  # the first composed ask
+    assert asked["composed"] > 0 and asked["prefilled"] <= count_tokens(question) + 16
+    again = cli("kv", "build", "--ask-units", "--json").json  # everything stored: nothing prefilled
+    assert again["prefilled_tokens"] == 0 and again["ask_units"] == built.json["ask_units"]
+    plain = cli("kv", "build", "--json").json
+    assert "ask_units" not in plain
+
+
+@pytest.mark.slow
 def test_ask_kv_compose_prefills_only_the_question(cli, store_dir):
     from memcli.tokens import count_tokens
 

@@ -84,6 +84,12 @@ def test_every_tool_over_a_real_client(store):
             assert resource.contents[0].text.startswith("---")
             answered = data(await client.call_tool("ask", {"question": "Which adoption agency did Caroline apply to?"}))
             assert answered["reader"] == "evidence" and answered["answer"] and answered["citations"]
+            composed = {"question": "Which adoption agency did Caroline apply to?", "kv_compose": True}
+            first = data(await client.call_tool("ask", composed))  # makes the units' blocks
+            again = data(await client.call_tool("ask", composed))  # places them
+            assert again["answer"] and again["citations"] == first["citations"] and "tokens" not in answered
+            assert first["tokens"]["composed"] == 0 < first["tokens"]["prefilled"]
+            assert again["tokens"]["composed"] > 0 and 0 < again["tokens"]["prefilled"] < 40
 
     anyio.run(main)
     assert set(seq_counts(store).values()) == {1} and len(seq_counts(store)) == 26

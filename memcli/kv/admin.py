@@ -24,22 +24,37 @@ class KVReport(Result):
         return bool(self.data.get("bad"))
 
 
-def build(memory, *, verify: bool = False) -> KVReport:
-    """Prefill and save the blocks of chat's memory context; valid stored blocks are restored instead."""
+def build(memory, *, verify: bool = False, ask_units: bool = False, progress=None) -> KVReport:
+    """Prefill and save the blocks of chat's memory context; valid stored blocks are restored instead.
+
+    ``ask_units``: also make the composed block of every memory unit of the store (what ``ask
+    --kv-compose`` places; :mod:`memcli.kv.units`), so that no composed ask waits for one;
+    ``progress(done, total)`` follows those units. They are ordinary blocks of the store's LRU
+    budget (the chat context's blocks are kept first)."""
     from memcli.kv import kv_root
     from memcli.kv.chat import ChatSession
+    from memcli.kv.engine import Unit
 
     begin = time.perf_counter()
     engine = memory.kv_engine(verify=verify)
     cfg = memory.settings
     talk = ChatSession(engine, memory.store, kv_root(memory.store, cfg) / "sessions", "default",
                        cfg.chat_memory_tokens)
+    made: dict = {}
     with memory.store.reading():
         units = talk.memory()
         keys = engine.load_chain(units)
+        if ask_units:
+            from memcli.kv.composed_ask import ComposedPrompt
+            from memcli.kv.units import Units
+            from memcli.retrieve.evidence import Library
+
+            every = [Unit(u.label, engine.tokenize(u.text)) for u in Units(Library(memory.store)).every() if u.lines]
+            engine.composed_blocks(ComposedPrompt(engine).prefix, every, on_unit=progress)
+            made = {"ask_units": len(every), "ask_unit_tokens": sum(len(u.tokens) for u in every)}
     evicted = engine.blocks.evict(cfg.kv_budget_mb * 1024 * 1024, keep=set(keys))
     return KVReport("build", {"units": [{"unit": u.label, "tokens": len(u.tokens)} for u in units],
-                              "tokens": sum(len(u.tokens) for u in units), **engine.stats.to_dict(),
+                              "tokens": sum(len(u.tokens) for u in units), **made, **engine.stats.to_dict(),
                               "evicted_blocks": evicted[0], "seconds": round(time.perf_counter() - begin, 3)})
 
 

@@ -22,14 +22,23 @@ def build(
     ctx: typer.Context,
     kv_verify: Annotated[bool, typer.Option(
         "--kv-verify", help="Check restored blocks' next-token predictions; rebuild on a mismatch.")] = False,
+    ask_units: Annotated[bool, typer.Option(
+        "--ask-units", help="Also make the block of every memory unit `ask --kv-compose` places.")] = False,
     json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
 ) -> None:
     """Prefill and save the blocks of chat's memory context (header, documents, CURRENT).
 
     Blocks already stored and valid are restored instead; a block saved under
-    another model context is refused and rebuilt.
+    another model context is refused and rebuilt. --ask-units also makes the
+    composed block of every memory unit (runs of entries of one document, up
+    to 512 tokens), so the first `ask --kv-compose` prefills only its question.
     """
-    output(ctx, json, quiet, verbose).emit(admin.build(memory(ctx), verify=kv_verify))
+    out = output(ctx, json, quiet, verbose)
+    mem = memory(ctx)
+    with out.stages() as stages:
+        report = admin.build(mem, verify=kv_verify, ask_units=ask_units,
+                             progress=lambda done, total: stages("making memory unit blocks", done, total))
+    out.emit(report)
 
 
 @kv_app.command("ls")
