@@ -33,7 +33,6 @@ def build(memory, *, verify: bool = False, ask_units: bool = False, progress=Non
     budget (the chat context's blocks are kept first)."""
     from memcli.kv import kv_root
     from memcli.kv.chat import ChatSession
-    from memcli.kv.engine import Unit
 
     begin = time.perf_counter()
     engine = memory.kv_engine(verify=verify)
@@ -45,13 +44,13 @@ def build(memory, *, verify: bool = False, ask_units: bool = False, progress=Non
         units = talk.memory()
         keys = engine.load_chain(units)
         if ask_units:
-            from memcli.kv.composed_ask import ComposedPrompt
+            from memcli.kv.composed_ask import ComposedPrompt, unit_blocks
             from memcli.kv.units import Units
             from memcli.retrieve.evidence import Library
 
-            every = [Unit(u.label, engine.tokenize(u.text)) for u in Units(Library(memory.store)).every() if u.lines]
-            engine.composed_blocks(ComposedPrompt(engine).prefix, every, on_unit=progress)
-            made = {"ask_units": len(every), "ask_unit_tokens": sum(len(u.tokens) for u in every)}
+            every = [u for u in Units(Library(memory.store)).every() if u.lines]
+            _, tokens = unit_blocks(engine, ComposedPrompt(engine), every, progress)
+            made = {"ask_units": len(every), "ask_unit_tokens": tokens}
     evicted = engine.blocks.evict(cfg.kv_budget_mb * 1024 * 1024, keep=set(keys))
     return KVReport("build", {"units": [{"unit": u.label, "tokens": len(u.tokens)} for u in units],
                               "tokens": sum(len(u.tokens) for u in units), **made, **engine.stats.to_dict(),

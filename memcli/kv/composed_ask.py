@@ -92,6 +92,15 @@ def fuse(text: list[MemoryUnit], latent: list[MemoryUnit], k: float = FUSION_K,
     return [unit[label] for label in sorted(score, key=lambda label: -score[label])]
 
 
+def unit_blocks(engine: KVEngine, prompt: ComposedPrompt, units: list[MemoryUnit],
+                on_unit=None) -> tuple[list[str], int]:
+    """The keys of ``units``' composed blocks, each made first when it is not stored (after the
+    prompt's prefix alone, as :meth:`KVEngine.compose` places them), and their tokens in all;
+    ``on_unit(done, total)`` follows the units."""
+    placed = [Unit(u.label, engine.tokenize(u.text)) for u in units]
+    return engine.composed_blocks(prompt.prefix, placed, on_unit=on_unit), sum(len(u.tokens) for u in placed)
+
+
 def unit_head_scores(engine: KVEngine, prompt: ComposedPrompt, every: list[MemoryUnit], question: str,
                      n_heads: int = HEADS, progress=None):
     """The units of ``every`` that have a block, and an array (units, heads): the score each of the
@@ -102,8 +111,7 @@ def unit_head_scores(engine: KVEngine, prompt: ComposedPrompt, every: list[Memor
     group = shape["n_head"] // shape["n_head_kv"]
     kv_heads = kv_heads_of(heads, group)
     told = (lambda done, total: progress("making memory blocks", done, total)) if progress else None
-    keys = engine.composed_blocks(prompt.prefix, [Unit(u.label, engine.tokenize(u.text)) for u in every],
-                                  on_unit=told)
+    keys, _ = unit_blocks(engine, prompt, every, told)
     summaries = Summaries(engine.blocks, engine, kv_heads)
     found = [(unit, summaries.get(key)) for unit, key in zip(every, keys)]
     found = [(unit, summary) for unit, summary in found if summary is not None]

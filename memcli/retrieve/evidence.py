@@ -177,9 +177,11 @@ def assemble(library: Library, picks: list[tuple[str, int]], budget: int,
             continue
         above = picked[at - 1] if at else None
         cost = count(render_entry(doc.entries[line], with_time=not untimed(doc, above, line), focus=focus) + "\n")
-        below = picked[at] if at < len(picked) else None
-        if below is not None and untimed(doc, above, below) != untimed(doc, line, below):
-            cost += (1 if untimed(doc, above, below) else -1) * time_cost(doc.entries[below], count)
+        if at < len(picked):  # the line below may show its time again, or no longer
+            below = picked[at]
+            before, after = untimed(doc, above, below), untimed(doc, line, below)
+            if before != after:
+                cost += (1 if before else -1) * time_cost(doc.entries[below], count)
         if used + cost > budget:
             continue
         picked.insert(at, line)
