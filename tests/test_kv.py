@@ -156,6 +156,34 @@ def test_eviction_keeps_the_budget_least_recently_used_first(tmp_path):
     assert sum(b.file_size for b in store.blocks()) <= size - 1500
 
 
+
+@pytest.mark.parametrize("mapped", [True, False])
+def test_a_block_reads_back_exactly_and_a_file_of_the_wrong_length_is_refused(tmp_path, monkeypatch, mapped):
+    """The state is mapped from the file (or, where mapping fails, read): the same bytes either way,
+    and a block file cut short or grown is refused, never loaded."""
+    if not mapped:
+        import mmap
+
+        def no_mmap(*args, **kwargs):
+            raise OSError("mmap not supported here")
+
+        monkeypatch.setattr(mmap, "mmap", no_mmap)
+    store = BlockStore(tmp_path)
+    state = bytes(range(256)) * 4099
+    header = BlockHeader(key="ab" * 32, parent=None, unit="doc:d@x", start=0, n_tokens=10, fingerprint_id="f",
+                         fingerprint={}, state_version=1, checksum="", size=0)
+    path = store.put(header, state)
+    got_header, got = store.get(header.key, "f")
+    assert bytes(got) == state and got_header.checksum == checksum(state)
+    assert not got.readonly  # ctypes hands it to llama.cpp without a copy
+    del got
+    whole = path.read_bytes()
+    for damaged in (whole[:-1], whole + b"\0", whole[:len(whole) - len(state)]):
+        path.write_bytes(damaged)
+        with pytest.raises(BlockRefused, match="checksum"):
+            store.get(header.key, "f")
+    assert store.verify(header.key) is not None
+
 def test_chat_resumed_in_a_new_process_prefills_only_the_new_message(tmp_path):
     store = tmp_path / "store"
     env = {"MEMCLI_CHAT_MEMORY_TOKENS": MEMORY, "MEMCLI_AUTO_CONSOLIDATE": "false"}

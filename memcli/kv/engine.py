@@ -409,7 +409,7 @@ def _composed_key(header_key: str, tokens: list[int]) -> str:
     return block_key("compose:" + header_key, tokens)
 
 
-def _check_state(header: BlockHeader, state: bytearray, path: Path, corrupt: list[str]) -> None:
+def _check_state(header: BlockHeader, state: memoryview, path: Path, corrupt: list[str]) -> None:
     """The checksum check, on its own thread (zlib releases the GIL on large buffers)."""
     try:
         verify_state(header, state, path)

@@ -371,9 +371,9 @@ class LlamaRuntime(_Freed):
         size = self.state_size(seq)
         buffer = (ctypes.c_uint8 * size)()
         written = self._ll.llama_state_seq_get_data(self._ctx, buffer, size, seq)
-        return bytes(buffer[:written])
+        return ctypes.string_at(buffer, min(written, size))  # one copy (slicing the array makes a list of ints)
 
-    def state_set(self, state: bytearray, seq: int) -> bool:
+    def state_set(self, state: bytearray | memoryview, seq: int) -> bool:
         """Load serialised cells into sequence ``seq`` (read from ``state`` without a copy)."""
         buffer = (ctypes.c_uint8 * len(state)).from_buffer(state)
         try:
@@ -524,7 +524,7 @@ class LlamaRuntime(_Freed):
         if not self._probe_ctx:
             raise ConfigError("cannot create llama.cpp's small context for taking queries")
 
-    def state_keys(self, state: bytes | bytearray):
+    def state_keys(self, state: bytes | bytearray | memoryview):
         """(positions, keys) of the cells in a sequence state (:meth:`state_get`): keys as an array
         (layers, cells, key/value heads, head size), as llama.cpp stores them (after RoPE).
 
@@ -542,7 +542,7 @@ class LlamaRuntime(_Freed):
                 problem = str(exc)
         raise ValueError(f"cannot read the keys of this llama.cpp state: {problem}")
 
-    def _parse_keys(self, state: bytes | bytearray, at: int):
+    def _parse_keys(self, state: bytes | bytearray | memoryview, at: int):
         import numpy as np
 
         shape = self.attention_shape
