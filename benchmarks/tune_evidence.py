@@ -39,6 +39,8 @@ GRID = {  # each axis: alternatives, every combination is tried
     "semantic signal": [{"semantic_weight": 0.0},
                         {"fusion": "score", "semantic_weight": 0.25, "semantic_pool": 30},
                         {"fusion": "score", "semantic_weight": 0.5, "semantic_pool": 30},
+                        {"fusion": "score", "semantic_weight": 0.75, "semantic_pool": 30},
+                        {"fusion": "score", "semantic_weight": 1.0, "semantic_pool": 30},
                         {"fusion": "rank", "semantic_weight": 0.3, "semantic_pool": 30},
                         {"fusion": "rank", "semantic_weight": 0.7, "semantic_pool": 30},
                         {"fusion": "rank", "semantic_weight": 1.0, "semantic_pool": 30}],

@@ -72,7 +72,7 @@ class Tuning:
     compact: bool = False
 
 
-DEFAULT = Tuning(semantic_weight=0.5, semantic_pool=30, compact=True)  # benchmarks/tune_evidence.py (docs/benchmarks.md)
+DEFAULT = Tuning(semantic_weight=0.75, semantic_pool=30, compact=True)  # benchmarks/tune_evidence.py (docs/benchmarks.md)
 
 
 @dataclass
