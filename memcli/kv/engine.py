@@ -194,35 +194,33 @@ class KVEngine:
     def composed_blocks(self, header: Unit, units: list[Unit], on_unit=None) -> list[str]:
         """Make sure every unit has its composed block (made after ``header`` alone, as
         :meth:`compose` places them); their keys. ``on_unit(done, total)`` follows the units."""
-        header_keys = self.load_chain([header])
-        h = len(header.tokens)
-        keys = []
-        for done, unit in enumerate(units, 1):
-            key = _composed_key(header_keys[-1], unit.tokens)
-            if unit.tokens and not self._usable(key):
-                if h + len(unit.tokens) >= self.n_ctx:
-                    raise ConfigError(f"a unit of {len(unit.tokens)} tokens does not fit the context ({self.n_ctx})")
-                self._build_spare(header_keys[-1], h, unit, key, True)
-                self.rt.seq_rm(1)
-            keys.append(key)
-            if on_unit is not None:
-                on_unit(done, len(units))
-        return keys
+        return [key for key, _ in self._composed_cells(header, units, on_unit, store=True)]
 
     def composed_states(self, header: Unit, units: list[Unit], on_unit=None):
         """Each unit's cells made as :meth:`composed_blocks` makes them (after ``header`` alone), as
         state bytes, one at a time and not stored (for looking at their keys)."""
+        for _, state in self._composed_cells(header, units, on_unit, store=False):
+            yield state
+
+    def _composed_cells(self, header: Unit, units: list[Unit], on_unit, *, store: bool):
+        """(key, state) per unit: its cells made in the spare sequence after ``header`` alone, then
+        saved as its composed block (``store``: state None, nothing made when the block is stored
+        already) or returned as state bytes."""
         header_keys = self.load_chain([header])
         h = len(header.tokens)
         for done, unit in enumerate(units, 1):
-            if h + len(unit.tokens) >= self.n_ctx:
-                raise ConfigError(f"a unit of {len(unit.tokens)} tokens does not fit the context ({self.n_ctx})")
-            self._build_spare(header_keys[-1], h, unit, "", False)
-            state = self.rt.state_get(1)
-            self.rt.seq_rm(1)
+            key = _composed_key(header_keys[-1], unit.tokens)
+            state = None
+            if unit.tokens and not (store and self._usable(key)):
+                if h + len(unit.tokens) >= self.n_ctx:
+                    raise ConfigError(f"a unit of {len(unit.tokens)} tokens does not fit the context ({self.n_ctx})")
+                self._build_spare(header_keys[-1], h, unit, key, store)
+                if not store:
+                    state = self.rt.state_get(1)
+                self.rt.seq_rm(1)
             if on_unit is not None:
                 on_unit(done, len(units))
-            yield state
+            yield key, state
 
     def _usable(self, key: str) -> bool:
         """Whether block ``key`` is stored for this model (its header read and checked; the state is
