@@ -14,7 +14,8 @@ model, in one process and one run:
   context (memory and history restored) against the same with no blocks.
 
 Time to first token counts everything from an empty context to the first
-generated token (memory restore or prefill included). Ratios are cold / warm.
+generated token (memory restore or prefill included). Ratios are cold / warm;
+the warm turn's start (its memory restored from blocks) is printed too.
 
 Then ``ask --kv-compose`` on both development conversations, each ingested raw
 (no consolidation: its memory units are CURRENT's day windows), every unit's
@@ -96,7 +97,7 @@ def main() -> None:
             def turn(name: str, message: str) -> dict:
                 talk, start_s = session(name)
                 _, stats = talk.turn(message)
-                return {"ttft_s": start_s + stats.ttft_s, "prefilled": talk.start_stats["prefilled_tokens"]
+                return {"ttft_s": start_s + stats.ttft_s, "start_s": start_s, "prefilled": talk.start_stats["prefilled_tokens"]
                         + stats.prefilled_tokens, "restored": talk.start_stats["restored_tokens"],
                         "memory_tokens": talk.memory_end, "message_tokens": len(talk.engine.tokenize(message))}
 
@@ -129,7 +130,8 @@ def main() -> None:
         print(f"| {c['memory_tokens']} | {c['prefilled']} / {c['ttft_s']:.2f} s | {w['prefilled']} ({w['restored']}) / "
               f"{w['ttft_s'] * 1000:.0f} ms | {r['turn_ttft_ratio']}x | {rc['prefilled']} / {rc['ttft_s']:.2f} s | "
               f"{rw['prefilled']} ({rw['restored']}) / {rw['ttft_s'] * 1000:.0f} ms | {r['resume_ttft_ratio']}x |")
-    print(f"message: {rows[0]['warm']['message_tokens']} tokens")
+    print(f"message: {rows[0]['warm']['message_tokens']} tokens; warm turn's start (memory restored): "
+          + ", ".join(f"{r['warm']['start_s'] * 1000:.1f} ms at {r['warm']['memory_tokens']}" for r in rows))
     if composed:
         print_composed(composed)
 
