@@ -156,7 +156,6 @@ def test_eviction_keeps_the_budget_least_recently_used_first(tmp_path):
     assert sum(b.file_size for b in store.blocks()) <= size - 1500
 
 
-
 @pytest.mark.parametrize("mapped", [True, False])
 def test_a_block_reads_back_exactly_and_a_file_of_the_wrong_length_is_refused(tmp_path, monkeypatch, mapped):
     """The state is mapped from the file (or, where mapping fails, read): the same bytes either way,
@@ -183,6 +182,7 @@ def test_a_block_reads_back_exactly_and_a_file_of_the_wrong_length_is_refused(tm
         with pytest.raises(BlockRefused, match="checksum"):
             store.get(header.key, "f")
     assert store.verify(header.key) is not None
+
 
 def test_chat_resumed_in_a_new_process_prefills_only_the_new_message(tmp_path):
     store = tmp_path / "store"
