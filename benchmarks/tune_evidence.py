@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
 """Choose the evidence ranking's constants by cross-validation over the LoCoMo development pair.
 
-    python benchmarks/tune_evidence.py [--budgets 500,2000,4000] [--json OUT]
+    python benchmarks/tune_evidence.py [--budgets 500,2000,4000] [--choose-budget 2000] [--json OUT]
 
 Both conversations are ingested (raw memory) and consolidated deterministically (consolidated
 memory) in temporary stores. For every candidate :class:`memcli.retrieve.policy.Tuning` in the
-grid, all-evidence recall is measured per conversation (categories 1-4, both memories, the
-budgets given). Cross-validation: the tuning with the best mean recall on one conversation is
-chosen and scored on the other, both ways; the printout gives both directions, the grid's
-best, words alone (``semantic_weight`` 0, no coverage rule) and the tuning that is best on the
-two together (what ships). The question's words and vectors are computed once per question;
-only the fusion and the coverage rule run per tuning.
+grid (every combination of the alternatives of each axis), all-evidence recall is measured per
+conversation at ``--choose-budget`` (categories 1-4, both memories together). Cross-validation:
+the tuning with the best recall on one conversation is chosen and scored on the other, both
+ways (ties go to the simpler ranking); the printout gives both directions, with their recall at
+every budget, the grid's best and words alone (``semantic_weight`` 0, no coverage rule).
+
+What ships: axis by axis, the alternative both directions chose; where the two directions
+choose differently, the axis keeps what memcli ships now (``policy.DEFAULT``): two
+conversations do not tell such alternatives apart. The tuning best on the two together is
+printed too. The question's words and vectors are computed once per question; only the
+fusion, the coverage rule and the rendering run per tuning.
 """
 
 from __future__ import annotations
@@ -27,10 +32,9 @@ from pathlib import Path
 
 from memcli.eval.locomo import CATEGORIES, load_conversations, select
 from memcli.eval.metrics import evidence_recall, gold_dialog_ids
-from memcli.index import terms
 from memcli.memory import Memory
-from memcli.retrieve.evidence import Library, assemble
-from memcli.retrieve.policy import Tuning, cover_sessions, dedupe, fuse, lexical_scores
+from memcli.retrieve.evidence import WHOLE, Library, assemble
+from memcli.retrieve.policy import DEFAULT, Tuning, dedupe, focus, fuse, lexical_scores, order
 from memcli.tokens import count_tokens
 
 LOCOMO = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo"
@@ -46,16 +50,30 @@ GRID = {  # each axis: alternatives, every combination is tried
                         {"fusion": "rank", "semantic_weight": 1.0, "semantic_pool": 30}],
     "session coverage": [{"session_decay": 1.0}, {"session_decay": 0.5, "session_free": 8},
                          {"session_decay": 0.7, "session_free": 4}],
-    "compact evidence": [{"compact": False}, {"compact": True}],
+    "compact evidence": [{"compact": False}, {"compact": True},
+                         {"compact": True, "closest_sentence": True}],
 }
 
 
-def grid() -> list[Tuning]:
-    return [Tuning(**{k: v for part in parts for k, v in part.items()}) for parts in itertools.product(*GRID.values())]
+def grid() -> list[tuple[tuple[int, ...], Tuning]]:
+    """Every combination: (the alternative taken on each axis, the tuning)."""
+    return [(tuple(at for at, _ in parts), Tuning(**{k: v for _, part in parts for k, v in part.items()}))
+            for parts in itertools.product(*(list(enumerate(axis)) for axis in GRID.values()))]
 
 
-def prepared(conv, memory_kind: str, work: Path) -> list[dict]:
-    """Per question: its gold ids, category, terms, lexical scores and cosine similarities, and the library."""
+def alternative_of(tuning: Tuning, axis: list[dict]) -> int:
+    """Which alternative of ``axis`` ``tuning`` takes (the keys the axis sets, at their values)."""
+    keys = {key for alternative in axis for key in alternative}
+    plain = Tuning()
+    for at, alternative in enumerate(axis):
+        if all(getattr(tuning, key) == alternative.get(key, getattr(plain, key)) for key in keys):
+            return at
+    raise SystemExit(f"the shipped tuning {tuning} is not in the grid's axis {axis}")
+
+
+def prepared(conv, memory_kind: str, work: Path, memories: list[Memory]) -> list[dict]:
+    """Per question: its gold ids, category, terms, lexical scores and cosine similarities, and the
+    library; the memory stays open (in ``memories``) for compact evidence's sentence vectors."""
     memory = Memory(work / "store", create=True, cache_dir=work / "index", settings={"search.semantic": True})
     memory.ingest(conv.source, format="locomo", sample=conv.sample_id, consolidate=False, time="2000-01-01T00:00")
     if memory_kind == "consolidated":
@@ -64,10 +82,11 @@ def prepared(conv, memory_kind: str, work: Path) -> list[dict]:
     out = []
     for _, qa in select(conv.questions, {1, 2, 3, 4}, None):
         library = Library(memory.store)
-        out.append({"category": qa["category"], "terms": frozenset(terms(qa["question"])), "gold": gold_dialog_ids(qa.get("evidence", [])), "library": library,
+        out.append({"category": qa["category"], "question": qa["question"], "index": index,
+                    "gold": gold_dialog_ids(qa.get("evidence", [])), "library": library,
                     "lexical": lexical_scores(library, index, qa["question"]),
                     "similar": index.similarities(qa["question"])})
-    memory.close()
+    memories.append(memory)
     return out
 
 
@@ -82,9 +101,9 @@ def recall(questions: list[dict], tuning: Tuning, budget: int, category: int | N
     for q in questions:
         if category is not None and q["category"] != category:
             continue
-        scores = fuse(q["lexical"], q["similar"], tuning)
-        picks = dedupe(cover_sessions(q["library"], scores, tuning.session_decay, tuning.session_free))
-        evidence = assemble(q["library"], picks, budget, count, q["terms"] if tuning.compact else frozenset())
+        picks = dedupe(order(q["library"], fuse(q["lexical"], q["similar"], tuning), q["similar"], tuning))
+        shown = focus(q["index"], q["question"], tuning) if tuning.compact else WHOLE
+        evidence = assemble(q["library"], picks, budget, count, shown)
         hits += evidence_recall(q["gold"], {r for e in evidence for r in e.refs})[0]
         total += 1
     return hits / total if total else 0.0
@@ -100,20 +119,21 @@ def main() -> None:
     conversations = load_conversations(FILES, None)
     data: dict[str, dict[str, list[dict]]] = {}
     work = Path(tempfile.mkdtemp(prefix="memcli-tune-"))
+    memories: list[Memory] = []
     try:
         for conv in conversations:
             name = Path(conv.source).stem
             data[name] = {}
             for kind in ("raw", "consolidated"):
                 started = time.perf_counter()
-                data[name][kind] = prepared(conv, kind, work / f"{name}-{kind}")
+                data[name][kind] = prepared(conv, kind, work / f"{name}-{kind}", memories)
                 print(f"{name} {kind}: {len(data[name][kind])} questions prepared in "
                       f"{time.perf_counter() - started:.1f} s", file=sys.stderr)
         names = list(data)
         table = []
         choose = args.choose_budget
-        for tuning in grid():
-            row = {"tuning": tuning.__dict__}
+        for choice, tuning in grid():
+            row = {"tuning": tuning.__dict__, "choice": choice}
             for name in names:
                 row[f"{name}@{choose}"] = recall(data[name]["raw"] + data[name]["consolidated"], tuning, choose)
             table.append(row)
@@ -135,30 +155,50 @@ def main() -> None:
         def best_on(chosen: list[str]) -> dict:
             return max(table, key=lambda r: (round(sum(r[f"{n}@{choose}"] for n in chosen), 9),
                                              -r["tuning"]["semantic_weight"], r["tuning"]["session_decay"],
-                                             -r["tuning"]["compact"]))  # ties: the simpler ranking
+                                             -r["tuning"]["compact"], -r["tuning"]["closest_sentence"]))  # ties: the simpler
+
+        def at(row: dict, name: str) -> str:
+            return "/".join(f"{row[f'{name}@{b}']:.3f}" for b in budgets)
 
         report = {"budgets": budgets, "choose_budget": choose, "grid": GRID, "directions": [], "table": table}
         words = complete(next(r for r in table if r["tuning"]["semantic_weight"] == 0
                               and r["tuning"]["session_decay"] == 1 and not r["tuning"]["compact"]))
-        print(f"\nall-evidence recall at {choose} tokens (raw and consolidated memory together)")
-        print("words alone: " + ", ".join(f"{n} {words[f'{n}@{choose}']:.3f}" for n in names))
+        print(f"\nall-evidence recall, raw and consolidated memory together; chosen at {choose} tokens; "
+              f"figures at {'/'.join(map(str, budgets))}")
+        print("words alone: " + ", ".join(f"{n} {at(words, n)}" for n in names))
+        chosen = []
         for chosen_on, scored_on in ((names[0], names[1]), (names[1], names[0])):
             best = complete(best_on([chosen_on]))
+            chosen.append(best)
             direction = {"chosen_on": chosen_on, "scored_on": scored_on, "tuning": best["tuning"],
                          "chosen_recall": best[f"{chosen_on}@{choose}"], "held_out_recall": best[f"{scored_on}@{choose}"],
                          "held_out_words_alone": words[f"{scored_on}@{choose}"],
-                         "held_out_oracle": max(r[f"{scored_on}@{choose}"] for r in table)}
+                         "held_out_oracle": max(r[f"{scored_on}@{choose}"] for r in table),
+                         "held_out_by_budget": {b: best[f"{scored_on}@{b}"] for b in budgets}}
             report["directions"].append(direction)
-            print(f"chosen on {chosen_on} ({direction['chosen_recall']:.3f}): {best['tuning']} -> "
-                  f"{scored_on} {direction['held_out_recall']:.3f} (words alone {direction['held_out_words_alone']:.3f}, "
+            print(f"chosen on {chosen_on} ({at(best, chosen_on)}): {best['tuning']} -> {scored_on} {at(best, scored_on)} "
+                  f"(at {choose}: words alone {direction['held_out_words_alone']:.3f}, "
                   f"grid's best there {direction['held_out_oracle']:.3f})")
+        shipped = []
+        for axis_at, (axis, alternatives) in enumerate(GRID.items()):
+            picks = {row["choice"][axis_at] for row in chosen}
+            if len(picks) == 1:
+                shipped.append(picks.pop())
+                print(f"{axis}: both directions chose {alternatives[shipped[-1]]}")
+            else:
+                shipped.append(alternative_of(DEFAULT, alternatives))
+                print(f"{axis}: the directions differ; kept what ships, {alternatives[shipped[-1]]}")
+        ships = complete(next(r for r in table if r["choice"] == tuple(shipped)))
+        report["shipped"] = ships["tuning"]
+        print(f"ships: {ships['tuning']}: " + ", ".join(f"{n} {at(ships, n)}" for n in names))
         both = complete(best_on(names))
-        report["shipped"] = both["tuning"]
-        print(f"best on both: {both['tuning']}: " + ", ".join(
-            f"{n}@{b} {both[f'{n}@{b}']:.3f}" for n in names for b in budgets))
+        report["best_on_both"] = both["tuning"]
+        print(f"best on both together: {both['tuning']}: " + ", ".join(f"{n} {at(both, n)}" for n in names))
         if args.json:
             args.json.write_text(json.dumps(report, indent=1))
     finally:
+        for memory in memories:
+            memory.close()
         shutil.rmtree(work, ignore_errors=True)
 
 

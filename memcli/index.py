@@ -23,6 +23,7 @@ import sqlite3
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from math import log
 from pathlib import Path
 
@@ -105,6 +106,13 @@ def words(text: str) -> list[tuple[str, str]]:
 def terms(text: str) -> list[str]:
     """BM25 terms: lower-cased words, stop words dropped, plurals folded."""
     return [stem(w) for w in _TERM_RE.findall(text.lower()) if w not in _STOPWORDS]
+
+
+@lru_cache(maxsize=1 << 16)
+def term_set(text: str) -> frozenset[str]:
+    """:func:`terms` of ``text`` as a set, remembered: the evidence ranking reads the same entries'
+    and sentences' terms for every question."""
+    return frozenset(terms(text))
 
 
 # ---------------------------------------------------------------- partitions
@@ -285,6 +293,12 @@ class LibraryIndex:
         the semantic signal."""
         vectors = self.vectors()
         return vectors.similarities(text) if vectors is not None else {}
+
+    def sentence_similarity(self, text: str) -> Callable[[list[str]], list[float]] | None:
+        """Cosine similarity of ``text`` with sentences of entries (compact evidence's
+        :class:`memcli.retrieve.evidence.Focus`); None without the semantic signal."""
+        vectors = self.vectors()
+        return vectors.sentence_similarity(text) if vectors is not None else None
 
     # ------------------------------------------------------------ refresh
 

@@ -258,3 +258,30 @@ def test_interleave_alternates_two_rankings():
     first, second = [("a", 1), ("a", 2), ("a", 3)], [("b", 1), ("a", 1)]
     assert policy.interleave(first, second) == [("a", 1), ("b", 1), ("a", 2), ("a", 3)]
     assert policy.interleave([], second) == second
+
+
+def test_session_coverage_spreads_evidence_over_sessions(library):
+    """The coverage rule (Tuning.session_decay, off by default: cross-validation keeps it off) takes
+    a further entry of an already covered day only after the best of other days."""
+    store, _ = library
+    lib = Library(store)
+    line_of = {entry.ref: line for line, entry in lib.doc("CURRENT").entries.items()}
+    one_day = [("CURRENT", line_of[f"D1:{n}"]) for n in (1, 2, 3, 4)]
+    others = [("CURRENT", line_of["D3:1"]), ("CURRENT", line_of["D5:1"])]
+    scores = {**{key: 10.0 - at for at, key in enumerate(one_day)}, **{key: 6.5 - at for at, key in enumerate(others)}}
+    assert policy.cover_sessions(lib, scores, 1.0) == one_day + others  # no rule: best first
+    assert policy.cover_sessions(lib, scores, 0.5) == [one_day[0], *others, *one_day[1:]]
+    # the first ``free`` entries of a day are not discounted
+    assert policy.cover_sessions(lib, scores, 0.5, free=2) == [*one_day[:3], *others, one_day[3]]
+
+
+def test_a_full_budget_stops_reading_a_long_ranking():
+    entries = [_entry(n, f"2024-06-{1 + n % 28:02d}T10:00", f"Entry {n} says something of its own.") for n in range(1, 501)]
+    library = _library(*entries)
+    picks = [("topic", n) for n in range(1, 501)]
+    read = []
+    counting = lambda text: read.append(text) or count_tokens(text)  # noqa: E731
+    evidence = assemble(library, picks, 200, counting)
+    shown = sum(len(e.seqs) for e in evidence)
+    assert 0 < shown < 50 and sum(e.tokens for e in evidence) <= 200
+    assert len(read) < 4 * shown + 10  # the 500 entries are not all rendered to find that none fits

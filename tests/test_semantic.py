@@ -4,6 +4,7 @@ each measured against the ranking with it turned off, on a conversation written 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,9 +13,10 @@ from memcli.config import Settings
 from memcli.index import LibraryIndex, terms
 from memcli.paths import Resolved
 from memcli.retrieve import policy
-from memcli.retrieve.evidence import Library, assemble, compact, render_entry
+from memcli.retrieve.evidence import Focus, Library, assemble, compact, render_entry
 from memcli.semantic import encoder as encoder_module
 from memcli.semantic.encoder import Encoder
+from memcli.semantic.vectors import entry_text
 from memcli.semantic.wordpiece import WordPiece, basic_words
 from memcli.store import Store
 from memcli.store.format import Entry
@@ -40,14 +42,14 @@ ANSWERS = {  # what Mira does for sport, said without a word of the question
 QUESTION = "Which sports does Mira play?"
 
 
-def conversation() -> dict:
+def conversation(answers: dict = ANSWERS) -> dict:
     data: dict = {"speaker_a": "Mira", "speaker_b": "Jonas"}
     for number in range(1, 7):
         data[f"session_{number}_date_time"] = f"9:00 am on {number} March, 2024"
         turns = [line.split(": ", 1) for line in SMALL_TALK[number % 4:] + SMALL_TALK[:number % 4]][:6]
         rows = [{"speaker": who, "dia_id": f"D{number}:{at}", "text": text}
                 for at, (who, text) in enumerate(turns, start=1)]
-        for ref, (who, text) in ANSWERS.items():
+        for ref, (who, text) in answers.items():
             if ref.startswith(f"D{number}:"):
                 rows.insert(2, {"speaker": who, "dia_id": ref, "text": text})
         for at, row in enumerate(rows, start=1):
@@ -56,16 +58,21 @@ def conversation() -> dict:
     return data
 
 
-@pytest.fixture
-def mira(cli, store_dir, tmp_path):
+def ingested(cli, store_dir, tmp_path, answers: dict):
+    """The conversation with ``answers`` ingested; (store, index with the semantic signal)."""
     source = tmp_path / "mira-and-jonas.json"
-    source.write_text(json.dumps(conversation()))
+    source.write_text(json.dumps(conversation(answers)))
     assert cli("ingest", source).code == 0
     store = Store.open(Resolved(store_dir, "test"))
     index = LibraryIndex(store, Settings.load(store_dir).search_partition_tokens, cache_dir=tmp_path / "cache",
                          semantic=True)
     yield store, index
     index.close()
+
+
+@pytest.fixture
+def mira(cli, store_dir, tmp_path):
+    yield from ingested(cli, store_dir, tmp_path, ANSWERS)
 
 
 def remember(cli, text: str) -> bool:
@@ -177,7 +184,7 @@ def test_the_vector_cache_is_rebuilt_when_deleted_and_kept_in_memory_when_unwrit
 # ------------------------------------------------------------------ compact evidence
 
 def test_compact_keeps_the_sentences_that_matter_and_marks_the_rest():
-    focus = frozenset(terms("Where does Mira go bouldering?"))
+    focus = Focus(frozenset(terms("Where does Mira go bouldering?")))
     text = "I had a long week. On Saturdays I go bouldering at the gym. Then we eat pizza. It was fun."
     assert compact(text, focus) == "… On Saturdays I go bouldering at the gym. …"
     assert compact("I go bouldering on Saturdays.", focus) == "I go bouldering on Saturdays."  # one sentence
@@ -193,7 +200,7 @@ def test_compact_evidence_fits_more_entries_and_cites_them_whole(cli, mira):
     library = Library(store)
     doc = library.doc("CURRENT")
     picks = [("CURRENT", line) for line in reversed(doc.lines)]
-    focus = frozenset(terms("bouldering Mira"))
+    focus = Focus(frozenset(terms("bouldering Mira")))
     whole, short = assemble(library, picks, 120), assemble(library, picks, 120, focus=focus)
     count = lambda evidence: sum(len(e.seqs) for e in evidence)  # noqa: E731
     assert count(short) > count(whole)
@@ -203,3 +210,80 @@ def test_compact_evidence_fits_more_entries_and_cites_them_whole(cli, mira):
     assert any("The cat slept on the sofa." in line["text"] for line in read["lines"])  # the cited line is whole
     asked = cli("ask", "What did Mira say about bouldering?", "--evidence-only", "--json")
     assert asked.code == 0 and any("…" in e["text"] for e in asked.json["evidence"])
+
+
+LONG_ANSWERS = {  # Mira's sports again, each said in the middle of a long turn that shares no word with the question
+    "D2:3": ("Mira", "The trains were a mess again and I was late for everything. On Saturdays I go bouldering "
+                     "at the climbing gym with Pia. Afterwards we usually grab noodles at the place by the river."),
+    "D4:3": ("Mira", "My sister phoned about the seating chart for the wedding, which took ages. Tuesday evenings "
+                     "are for volleyball with my team from work. The bakery on the corner closed, sadly."),
+}
+
+
+def test_an_entry_holding_no_word_of_the_question_is_shown_as_its_nearest_sentence():
+    text = "I had a long week. On Saturdays I go bouldering at the gym. Then we eat pizza."
+    words = frozenset(terms(QUESTION))
+    assert compact(text, Focus(words)) == text  # no sentence holds a word of the question: whole, without meaning
+    nearest = Focus(words, lambda parts: [float("bouldering" in part) for part in parts])
+    assert compact(text, nearest) == "… On Saturdays I go bouldering at the gym. …"
+    # a sentence with a word of the question is what is shown; meaning only decides where words do not
+    assert compact("Mira has a new job. On Saturdays I go bouldering.", nearest) == "Mira has a new job. …"
+    assert compact("On Saturdays I go bouldering.", nearest) == "On Saturdays I go bouldering."  # one sentence
+
+
+@pytest.fixture
+def long_turns(cli, store_dir, tmp_path):
+    yield from ingested(cli, store_dir, tmp_path, LONG_ANSWERS)
+
+
+def test_nearest_sentences_fit_more_answers_than_whole_entries(long_turns, cli):
+    store, index = long_turns
+    on, off = policy.DEFAULT, replace(policy.DEFAULT, closest_sentence=False)
+
+    def found(tuning: policy.Tuning, budget: int) -> int:
+        evidence = policy.evidence_only(store, index, QUESTION, budget=budget, tuning=tuning).evidence
+        return len({ref for e in evidence for ref in e.refs} & set(LONG_ANSWERS))
+
+    sweep = {budget: (found(on, budget), found(off, budget)) for budget in range(40, 401, 20)}
+    assert all(with_it >= without for with_it, without in sweep.values()), sweep
+    assert any(with_it > without for with_it, without in sweep.values()), sweep
+    assert sweep[400] == (2, 2)  # a budget that holds both whole: the same answers either way
+    asked = cli("ask", QUESTION, "--evidence-only", "--budget", "400", "--json")
+    shown = [e for e in asked.json["evidence"] if "bouldering" in e["text"]]
+    assert shown and "… On Saturdays I go bouldering at the climbing gym with Pia. …" in shown[0]["text"]
+    read = cli("read", shown[0]["doc"], "--lines", f"{shown[0]['start_line']}-{shown[0]['end_line']}", "--json").json
+    assert any("grab noodles" in line["text"] for line in read["lines"])  # the citation covers the whole turn
+
+
+def test_sentence_vectors_are_computed_with_the_entries_not_per_question(long_turns):
+    store, index = long_turns
+    vectors = index.vectors()
+    texts = {entry_text(entry) for entry in Library(store).doc("CURRENT").entries.values()}
+    assert vectors.refresh() == len(texts) + 6  # each entry's text, and the three sentences of each long answer
+    calls = []
+    real = vectors.encoder.encode
+    vectors.encoder.encode = lambda texts, on_batch=None: calls.append(list(texts)) or real(texts)
+    first = policy.evidence_only(store, index, QUESTION, budget=400)
+    assert calls == [[QUESTION]] and any("…" in e.text for e in first.evidence)  # read from the cache
+    again = LibraryIndex(store, index.partition_tokens, cache_dir=index.folder, semantic=True)
+    again.vectors().encoder.encode = vectors.encoder.encode
+    calls.clear()
+    assert [e.text for e in policy.evidence_only(store, again, QUESTION, budget=400).evidence] == \
+        [e.text for e in first.evidence]
+    assert calls == [[QUESTION]]  # another process reads the sentences' vectors too
+    again.close()
+
+
+def test_a_budget_the_candidates_leave_unfilled_takes_the_entries_nearest_in_meaning(mira):
+    store, index = mira
+    library = Library(store)
+    lines = [("CURRENT", line) for line in library.doc("CURRENT").lines]
+    similar = index.similarities(QUESTION)
+    scores = {lines[5]: 2.0, lines[9]: 1.0}  # two candidates
+    ranked = policy.order(library, scores, similar, policy.DEFAULT)
+    assert ranked[:2] == [lines[5], lines[9]] and sorted(ranked) == lines  # the candidates, then every other entry
+    rest = [similar[key] for key in ranked[2:]]
+    assert rest == sorted(rest, reverse=True)  # nearest in meaning first
+    words = replace(policy.DEFAULT, semantic_weight=0.0)
+    assert policy.order(library, scores, similar, words) == ranked[:2]  # without the signal: the candidates alone
+    assert policy.order(library, {}, similar, policy.DEFAULT) == []  # no word of the question in memory: nothing

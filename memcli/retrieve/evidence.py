@@ -18,7 +18,7 @@ from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from memcli.index import terms
+from memcli.index import term_set
 from memcli.results import Result
 from memcli.store import CURRENT_ID, Store
 from memcli.store.format import Document, Entry, parse_entry, parse_heading
@@ -46,36 +46,64 @@ ELISION = "…"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
 
 
-def render_entry(entry: Entry, with_time: bool = True, focus: frozenset[str] = frozenset()) -> str:
+def sentences(text: str) -> list[str]:
+    """``text`` cut after each ``.``, ``!`` or ``?`` followed by white space (what compact evidence
+    keeps or elides, and what the sentence vectors are computed for)."""
+    return _SENTENCE_END.split(text)
+
+
+@dataclass(frozen=True)
+class Focus:
+    """What of an entry matters to a question, for compact evidence (:func:`compact`): its sentences
+    that hold one of ``terms``; in an entry none of whose sentences holds one (an entry found by its
+    meaning, not its words), the sentence ``similarity`` scores highest (``similarity(sentences)``:
+    a score per sentence, the question's cosine similarity with each, from
+    :meth:`memcli.index.LibraryIndex.sentence_similarity`). An empty focus shows entries whole."""
+
+    terms: frozenset[str] = frozenset()
+    similarity: Callable[[list[str]], list[float]] | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.terms) or self.similarity is not None
+
+
+WHOLE = Focus()
+
+
+def render_entry(entry: Entry, with_time: bool = True, focus: Focus = WHOLE) -> str:
     """``[2023-05-25 13:14] Caroline: text`` (the time is what lets "last Sunday" be resolved).
 
-    ``focus``: search terms; when given, the entry is shown as its sentences that hold one of
-    them, the others elided (:func:`compact`)."""
+    ``focus``: when given, the entry is shown as its sentences that matter, the others elided
+    (:func:`compact`)."""
     who = entry.meta.get("speaker") or ("assistant" if entry.meta.get("source") == "AI" else "note")
     text = " ".join(entry.text.split())
     line = f"{who}: {compact(text, focus) if focus else text}"
     return f"[{(entry.time or '').replace('T', ' ')}] {line}" if with_time else line
 
 
-def compact(text: str, focus: frozenset[str]) -> str:
-    """``text`` as its sentences that hold a term of ``focus``, each run of the others replaced by
-    ``…``; the whole text when it is one sentence, or when no sentence or every sentence holds one."""
-    sentences = _SENTENCE_END.split(text)
-    if len(sentences) < 2:
+def compact(text: str, focus: Focus) -> str:
+    """``text`` as its sentences that matter (:class:`Focus`), each run of the others replaced by
+    ``…``; the whole text when it is one sentence, when every sentence matters, or when none does
+    and the focus has no ``similarity``."""
+    parts = sentences(text)
+    if len(parts) < 2:
         return text
-    keep = [bool(focus.intersection(terms(s))) for s in sentences]
+    keep = [not focus.terms.isdisjoint(term_set(s)) for s in parts]
+    if not any(keep) and focus.similarity is not None:
+        scores = focus.similarity(parts)
+        keep[max(range(len(parts)), key=scores.__getitem__)] = True
     if not any(keep) or all(keep):
         return text
-    parts: list[str] = []
-    for sentence, kept in zip(sentences, keep):
+    shown: list[str] = []
+    for sentence, kept in zip(parts, keep):
         if kept:
-            parts.append(sentence)
-        elif not parts or parts[-1] != ELISION:
-            parts.append(ELISION)
-    return " ".join(parts)
+            shown.append(sentence)
+        elif not shown or shown[-1] != ELISION:
+            shown.append(ELISION)
+    return " ".join(shown)
 
 
-def render_run(entries: list[Entry], focus: frozenset[str] = frozenset(), shown: Entry | None = None) -> str:
+def render_run(entries: list[Entry], focus: Focus = WHOLE, shown: Entry | None = None) -> str:
     """Entries, one per line, each time shown only where it changes; ``shown``: the entry shown
     above the first one (its time is not repeated)."""
     lines = []
@@ -148,7 +176,7 @@ class Library:
 
 
 def assemble(library: Library, picks: list[tuple[str, int]], budget: int,
-             count: Callable[[str], int] = count_tokens, focus: frozenset[str] = frozenset(),
+             count: Callable[[str], int] = count_tokens, focus: Focus = WHOLE,
              carry: bool = True) -> list[Evidence]:
     """Evidence for picked entry lines, best first until ``budget`` tokens, then in document order.
 
@@ -157,9 +185,11 @@ def assemble(library: Library, picks: list[tuple[str, int]], budget: int,
     shown above it (the nearest picked line before it in its document) has the
     same time; the picked entry below it shows its time or not by the same
     rule, and the difference that makes to its cost is counted too.
+    The picks are read in order until less of the budget is left than any entry read so far could
+    cost without its time (a ranking of the whole library is not rendered to the end).
     ``count`` counts the tokens (memcli's estimate; a model's tokenizer for what a model reads).
-    ``focus``: search terms; entries are shown compact (:func:`compact`), their citations still
-    cover the whole entry line. ``carry=False``: every range shows its first entry's time (a time
+    ``focus``: entries are shown compact (:func:`compact`), their citations still cover the whole
+    entry line. ``carry=False``: every range shows its first entry's time (a time
     is left out only under the line just above it in the file).
     """
     def untimed(doc: DocLines, upper: int | None, lower: int) -> bool:
@@ -169,14 +199,20 @@ def assemble(library: Library, picks: list[tuple[str, int]], budget: int,
 
     chosen: dict[str, list[int]] = {}  # picked lines of each document, in line order
     used = 0
+    smallest = budget  # the least an entry read so far could cost (without its time)
     for doc_id, line in picks:
+        if used and budget - used < smallest:
+            break  # less is left than any entry read so far could cost: the rest of a long ranking is not read
         doc = library.doc(doc_id)
         picked = chosen.get(doc_id, [])
         at = bisect_left(picked, line)
         if line not in doc.entries or (at < len(picked) and picked[at] == line):
             continue
         above = picked[at - 1] if at else None
-        cost = count(render_entry(doc.entries[line], with_time=not untimed(doc, above, line), focus=focus) + "\n")
+        timed = not untimed(doc, above, line)
+        cost = count(render_entry(doc.entries[line], with_time=timed, focus=focus) + "\n")
+        smallest = min(smallest, count(render_entry(doc.entries[line], with_time=False, focus=focus) + "\n")
+                       if timed else cost)  # what the line could cost at the least
         if at < len(picked):  # the line below may show its time again, or no longer
             below = picked[at]
             before, after = untimed(doc, above, below), untimed(doc, line, below)
@@ -220,7 +256,7 @@ def time_cost(entry: Entry, count: Callable[[str], int] = count_tokens) -> int:
 
 
 def _ranges(library: Library, chosen: dict[str, list[int]], count: Callable[[str], int],
-            focus: frozenset[str] = frozenset(), carry: bool = True) -> list[Evidence]:
+            focus: Focus = WHOLE, carry: bool = True) -> list[Evidence]:
     out: list[Evidence] = []
     for doc_id in sorted(chosen, key=lambda d: (d == "CURRENT", d)):
         doc = library.doc(doc_id)
@@ -237,7 +273,7 @@ def _ranges(library: Library, chosen: dict[str, list[int]], count: Callable[[str
 
 
 def _evidence(doc: DocLines, lines: list[int], count: Callable[[str], int],
-              focus: frozenset[str] = frozenset(), shown: Entry | None = None) -> Evidence:
+              focus: Focus = WHOLE, shown: Entry | None = None) -> Evidence:
     entries = [doc.entries[n] for n in lines]
     text = render_run(entries, focus, shown)
     refs = [r for e in entries for r in (e.ref or "").split(";") if r]

@@ -20,13 +20,16 @@
    similarity with every entry's sentence vector, above the library's median,
    adds up to ``semantic_weight`` times the best lexical score, and the
    ``semantic_pool`` most similar entries join the candidates, so an entry that
-   answers in other words ("swimming" for "activities") can rank. Without the
-   model (or with ``search.semantic`` off) the words rank alone.
+   answers in other words ("swimming" for "activities") can rank. After the
+   candidates come all other entries by similarity, for a budget the
+   candidates do not fill. Without the model (or with ``search.semantic``
+   off) the words rank alone.
 6. Entries are taken best first (with ``context`` entries before each) until
    the token budget is full; the evidence readers show each entry as its
-   sentences that hold a term of the question (``ask.compact``) and a
-   session's time once (:mod:`memcli.retrieve.evidence`), so more distinct
-   entries fit.
+   sentences that hold a term of the question, or, in an entry that holds
+   none, as its sentence nearest the question in meaning (``ask.compact``),
+   and a session's time once (:mod:`memcli.retrieve.evidence`), so more
+   distinct entries fit.
 
 The constants are chosen by cross-validation over the two LoCoMo development
 conversations (``benchmarks/tune_evidence.py``; docs/benchmarks.md).
@@ -40,8 +43,8 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field, replace
 
-from memcli.index import LibraryIndex, terms
-from memcli.retrieve.evidence import DocLines, Evidence, Library, assemble
+from memcli.index import LibraryIndex, term_set, terms
+from memcli.retrieve.evidence import WHOLE, DocLines, Evidence, Focus, Library, assemble
 from memcli.store import Store
 
 REGION_WEIGHT = 8.0  # measured on the development conversations against 4 and 16 (README, "ask")
@@ -60,7 +63,10 @@ class Tuning:
     once for every better entry of the same session (day) already taken beyond ``session_free``,
     so that a question whose answer is spread over many sessions gets evidence from many (1: no
     coverage rule); ``fusion``: ``score`` (:func:`fuse`) or ``rank`` (:func:`fuse_ranks`);
-    ``compact``: entries shown as their sentences that matter (:func:`memcli.retrieve.evidence.compact`).
+    ``compact``: entries shown as their sentences that hold a term of the question
+    (:func:`memcli.retrieve.evidence.compact`); ``closest_sentence``: with ``compact``, an entry of
+    which no sentence holds one is shown as its sentence nearest the question in meaning (the
+    semantic signal's model; without it such an entry is shown whole).
     """
 
     region_weight: float = REGION_WEIGHT
@@ -70,9 +76,11 @@ class Tuning:
     session_free: int = 0
     fusion: str = "score"
     compact: bool = False
+    closest_sentence: bool = False
 
 
-DEFAULT = Tuning(semantic_weight=0.75, semantic_pool=30, compact=True)  # benchmarks/tune_evidence.py (docs/benchmarks.md)
+DEFAULT = Tuning(semantic_weight=0.75, semantic_pool=30, compact=True,
+                 closest_sentence=True)  # benchmarks/tune_evidence.py (docs/benchmarks.md)
 
 
 @dataclass
@@ -91,9 +99,8 @@ def ranked_entries(library: Library, index: LibraryIndex, question: str, *, part
         tuning = replace(tuning, region_weight=region_weight)
     scores = lexical_scores(library, index, question, partitions=partitions, prefer=prefer,
                             region_weight=tuning.region_weight)
-    if tuning.semantic_weight > 0:
-        scores = fuse(scores, index.similarities(question), tuning)
-    ranked = cover_sessions(library, scores, tuning.session_decay, tuning.session_free)
+    similar = index.similarities(question) if tuning.semantic_weight > 0 else {}
+    ranked = order(library, fuse(scores, similar, tuning), similar, tuning)
     picks: list[tuple[str, int]] = []
     for doc_id, line in ranked:
         for neighbour in library.doc(doc_id).neighbours(line, context):
@@ -101,6 +108,18 @@ def ranked_entries(library: Library, index: LibraryIndex, question: str, *, part
                 picks.append((doc_id, neighbour))
         picks.append((doc_id, line))
     return dedupe(picks)
+
+
+def order(library: Library, scores: dict[tuple[str, int], float], similar: dict[tuple[str, int], float],
+          tuning: Tuning = DEFAULT) -> list[tuple[str, int]]:
+    """Entries best first: the candidates by their scores (with the coverage rule), then, with the
+    semantic signal, every other entry by its similarity to the question, so that a budget the
+    candidates do not fill is filled with the entries nearest the question in meaning (a question
+    none of whose words is in memory has no candidates, and so still no evidence)."""
+    ranked = cover_sessions(library, scores, tuning.session_decay, tuning.session_free)
+    if scores and similar and tuning.semantic_weight > 0:
+        ranked += sorted((key for key in similar if key not in scores), key=lambda key: (-similar[key], key))
+    return ranked
 
 
 def lexical_scores(library: Library, index: LibraryIndex, question: str, *, partitions: int = 40,
@@ -119,7 +138,7 @@ def lexical_scores(library: Library, index: LibraryIndex, question: str, *, part
                 key = (hit.doc, line)
                 if hit.start_line <= line <= hit.end_line and (key not in candidates or candidates[key][0] < region):
                     entry = doc.entries[line]
-                    candidates[key] = (region, set(terms(f"{entry.meta.get('speaker', '')} {entry.text}")))
+                    candidates[key] = (region, term_set(f"{entry.meta.get('speaker', '')} {entry.text}"))
 
     def score(weights: dict[str, float]) -> dict[tuple[str, int], float]:
         return {key: region + sum(weights[t] * idf(t) for t in own if t in weights)
@@ -244,12 +263,20 @@ def reply_to(doc: DocLines, line: int) -> int | None:
 def evidence_only(store: Store, index: LibraryIndex, question: str, *, budget: int, compact: bool | None = None,
                   tuning: Tuning = DEFAULT, **options) -> Retrieval:
     """The deterministic evidence for ``question`` within ``budget`` tokens; ``compact`` (default:
-    the tuning's): entries shown as their sentences holding a term of the question."""
+    the tuning's): entries shown as their sentences that matter (:func:`focus`)."""
     library = Library(store)
     picks = ranked_entries(library, index, question, tuning=tuning, **options)
     trace = [{"tool": "search", "query": question, "entries": len(picks)}]
-    focus = frozenset(terms(question)) if (tuning.compact if compact is None else compact) else frozenset()
-    return Retrieval(assemble(library, picks, budget, focus=focus), trace, picks, library)
+    shown = focus(index, question, tuning) if (tuning.compact if compact is None else compact) else WHOLE
+    return Retrieval(assemble(library, picks, budget, focus=shown), trace, picks, library)
+
+
+def focus(index: LibraryIndex, question: str, tuning: Tuning = DEFAULT) -> Focus:
+    """What compact evidence keeps of an entry for ``question``: the sentences holding its terms and,
+    with ``tuning.closest_sentence`` and the semantic signal, the sentence nearest it in meaning of
+    an entry that holds none."""
+    nearest = index.sentence_similarity(question) if tuning.closest_sentence and tuning.semantic_weight > 0 else None
+    return Focus(frozenset(terms(question)), nearest)
 
 
 def interleave(first: list[tuple[str, int]], second: list[tuple[str, int]]) -> list[tuple[str, int]]:

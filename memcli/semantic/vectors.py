@@ -2,8 +2,10 @@
 
 ``vectors.sqlite`` holds, per document, the file signature (mtime, size) it was computed for, its
 live entries' line numbers and their vectors (float16), plus every vector by the hash of the text
-it was computed from. A document that changed is parsed again and only its entries whose text is
-new are run through the model; nothing is computed per question but the question's own vector.
+it was computed from: the entries' and, for an entry of several sentences, each sentence's (what
+compact evidence shows of an entry found by its meaning). A document that changed is parsed again
+and only its texts that are new are run through the model; nothing is computed per question but
+the question's own vector.
 Like the search index it is a cache: it can be deleted, and when it cannot be written the vectors
 are kept in memory for the process.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,7 +24,8 @@ from memcli.index import file_signatures, open_cache
 from memcli.store import Store
 from memcli.store.format import Entry
 
-VERSION = "1"
+VERSION = "2"  # 2: sentences of entries of several sentences
+QUESTIONS_KEPT = 1024  # questions' vectors kept in memory (1.5 KB each)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS info(key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS docs(doc TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, lines BLOB, vecs BLOB);
@@ -55,6 +59,8 @@ class EntryVectors:
             self.path = ":memory:"
             self.db = self._connect(self.path)
         self._signature: tuple = ()
+        self._questions: OrderedDict[str, np.ndarray] = OrderedDict()  # recent questions' vectors
+        self._sentences: dict[bytes, np.ndarray] = {}  # sentence vectors read so far, by key
         self._keys: list[tuple[str, int]] = []
         self._matrix = np.zeros((0, encoder.dimensions), np.float32)
 
@@ -89,7 +95,7 @@ class EntryVectors:
         return embedded
 
     def _update(self, on_disk: dict[str, tuple[int, int]], on_progress) -> int:
-        from memcli.retrieve.evidence import DocLines
+        from memcli.retrieve.evidence import DocLines, sentences
 
         cached = {d: (m, s) for d, m, s in self.db.execute("SELECT doc, mtime_ns, size FROM docs")}
         stale = [d for d, sig in on_disk.items() if cached.get(d) != sig]
@@ -97,11 +103,17 @@ class EntryVectors:
         if not stale and not gone:
             return 0
         parsed = {}
+        parts: list[str] = []  # the sentences of entries of several sentences
         for doc_id in stale:
             doc = DocLines(doc_id, self.store.load(doc_id).doc)
             parsed[doc_id] = [(line, entry_text(doc.entries[line])) for line in doc.lines]
+            for line in doc.lines:
+                split = sentences(" ".join(doc.entries[line].text.split()))
+                if len(split) > 1:
+                    parts.extend(split)
         model = self.encoder.name
         wanted = {_key(model, text): text for rows in parsed.values() for _, text in rows}
+        wanted.update((_key(model, text), text) for text in parts)
         known: dict[bytes, np.ndarray] = {}
         keys = list(wanted)
         for at in range(0, len(keys), 500):
@@ -152,4 +164,43 @@ class EntryVectors:
         self.refresh()
         if not self._keys:
             return {}
-        return dict(zip(self._keys, (self._matrix @ self.encoder.encode([text])[0]).tolist()))
+        return dict(zip(self._keys, (self._matrix @ self.question(text)).tolist()))
+
+    def question(self, text: str) -> np.ndarray:
+        """``text``'s vector; the last ``QUESTIONS_KEPT`` are kept (a question's entries and sentences
+        are scored with one encoding, and a question asked again is not encoded again)."""
+        vector = self._questions.pop(text, None)
+        if vector is None:
+            vector = self.encoder.encode([text])[0]
+        self._questions[text] = vector
+        while len(self._questions) > QUESTIONS_KEPT:
+            self._questions.popitem(last=False)
+        return vector
+
+    def sentence_similarity(self, text: str) -> Callable[[list[str]], list[float]]:
+        """A function giving the cosine similarity of ``text`` with each of some sentences of entries
+        (their vectors computed by :meth:`refresh`)."""
+        vector = self.question(text)
+        return lambda parts: (self.sentence_vectors(parts) @ vector).tolist()
+
+    def sentence_vectors(self, parts: list[str]) -> np.ndarray:
+        """Vectors of sentences of entries, read from the cache (and kept for the process); one the
+        cache lacks (an entry written since the last refresh) is computed here and stored."""
+        model = self.encoder.name
+        keys = [_key(model, text) for text in parts]
+        missing = list(dict.fromkeys(k for k in keys if k not in self._sentences))
+        if missing:
+            marks = ",".join("?" * len(missing))
+            for key, blob in self.db.execute(f"SELECT key, vec FROM texts WHERE key IN ({marks})", missing):
+                self._sentences[key] = np.frombuffer(blob, np.float16).astype(np.float32)
+            new = [k for k in missing if k not in self._sentences]
+            if new:
+                texts = {k: t for k, t in zip(keys, parts)}
+                for key, vec in zip(new, self.encoder.encode([texts[k] for k in new]).astype(np.float16)):
+                    self._sentences[key] = vec.astype(np.float32)
+                try:
+                    self.db.executemany("INSERT OR REPLACE INTO texts VALUES(?, ?)",
+                                        ((k, self._sentences[k].astype(np.float16).tobytes()) for k in new))
+                except sqlite3.Error:
+                    pass  # a cache: kept in memory for this process
+        return np.array([self._sentences[k] for k in keys], np.float32).reshape(len(keys), self.encoder.dimensions)
