@@ -271,6 +271,11 @@ def test_sentence_vectors_are_computed_with_the_entries_not_per_question(long_tu
     assert [e.text for e in policy.evidence_only(store, again, QUESTION, budget=400).evidence] == \
         [e.text for e in first.evidence]
     assert calls == [[QUESTION]]  # another process reads the sentences' vectors too
+    calls.clear()  # a sentence the cache lacks (written since the refresh) is computed once and stored
+    unseen = again.vectors().sentence_vectors(["A sentence no entry holds yet."])
+    assert calls == [["A sentence no entry holds yet."]] and unseen.shape == (1, 384)
+    calls.clear()
+    assert np.allclose(vectors.sentence_vectors(["A sentence no entry holds yet."]), unseen) and calls == []
     again.close()
 
 

@@ -70,15 +70,25 @@ class Focus:
 WHOLE = Focus()
 
 
+def shown_text(entry: Entry) -> str:
+    """An entry's text as evidence shows it (white space folded), and as its sentences are cut."""
+    return " ".join(entry.text.split())
+
+
 def render_entry(entry: Entry, with_time: bool = True, focus: Focus = WHOLE) -> str:
     """``[2023-05-25 13:14] Caroline: text`` (the time is what lets "last Sunday" be resolved).
 
     ``focus``: when given, the entry is shown as its sentences that matter, the others elided
     (:func:`compact`)."""
     who = entry.meta.get("speaker") or ("assistant" if entry.meta.get("source") == "AI" else "note")
-    text = " ".join(entry.text.split())
+    text = shown_text(entry)
     line = f"{who}: {compact(text, focus) if focus else text}"
-    return f"[{(entry.time or '').replace('T', ' ')}] {line}" if with_time else line
+    return time_prefix(entry) + line if with_time else line
+
+
+def time_prefix(entry: Entry) -> str:
+    """``[2023-05-25 13:14] ``: what an entry's line starts with when it shows its time."""
+    return f"[{(entry.time or '').replace('T', ' ')}] "
 
 
 def compact(text: str, focus: Focus) -> str:
@@ -209,10 +219,11 @@ def assemble(library: Library, picks: list[tuple[str, int]], budget: int,
         if line not in doc.entries or (at < len(picked) and picked[at] == line):
             continue
         above = picked[at - 1] if at else None
-        timed = not untimed(doc, above, line)
-        cost = count(render_entry(doc.entries[line], with_time=timed, focus=focus) + "\n")
-        smallest = min(smallest, count(render_entry(doc.entries[line], with_time=False, focus=focus) + "\n")
-                       if timed else cost)  # what the line could cost at the least
+        entry = doc.entries[line]
+        shown = render_entry(entry, with_time=False, focus=focus) + "\n"
+        bare = count(shown)  # the least the line can cost
+        smallest = min(smallest, bare)
+        cost = bare if untimed(doc, above, line) else count(time_prefix(entry) + shown)
         if at < len(picked):  # the line below may show its time again, or no longer
             below = picked[at]
             before, after = untimed(doc, above, below), untimed(doc, line, below)

@@ -95,7 +95,7 @@ class EntryVectors:
         return embedded
 
     def _update(self, on_disk: dict[str, tuple[int, int]], on_progress) -> int:
-        from memcli.retrieve.evidence import DocLines, sentences
+        from memcli.retrieve.evidence import DocLines, sentences, shown_text
 
         cached = {d: (m, s) for d, m, s in self.db.execute("SELECT doc, mtime_ns, size FROM docs")}
         stale = [d for d, sig in on_disk.items() if cached.get(d) != sig]
@@ -108,7 +108,7 @@ class EntryVectors:
             doc = DocLines(doc_id, self.store.load(doc_id).doc)
             parsed[doc_id] = [(line, entry_text(doc.entries[line])) for line in doc.lines]
             for line in doc.lines:
-                split = sentences(" ".join(doc.entries[line].text.split()))
+                split = sentences(shown_text(doc.entries[line]))
                 if len(split) > 1:
                     parts.extend(split)
         model = self.encoder.name
@@ -195,12 +195,12 @@ class EntryVectors:
                 self._sentences[key] = np.frombuffer(blob, np.float16).astype(np.float32)
             new = [k for k in missing if k not in self._sentences]
             if new:
-                texts = {k: t for k, t in zip(keys, parts)}
-                for key, vec in zip(new, self.encoder.encode([texts[k] for k in new]).astype(np.float16)):
-                    self._sentences[key] = vec.astype(np.float32)
+                texts = dict(zip(keys, parts))
+                fresh = self.encoder.encode([texts[k] for k in new]).astype(np.float16)
+                self._sentences.update(zip(new, fresh.astype(np.float32)))
                 try:
                     self.db.executemany("INSERT OR REPLACE INTO texts VALUES(?, ?)",
-                                        ((k, self._sentences[k].astype(np.float16).tobytes()) for k in new))
+                                        ((k, vec.tobytes()) for k, vec in zip(new, fresh)))
                 except sqlite3.Error:
                     pass  # a cache: kept in memory for this process
         return np.array([self._sentences[k] for k in keys], np.float32).reshape(len(keys), self.encoder.dimensions)
