@@ -31,7 +31,7 @@ from pathlib import Path
 
 from memcli.eval.locomo import CATEGORIES, load_conversations
 from memcli.eval.metrics import gold_dialog_ids
-from memcli.index import terms
+from memcli.terms import terms
 from memcli.transcripts import parse_locomo
 
 LOCOMO = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo"

@@ -65,6 +65,8 @@ def read_hook_event(raw: str) -> dict:
         event = json.loads(raw)
     except ValueError as exc:
         raise InputError("<hook stdin>", f"not JSON: {exc}") from None
+    except RecursionError:
+        raise InputError("<hook stdin>", "not a hook event: JSON nested too deeply") from None
     if not isinstance(event, dict) or not isinstance(event.get("hook_event_name"), str):
         raise InputError("<hook stdin>", "not a Claude Code hook event (no hook_event_name)")
     return event
@@ -77,6 +79,8 @@ def claude_code_hook(memory, event: dict) -> dict:
         path = event.get("transcript_path")
         if not isinstance(path, str) or not path:
             raise InputError("<hook stdin>", f"{name} event without a transcript_path")
+        if "\x00" in path:
+            raise InputError("<hook stdin>", "the transcript_path holds a NUL byte", where="transcript_path")
         done = memory.ingest(Path(path).expanduser(), format="claude-code")
         return {"event": name, "action": "ingested", "added": done.added, "skipped": done.skipped,
                 "consolidation": done.consolidation}

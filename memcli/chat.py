@@ -1,23 +1,26 @@
 """A chat session with memory in context (``memcli chat``, :meth:`memcli.Memory.chat`).
 
 The memory context and the conversation live in llama.cpp's KV cache and
-are restored from KV blocks (:mod:`memcli.kv.chat`); each exchange is
-remembered as two CURRENT entries unless ``remember=False``, and ``forget``
-takes the last exchange back out of the conversation and of memory.
+are restored from KV blocks (:mod:`memcli.kv.chat`). The user's messages are
+remembered as CURRENT entries unless ``remember=False``; the model's replies
+only when ``remember_replies`` (default: a capable model's), so a small
+model's noise never comes back as evidence. ``forget`` takes the last
+exchange back out of the conversation and of memory.
 """
 
 from __future__ import annotations
 
 from memcli.ingest import forget_entries, ingest_turns
 from memcli.store.store import now_iso
-from memcli.transcripts import Turn, fingerprint_turns
+from memcli.transcripts import fingerprint_turns
+from memcli.turns import Turn
 
 
 class Chat:
     """One named session over one :class:`~memcli.Memory`; started (memory restored) on creation."""
 
     def __init__(self, memory, name: str = "default", *, remember: bool = True, max_tokens: int = 256,
-                 verify: bool = False, compose: bool = False, progress=None):
+                 verify: bool = False, compose: bool = False, progress=None, remember_replies: bool | None = None):
         from memcli.errors import UsageError
         from memcli.kv import kv_root
         from memcli.kv.chat import ChatSession
@@ -27,6 +30,8 @@ class Chat:
         self.memory = memory
         self.store = memory.store
         self.remember = remember
+        self.remember_replies = remember and (memory.profile.name == "capable" if remember_replies is None
+                                              else remember_replies)
         self.engine = memory.kv_engine(verify=verify)
         cfg = memory.settings
         self.budget = cfg.kv_budget_mb * 1024 * 1024
@@ -59,8 +64,9 @@ class Chat:
         if self.remember:
             when = now_iso("minutes")
             conv = f"chat:{self.name}"
-            turns = [Turn(text=message.strip(), time=when, speaker="user", conv=conv),
-                     Turn(text=reply, time=when, speaker="assistant", source="AI", conv=conv)]
+            turns = [Turn(text=message.strip(), time=when, speaker="user", conv=conv)]
+            if self.remember_replies and reply.strip():
+                turns.append(Turn(text=reply, time=when, speaker="assistant", source="AI", conv=conv))
             fingerprint_turns(turns, conv, "chat")
             ingest_turns(self.store, turns, source=conv, fmt="chat")
         return reply, stats

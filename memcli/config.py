@@ -70,6 +70,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("ask.reader", "MEMCLI_ASK_READER", "auto",
             "ask's reader: agent, no-agent, evidence, evidence-only, or auto (capable model: agent; "
             "small: evidence)"),
+    Setting("ask.answer", "MEMCLI_ASK_ANSWER", "auto",
+            "how ask answers: extract (a span of the evidence, scored by the model), generate (the model "
+            "writes it; an answer not grounded in the evidence becomes I don't know), or auto (small "
+            "model: extract; capable: generate)"),
     Setting("ask.max_rounds", "MEMCLI_ASK_MAX_ROUNDS", 7, "tool-calling rounds of ask's agentic reader"),
     Setting("ask.kv", "MEMCLI_ASK_KV", True,
             "ask keeps its shared prompt prefixes (instructions, catalog, evidence) as KV blocks (local model)"),
@@ -113,7 +117,9 @@ SETTINGS: tuple[Setting, ...] = (
             "response_format type for servers: json_schema, or json_object (llama-cpp-python's server)"),
     Setting("model.timeout", "MEMCLI_MODEL_TIMEOUT", 300.0, "seconds to wait for a server's answer"),
     Setting("model.n_ctx", "MEMCLI_N_CTX", 8192, "context window for the llama backend"),
-    Setting("model.threads", "MEMCLI_THREADS", 0, "CPU threads for the llama backend (0: all cores)"),
+    Setting("model.threads", "MEMCLI_THREADS", 0,
+            "CPU threads for the llama backend (0: half the cores, at least one, which keeps its speed when "
+            "another program is busy)"),
     Setting("model.gpu_layers", "MEMCLI_GPU_LAYERS", -1,
             "layers offloaded to the GPU (-1: all; ignored by a CPU-only llama.cpp build)"),
     Setting("model.seed", "MEMCLI_SEED", 0, "sampling seed (generation is greedy at temperature 0)"),

@@ -69,6 +69,7 @@ class InputError(MemcliError):
         super().__init__(f"{location}: {message}")
         self.source = source
         self.where = where
+        self.reason = message  # what is wrong, without the place
 
 
 class StoreError(MemcliError):

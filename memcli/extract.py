@@ -18,7 +18,7 @@ from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.prompts import EXTRACT_SYSTEM, extract_schema
 from memcli.llm.structured import Invalid, ask_json
 from memcli.tokens import count_tokens
-from memcli.transcripts import Turn
+from memcli.turns import Turn
 
 
 def _windows(turns: list[Turn], window_tokens: int) -> list[list[Turn]]:

@@ -17,103 +17,23 @@ statistics from the index, over the partitions that contain a query term.
 from __future__ import annotations
 
 import array
-import os
-import re
 import sqlite3
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from math import log
 from pathlib import Path
 
+from memcli.cache import file_signatures, open_cache
 from memcli.paths import ensure_private_dir, store_cache_dir
 from memcli.results import Result, omit_empty
 from memcli.store import CURRENT_ID, Store
 from memcli.store.format import Document, parse_entry, parse_heading
+from memcli.terms import terms
 from memcli.tokens import count_tokens
 
 INDEX_VERSION = 2
 K1, B, EPSILON = 1.5, 0.75, 0.25  # rank-bm25's BM25Okapi defaults
-
-_STOPWORDS = frozenset(["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves", "s", "t", "don", "ll", "re", "ve", "d", "m", "o", "y", "isn", "aren", "wasn", "weren", "hasn", "haven", "hadn", "doesn", "didn", "won", "wouldn", "shan", "shouldn", "couldn", "mustn", "ain", "oh", "hey", "hi", "hello", "yeah", "yep", "yes", "ok", "okay", "wow", "lol", "btw", "fyi", "aww", "hmm", "gonna", "wanna", "gotta"])
-_TERM_RE = re.compile(r"[^\W_]+", re.UNICODE)
-
-
-_VOWELS = frozenset("aeiou")
-
-
-def _cons(word: str, i: int) -> bool:
-    ch = word[i]
-    if ch in _VOWELS:
-        return False
-    if ch == "y":
-        return i == 0 or not _cons(word, i - 1)
-    return True
-
-
-def _measure(stem_: str) -> int:
-    """Porter's m: the number of vowel-consonant sequences."""
-    pattern = "".join("c" if _cons(stem_, i) else "v" for i in range(len(stem_)))
-    return pattern.count("vc")
-
-
-def _has_vowel(stem_: str) -> bool:
-    return any(not _cons(stem_, i) for i in range(len(stem_)))
-
-
-def _cvc(word: str) -> bool:
-    return (len(word) >= 3 and _cons(word, len(word) - 3) and not _cons(word, len(word) - 2)
-            and _cons(word, len(word) - 1) and word[-1] not in "wxy")
-
-
-def stem(word: str) -> str:
-    """Porter's step 1: plurals, -ed, -ing and final -y ('camped', 'camping' -> 'camp').
-
-    Enough to match the inflections of everyday English without the
-    over-merging of the full algorithm.
-    """
-    if len(word) <= 3 or not word.isalpha():
-        return word
-    if word.endswith("sses") or word.endswith("ies"):
-        word = word[:-2]
-    elif word.endswith("s") and not word.endswith("ss") and not word.endswith(("us", "is")):
-        word = word[:-1]
-    if word.endswith("eed"):
-        if _measure(word[:-3]) > 0:
-            word = word[:-1]
-    else:
-        for suffix in ("ed", "ing"):
-            if word.endswith(suffix) and _has_vowel(word[: -len(suffix)]) and len(word) - len(suffix) >= 3:
-                word = word[: -len(suffix)]
-                if word.endswith(("at", "bl", "iz")):
-                    word += "e"
-                elif len(word) >= 2 and word[-1] == word[-2] and word[-1] not in "lsz" and _cons(word, len(word) - 1):
-                    word = word[:-1]
-                elif _measure(word) == 1 and _cvc(word):
-                    word += "e"
-                break
-    if word.endswith("y") and _has_vowel(word[:-1]) and len(word) > 3:
-        word = word[:-1] + "i"
-    return word
-
-
-def words(text: str) -> list[tuple[str, str]]:
-    """(term, the word it came from) pairs: what :func:`terms` keeps, with the surface form."""
-    return [(stem(w), w) for w in _TERM_RE.findall(text.lower()) if w not in _STOPWORDS]
-
-
-def terms(text: str) -> list[str]:
-    """BM25 terms: lower-cased words, stop words dropped, plurals folded."""
-    return [stem(w) for w in _TERM_RE.findall(text.lower()) if w not in _STOPWORDS]
-
-
-@lru_cache(maxsize=1 << 16)
-def term_set(text: str) -> frozenset[str]:
-    """:func:`terms` of ``text`` as a set, remembered: the evidence ranking reads the same entries'
-    and sentences' terms for every question."""
-    return frozenset(terms(text))
-
 
 # ---------------------------------------------------------------- partitions
 
@@ -197,35 +117,6 @@ CREATE TABLE IF NOT EXISTS postings(term TEXT, doc TEXT, pids BLOB, tfs BLOB);
 CREATE INDEX IF NOT EXISTS postings_term ON postings(term);
 CREATE INDEX IF NOT EXISTS postings_doc ON postings(doc);
 """
-
-
-def open_cache(path: Path | str, schema: str, version: str, tables: tuple[str, ...]) -> sqlite3.Connection:
-    """A SQLite cache file (or ``:memory:``), private to its user, emptied when its ``version`` (the
-    code's and settings' that built it) is not the one wanted."""
-    db = sqlite3.connect(path, timeout=30, isolation_level=None)
-    if path != ":memory:":
-        try:
-            os.chmod(path, 0o600)
-        except OSError:
-            pass
-    db.executescript(schema)
-    row = db.execute("SELECT value FROM info WHERE key='version'").fetchone()
-    if row is None or row[0] != version:
-        db.executescript("BEGIN; " + " ".join(f"DELETE FROM {t};" for t in tables) + " COMMIT;")
-        db.execute("INSERT OR REPLACE INTO info VALUES('version', ?)", (version,))
-    return db
-
-
-def file_signatures(store: Store) -> dict[str, tuple[int, int]]:
-    """(mtime_ns, size) of every document file of ``store``, by id: what the caches are keyed on."""
-    out: dict[str, tuple[int, int]] = {}
-    for doc_id in store.all_ids():
-        try:
-            st = store.doc_path(doc_id).stat()
-        except FileNotFoundError:
-            continue
-        out[doc_id] = (st.st_mtime_ns, st.st_size)
-    return out
 
 
 class LibraryIndex:
@@ -410,27 +301,55 @@ class LibraryIndex:
 
     # ------------------------------------------------------------ search
 
-    def _average_idf(self, n_parts: int) -> float:
+    def _average_idf(self, n_parts: int) -> tuple[float, bool]:
+        """(the average IDF, whether it was computed now rather than read from the cache)."""
         row = self.db.execute("SELECT value FROM info WHERE key='avg_idf'").fetchone()
         if row is not None:
-            return float(row[0])
+            return float(row[0]), False
         by_term: Counter = Counter()
         for term, ids in self.db.execute("SELECT term, pids FROM postings"):
             by_term[term] += len(ids) // 8  # 8-byte partition ids
         idfs = [log(n_parts - df + 0.5) - log(df + 0.5) for df in by_term.values()]
-        value = sum(idfs) / len(idfs) if idfs else 0.0
-        self.db.execute("INSERT OR REPLACE INTO info VALUES('avg_idf', ?)", (repr(value),))
-        return value
+        return (sum(idfs) / len(idfs) if idfs else 0.0), True
 
     def search(self, query: str, k: int, doc: str | None = None, refresh: bool = True) -> list[Hit]:
-        """The ``k`` best partitions for ``query`` (optionally within one document)."""
-        from rank_bm25 import BM25Okapi
+        """The ``k`` best partitions for ``query`` (optionally within one document).
 
+        The index is read in one read transaction, so it is one snapshot even while another process
+        re-indexes a document between two of the reads."""
         if refresh:
             self.refresh()
         query_terms = terms(query)
         if not query_terms:
             return []
+        fresh: list[float] = []
+        own = not self.db.in_transaction
+        if own:
+            self.db.execute("BEGIN")
+        try:
+            found = self._search(query_terms, k, doc, fresh)
+        finally:
+            if own:
+                self.db.execute("COMMIT")
+        if fresh:  # remembered after the snapshot ends (a write inside it could wait on another writer)
+            try:
+                self.db.execute("INSERT OR REPLACE INTO info VALUES('avg_idf', ?)", (repr(fresh[0]),))
+            except sqlite3.Error:
+                pass
+        wanted = set(query_terms)
+        texts: dict[str, str] = {}
+        hits = []
+        for score, (doc_id, start, end, heading, _) in found:
+            if doc_id not in texts:
+                texts[doc_id] = self.store.read_text(doc_id)
+            hits.append(Hit(doc=doc_id, heading=heading, start_line=start, end_line=end,
+                            score=float(score), snippet=_snippet(texts[doc_id], start, end, wanted)))
+        return hits
+
+    def _search(self, query_terms: list[str], k: int, doc: str | None, fresh: list[float]) -> list[tuple]:
+        """(score, (doc, start, end, heading, len)) of the ``k`` best partitions, read from the index."""
+        from rank_bm25 import BM25Okapi
+
         n_parts, total_len = self.db.execute("SELECT COUNT(*), COALESCE(SUM(len), 0) FROM parts").fetchone()
         if not n_parts:
             return []
@@ -450,7 +369,10 @@ class LibraryIndex:
             return []
         idf = {t: log(n_parts - n + 0.5) - log(n + 0.5) for t, n in df.items()}
         if any(v < 0 for v in idf.values()):  # rank-bm25's floor for very common terms
-            floor = EPSILON * self._average_idf(n_parts)
+            average, computed = self._average_idf(n_parts)
+            if computed:
+                fresh.append(average)
+            floor = EPSILON * average
             idf = {t: (floor if v < 0 else v) for t, v in idf.items()}
 
         pids = list(freqs)
@@ -473,16 +395,7 @@ class LibraryIndex:
         scorer.doc_len = [meta[p][4] for p in pids]
         scores = scorer.get_batch_scores(query_terms, list(range(len(pids))))
         ranked = sorted(zip(scores, pids), key=lambda sp: (-sp[0], sp[1]))[:k]
-        wanted = set(unique)
-        texts: dict[str, str] = {}
-        hits = []
-        for score, p in ranked:
-            doc_id, start, end, heading, _ = meta[p]
-            if doc_id not in texts:
-                texts[doc_id] = self.store.read_text(doc_id)
-            hits.append(Hit(doc=doc_id, heading=heading, start_line=start, end_line=end,
-                            score=float(score), snippet=_snippet(texts[doc_id], start, end, wanted)))
-        return hits
+        return [(score, meta[p]) for score, p in ranked]
 
 
 def _snippet(text: str, start: int, end: int, wanted: set[str], width: int = 240) -> str:

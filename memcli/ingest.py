@@ -16,7 +16,7 @@ from memcli.store import CURRENT_ID, Store
 from memcli.store.format import Entry
 from memcli.store.store import new_current, now_iso, read_regular, refresh_token_count
 from memcli.tokens import count_tokens
-from memcli.transcripts import Turn
+from memcli.turns import Turn
 
 
 @dataclass
@@ -34,6 +34,7 @@ class IngestResult(Result):
     current_entries: int
     store: str
     warnings: list[str] = field(default_factory=list)
+    rejected: list[dict] = field(default_factory=list)  # {where, reason} of records left out as bad input
     consolidation: dict | None = None  # the automatic consolidation this ingest triggered
     extraction: dict | None = None  # model calls of --extract
 
@@ -59,7 +60,7 @@ def ingest_turns(store: Store, turns: list[Turn], *, source: str, fmt: str, igno
         tokens_added = 0
         first_seq = next_seq
         for done, turn in enumerate(turns, 1):
-            if turn.fingerprint in known:
+            if turn.fingerprint in known or not known.isdisjoint(turn.aliases):
                 if progress:
                     progress(done)
                 continue

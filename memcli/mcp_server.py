@@ -192,6 +192,7 @@ class MemoryTools:
 
 READ_TOOLS = ("memory_search", "grep", "search", "list_docs", "read", "status")
 WRITE_TOOLS = ("remember", "consolidate")
+FILE_TOOLS = ("grep",)  # tools that read the store's files alone, on threads of their own
 
 
 def build_server(memory: Memory, *, read_only: bool = False, with_ask: bool = True) -> Any:
@@ -203,10 +204,14 @@ def build_server(memory: Memory, *, read_only: bool = False, with_ask: bool = Tr
 
     tools = MemoryTools(memory)
     worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memcli-memory")
+    # grep reads the store's files only (no index, no model), so a regular expression that runs to its
+    # time limit holds up no other tool: it has threads of its own
+    scanner = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memcli-grep")
     server = MCPServer("memcli", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
     names = [*READ_TOOLS, *(("ask",) if with_ask else ()), *(() if read_only else WRITE_TOOLS)]
     for name in names:
-        server.add_tool(_as_tool(getattr(tools, name), worker), name=name, structured_output=True,
+        server.add_tool(_as_tool(getattr(tools, name), scanner if name in FILE_TOOLS else worker), name=name,
+                        structured_output=True,
                         annotations=ToolAnnotations(read_only_hint=name not in WRITE_TOOLS,
                                                     destructive_hint=False, open_world_hint=False))
     server.resource("memcli://docs/{doc_id}", name="document", mime_type="text/markdown",

@@ -152,6 +152,13 @@ class Memory:
 
         return reader_for(self.settings, self.profile)
 
+    def answer_style(self) -> str:
+        """How ask answers: the ``ask.answer`` setting, or for ``auto`` the profile's (small: extract;
+        capable: generate)."""
+        from memcli.llm.profile import answer_for
+
+        return answer_for(self.settings, self.profile)
+
     def consolidates_with_model(self) -> bool:
         """Whether consolidation uses the model: ``consolidate.llm``, or for ``auto`` a capable profile."""
         from memcli.llm.profile import consolidates_with_model
@@ -189,7 +196,7 @@ class Memory:
                name: str | None = None) -> IngestResult:
         """Append a transcript's turns to CURRENT (turns ingested before are skipped).
 
-        ``source``: a path, an open file, or a list of :class:`memcli.transcripts.Turn`;
+        ``source``: a path, an open file, or a list of :class:`memcli.turns.Turn`;
         ``format``: force one of :data:`memcli.transcripts.FORMATS`; ``extract``: let the model
         extract facts (default: the ``ingest.extract`` setting). When CURRENT then crosses a
         consolidation threshold it is consolidated (unless ``consolidate=False`` or
@@ -198,7 +205,8 @@ class Memory:
         ``on_consolidate(reason)`` is told before it starts. ``name`` names an open file in messages
         and entries (default: its own name).
         """
-        from memcli.transcripts import FORMATS, Parsed, fingerprint_turns, parse_input, parse_time
+        from memcli.transcripts import FORMATS, fingerprint_turns, parse_input
+        from memcli.turns import Parsed, parse_time
 
         cfg = self.settings
         if format is not None and format not in FORMATS:
@@ -224,6 +232,10 @@ class Memory:
             total = len(parsed.turns)
             result = ingest_turns(self.store, parsed.turns, source=name, fmt=parsed.format, ignored=parsed.ignored,
                                   progress=(lambda done: shown("ingesting", done, total)) if shown else None)
+        if parsed.rejected:
+            result.rejected = [{"where": where, "reason": why} for where, why in parsed.rejected]
+            where, why = parsed.rejected[0]
+            self._warn(f"{name}: {len(parsed.rejected)} bad records left out, the rest kept (first: {where}: {why})")
         from memcli.consolidate import job
         from memcli.consolidate.run import due
 
@@ -321,7 +333,8 @@ class Memory:
     def remember(self, text: str, *, speaker: str | None = None, time: str | None = None,
                  source: str | None = None, conv: str | None = None) -> IngestResult:
         """One note or fact as a new CURRENT entry (the same note given twice is kept once)."""
-        from memcli.transcripts import Turn, fingerprint_turns, parse_time
+        from memcli.transcripts import fingerprint_turns
+        from memcli.turns import Turn, parse_time
 
         text = text.strip() if isinstance(text, str) else ""
         if not text:
@@ -395,7 +408,7 @@ class Memory:
             answer_context: int | None = None, max_rounds: int | None = None, kv: bool | None = None,
             on_step: Callable[[dict], None] | None = None, keep_evidence: bool = True,
             progress: Progress | None = None, kv_compose: bool = False,
-            select: str | None = None):
+            select: str | None = None, answer: str | None = None):
         """Answer ``question`` from memory, citing the lines used; see :mod:`memcli.retrieve.ask`.
 
         ``reader``: ``agent`` | ``no-agent`` | ``evidence`` | ``evidence-only`` (no model, no answer);
@@ -405,7 +418,8 @@ class Memory:
         ``progress``: sees the entries' vectors being computed (the first question after new memories);
         ``kv_compose``: answer from memory units placed as composed KV blocks, prefilling only the
         question (a local model; the evidence reader; :mod:`memcli.kv.composed_ask`); ``select``: how
-        it picks the units, ``text``, ``latent`` or ``fused`` (default: the ``kv.select`` setting).
+        it picks the units, ``text``, ``latent`` or ``fused`` (default: the ``kv.select`` setting);
+        ``answer``: ``extract`` or ``generate`` (default: :meth:`answer_style`).
         """
         from memcli.retrieve.ask import ask, check_options
 
@@ -426,7 +440,7 @@ class Memory:
         loaded = time.perf_counter() - begin
         result = ask(self.store, self.index, model, question, reader=reader, budget=budget,
                      answer_context=reading, max_rounds=rounds, on_step=on_step, keep_evidence=keep_evidence,
-                     compact=cfg.ask_compact)
+                     compact=cfg.ask_compact, answer=answer or self.answer_style())
         result.timings = {"embed_s": round(embedding, 3), "model_load_s": round(loaded, 3), **result.timings,
                           "total_s": round(result.timings["total_s"] + loaded, 3)}
         cache = getattr(model, "prefix_cache", None)
@@ -520,13 +534,15 @@ class Memory:
     # ------------------------------------------------------------ chat and KV blocks
 
     def chat(self, session: str = "default", *, remember: bool = True, max_tokens: int = 256,
-             verify: bool = False, compose: bool = False, progress: Callable[[int, int], None] | None = None):
+             verify: bool = False, compose: bool = False, progress: Callable[[int, int], None] | None = None,
+             remember_replies: bool | None = None):
         """A chat session with memory in context, restored from KV blocks (:class:`memcli.chat.Chat`);
-        ``progress(done, total)`` follows the memory's tokens as the session starts."""
+        ``progress(done, total)`` follows the memory's tokens as the session starts; the model's
+        replies are remembered when ``remember_replies`` (default: a capable model's)."""
         from memcli.chat import Chat
 
         return Chat(self, session, remember=remember, max_tokens=max_tokens, verify=verify, compose=compose,
-                    progress=progress)
+                    progress=progress, remember_replies=remember_replies)
 
     def kv_engine(self, *, verify: bool = False):
         """The KV engine on this store's block directory and the local model (opened with a spare sequence)."""

@@ -15,7 +15,7 @@ import json
 import re
 
 from memcli.errors import InputError
-from memcli.transcripts import Parsed, Turn, json_lines, parse_time
+from memcli.turns import Parsed, Turn, parse_time
 
 _INJECTED = re.compile(r"^\s*<([A-Za-z][\w-]*)(?:\s[^>]*)?>.*</\1>\s*$", re.S)
 _SNIFF_LINES = 20
@@ -34,12 +34,40 @@ def _text_parts(content, kinds: tuple[str, ...]) -> str:
     return "\n".join(kept)
 
 
-def _lines(text: str, source: str):
-    """(line number, record) for each line of a session log; a last line still being written is left out."""
-    for lineno, obj in json_lines(text, source, unfinished_last=True):
+def _lines(text: str, rejected: list[tuple[str, str]]):
+    """(line number, record) for each line of a session log. A line that is not a JSON object is left
+    out and noted in ``rejected``; a last line still being written (no newline yet) is left for the
+    next ingest."""
+    lines = text.split("\n")
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if lineno == len(lines) and not text.endswith("\n"):
+                return
+            rejected.append((f"line {lineno}", f"invalid JSON: {exc.msg}"))
+            continue
+        except RecursionError:
+            rejected.append((f"line {lineno}", "nested too deeply"))
+            continue
         if not isinstance(obj, dict):
-            raise InputError(source, f"a JSON {type(obj).__name__} is not a session record", where=f"line {lineno}")
+            name = type(obj).__name__ if obj is not None else "null"
+            rejected.append((f"line {lineno}", f"a JSON {name} is not a session record"))
+            continue
         yield lineno, obj
+
+
+def _kept(rejected: list[tuple[str, str]], where: str, work) -> bool:
+    """Runs ``work()``; a record it finds bad (InputError) is noted in ``rejected`` instead of refusing
+    the whole input. Whether it went through."""
+    try:
+        work()
+    except InputError as exc:
+        rejected.append((exc.where or where, exc.reason))
+        return False
+    return True
 
 
 def _first_records(text: str) -> list[dict]:
@@ -71,8 +99,8 @@ def sniff_claude_code(text: str, data) -> bool:
 
 def parse_claude_code(text, data, source, *, default_time, conv=None, **_) -> Parsed:
     base = source.rsplit("/", 1)[-1]
-    turns, ignored = [], 0
-    for lineno, rec in _lines(text, source):
+    turns, ignored, rejected = [], 0, []
+    for lineno, rec in _lines(text, rejected):
         kind = rec.get("type")
         message = rec.get("message")
         if kind not in ("user", "assistant") or not isinstance(message, dict) or rec.get("isSidechain") \
@@ -84,13 +112,18 @@ def parse_claude_code(text, data, source, *, default_time, conv=None, **_) -> Pa
             ignored += 1
             continue
         where = f"line {lineno}"
-        when, given = _time(rec.get("timestamp"), source, f"{where}.timestamp", default_time)
-        session = rec.get("sessionId") if isinstance(rec.get("sessionId"), str) else None
-        turns.append(Turn(text=body, time=when, speaker="assistant" if kind == "assistant" else "user",
-                          source="AI" if kind == "assistant" else None,
-                          ref=f"{base}#{rec['uuid']}" if isinstance(rec.get("uuid"), str) else f"{base}:{lineno}",
-                          conv=conv or session or base, time_given=given))
-    return Parsed("claude-code", turns, ignored)
+
+        def turn():
+            when, given = _time(rec.get("timestamp"), source, f"{where}.timestamp", default_time)
+            session = rec.get("sessionId") if isinstance(rec.get("sessionId"), str) else None
+            uuid = rec.get("uuid") if isinstance(rec.get("uuid"), str) else None
+            turns.append(Turn(text=body, time=when, speaker="assistant" if kind == "assistant" else "user",
+                              source="AI" if kind == "assistant" else None,
+                              ref=f"{base}#{uuid}" if uuid else f"{base}:{lineno}",
+                              conv=conv or session or base, time_given=given, uid=uuid and f"claude-code:{uuid}"))
+
+        _kept(rejected, where, turn)
+    return Parsed("claude-code", turns, ignored, rejected)
 
 
 # ---------------------------------------------------------------- Codex CLI
@@ -105,9 +138,9 @@ def sniff_codex(text: str, data) -> bool:
 
 def parse_codex(text, data, source, *, default_time, conv=None, **_) -> Parsed:
     base = source.rsplit("/", 1)[-1]
-    turns, ignored = [], 0
+    turns, ignored, rejected = [], 0, []
     session = None
-    for lineno, rec in _lines(text, source):
+    for lineno, rec in _lines(text, rejected):
         payload = rec.get("payload")
         if not isinstance(payload, dict):
             ignored += 1
@@ -123,10 +156,16 @@ def parse_codex(text, data, source, *, default_time, conv=None, **_) -> Parsed:
             ignored += 1
             continue
         where = f"line {lineno}"
-        when, given = _time(rec.get("timestamp"), source, f"{where}.timestamp", default_time)
-        turns.append(Turn(text=body, time=when, speaker=role, source="AI" if role == "assistant" else None,
-                          ref=f"{base}:{lineno}", conv=conv or session or base, time_given=given))
-    return Parsed("codex", turns, ignored)
+
+        def turn():
+            when, given = _time(rec.get("timestamp"), source, f"{where}.timestamp", default_time)
+            item = payload.get("id") if isinstance(payload.get("id"), str) else None
+            turns.append(Turn(text=body, time=when, speaker=role, source="AI" if role == "assistant" else None,
+                              ref=f"{base}:{lineno}", conv=conv or session or base, time_given=given,
+                              uid=item and f"codex:{item}"))
+
+        _kept(rejected, where, turn)
+    return Parsed("codex", turns, ignored, rejected)
 
 
 # ---------------------------------------------------------------- ChatGPT export
@@ -149,6 +188,8 @@ def _branch(conversation: dict, source: str, where: str) -> list[dict]:
     if not isinstance(mapping, dict):
         raise InputError(source, "mapping is not an object", where=where)
     node_id = conversation.get("current_node")
+    if node_id is not None and not isinstance(node_id, str):
+        raise InputError(source, f"current_node is a JSON {type(node_id).__name__}, not a node id", where=where)
     if node_id is None:  # no current node: follow the first child from the root
         roots = [k for k, n in mapping.items() if isinstance(n, dict) and not n.get("parent")]
         path, node_id = [], roots[0] if roots else None
@@ -159,6 +200,9 @@ def _branch(conversation: dict, source: str, where: str) -> list[dict]:
             path.append(node)
             children = node.get("children") or []
             node_id = children[0] if isinstance(children, list) and children else None
+            if node_id is not None and not isinstance(node_id, str):
+                raise InputError(source, f"a child of node {str(path[-1].get('id'))[:60]!r} is not a node id",
+                                 where=where)
         return path
     path, seen = [], set()
     while node_id is not None:
@@ -170,36 +214,52 @@ def _branch(conversation: dict, source: str, where: str) -> list[dict]:
             raise InputError(source, f"node {str(node_id)[:60]!r} is missing from the mapping", where=where)
         path.append(node)
         node_id = node.get("parent")
+        if node_id is not None and not isinstance(node_id, str):
+            raise InputError(source, f"the parent of node {str(node.get('id'))[:60]!r} is not a node id", where=where)
     return path[::-1]
 
 
 def parse_chatgpt(text, data, source, *, default_time, conv=None, **_) -> Parsed:
-    turns, ignored = [], 0
+    turns, ignored, rejected = [], 0, []
     for number, conversation in enumerate(_conversations(data, "mapping") or [], 1):
-        where = f"conversation {number}"
-        cid = conversation.get("conversation_id") or conversation.get("id") or f"conversation-{number}"
-        start, _given = _time(conversation.get("create_time"), source, f"{where}.create_time", default_time)
-        for node in _branch(conversation, source, where):
-            message = node.get("message")
-            if message is None:
-                continue
-            if not isinstance(message, dict):
-                raise InputError(source, "message is not an object", where=f"{where}, node {node.get('id')}")
-            author = message.get("author") if isinstance(message.get("author"), dict) else {}
-            role = author.get("role")
-            content = message.get("content") if isinstance(message.get("content"), dict) else {}
-            hidden = (message.get("metadata") or {}).get("is_visually_hidden_from_conversation") \
-                if isinstance(message.get("metadata"), dict) else False
-            parts = content.get("parts") if content.get("content_type") in ("text", "multimodal_text") else None
-            body = "\n".join(p.strip() for p in parts or [] if isinstance(p, str) and p.strip())
-            if role not in ("user", "assistant") or hidden or not body or _INJECTED.match(body):
-                ignored += 1
-                continue
-            when, given = _time(message.get("create_time"), source, f"{where}.create_time", start)
-            turns.append(Turn(text=body, time=when, speaker=role, source="AI" if role == "assistant" else None,
-                              ref=f"{cid}#{message.get('id') or node.get('id')}", conv=conv or str(cid),
-                              time_given=given or _given))
-    return Parsed("chatgpt", turns, ignored)
+        found: list[Turn | None] = []
+        if _kept(rejected, f"conversation {number}",
+                 lambda: _chatgpt_conversation(conversation, number, source, default_time, conv, found)):
+            turns += [t for t in found if t is not None]
+            ignored += sum(1 for t in found if t is None)
+    return Parsed("chatgpt", turns, ignored, rejected)
+
+
+def _chatgpt_conversation(conversation: dict, number: int, source: str, default_time: str, conv,
+                          out: list[Turn | None]) -> None:
+    """The turns of one ChatGPT conversation along its current branch, appended to ``out`` (None for
+    each message that is not a memory); a broken conversation raises InputError."""
+    where = f"conversation {number}"
+    cid = conversation.get("conversation_id") or conversation.get("id") or f"conversation-{number}"
+    if not isinstance(cid, (str, int)):
+        raise InputError(source, "the conversation id is not a string", where=where)
+    start, _given = _time(conversation.get("create_time"), source, f"{where}.create_time", default_time)
+    for node in _branch(conversation, source, where):
+        message = node.get("message")
+        if message is None:
+            continue
+        if not isinstance(message, dict):
+            raise InputError(source, "message is not an object", where=f"{where}, node {node.get('id')}")
+        author = message.get("author") if isinstance(message.get("author"), dict) else {}
+        role = author.get("role")
+        content = message.get("content") if isinstance(message.get("content"), dict) else {}
+        hidden = (message.get("metadata") or {}).get("is_visually_hidden_from_conversation") \
+            if isinstance(message.get("metadata"), dict) else False
+        parts = content.get("parts") if content.get("content_type") in ("text", "multimodal_text") else None
+        body = "\n".join(p.strip() for p in parts or [] if isinstance(p, str) and p.strip())
+        if role not in ("user", "assistant") or hidden or not body or _INJECTED.match(body):
+            out.append(None)
+            continue
+        when, given = _time(message.get("create_time"), source, f"{where}.create_time", start)
+        node_id = message.get("id") or node.get("id")
+        out.append(Turn(text=body, time=when, speaker=role, source="AI" if role == "assistant" else None,
+                        ref=f"{cid}#{node_id}", conv=conv or str(cid), time_given=given or _given,
+                        uid=f"chatgpt:{cid}#{node_id}" if isinstance(node_id, str) else None))
 
 
 # ---------------------------------------------------------------- Claude.ai export
@@ -209,30 +269,47 @@ def sniff_claude_ai(text: str, data) -> bool:
 
 
 def parse_claude_ai(text, data, source, *, default_time, conv=None, **_) -> Parsed:
-    turns, ignored = [], 0
+    turns, ignored, rejected = [], 0, []
     for number, conversation in enumerate(_conversations(data, "chat_messages") or [], 1):
         where = f"conversation {number}"
         cid = conversation.get("uuid") or f"conversation-{number}"
         messages = conversation.get("chat_messages")
         if not isinstance(messages, list):
-            raise InputError(source, "chat_messages is not a list", where=where)
+            rejected.append((where, "chat_messages is not a list"))
+            continue
         for index, message in enumerate(messages, 1):
             if not isinstance(message, dict):
-                raise InputError(source, "a message is not an object", where=f"{where}, message {index}")
+                rejected.append((f"{where}, message {index}", "a message is not an object"))
+                continue
             sender = message.get("sender")
             body = _text_parts(message.get("content"), ("text",)) or _text_parts(message.get("text"), ())
             if sender not in ("human", "assistant") or not body:
                 ignored += 1
                 continue
-            when, given = _time(message.get("created_at"), source, f"{where}, message {index}.created_at",
-                                default_time)
-            role = "user" if sender == "human" else "assistant"
-            turns.append(Turn(text=body, time=when, speaker=role, source="AI" if role == "assistant" else None,
-                              ref=f"{cid}#{message.get('uuid') or index}", conv=conv or str(cid), time_given=given))
-    return Parsed("claude-ai", turns, ignored)
+
+            def turn():
+                when, given = _time(message.get("created_at"), source, f"{where}, message {index}.created_at",
+                                    default_time)
+                role = "user" if sender == "human" else "assistant"
+                uuid = message.get("uuid") if isinstance(message.get("uuid"), str) else None
+                turns.append(Turn(text=body, time=when, speaker=role, source="AI" if role == "assistant" else None,
+                                  ref=f"{cid}#{uuid or index}", conv=conv or str(cid), time_given=given,
+                                  uid=uuid and f"claude-ai:{uuid}"))
+
+            _kept(rejected, f"{where}, message {index}", turn)
+    return Parsed("claude-ai", turns, ignored, rejected)
 
 
 def identity(fmt: str):
-    """A turn of a session or export is the same turn again when its ref (file and message id or line)
-    and text are: a grown file adds only its new turns."""
+    """A turn of a session or export is the same turn again when its message id is (Claude Code's uuid,
+    Codex's item id, a ChatGPT node, a Claude.ai message: a resumed session that replays its history
+    into a new file, or a record written twice, adds nothing), else when its ref (file and line) and
+    text are: a grown file adds only its new turns."""
+    by_file = by_ref(fmt)
+    return lambda turn, base: [fmt, turn.uid, turn.speaker, turn.text] if turn.uid else by_file(turn, base)
+
+
+def by_ref(fmt: str):
+    """A turn's identity by its ref (file and message id or line), conversation and text: the only
+    identity before message ids were used, and still the one of turns without an id."""
     return lambda turn, base: [fmt, turn.conv, turn.ref, turn.speaker, turn.text]

@@ -20,85 +20,14 @@ import hashlib
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, replace
 
+from memcli import sessions
 from memcli.errors import InputError
+from memcli.turns import Parsed, Turn, json_lines, parse_time
 
 MAX_ENTRY_CHARS = 20_000  # the default of ingest.max_entry_chars
 SKIPPED_ROLES = ("system", "developer", "tool", "function")
-
-
-@dataclass
-class Turn:
-    """One observation, ready to become a CURRENT entry."""
-
-    text: str
-    time: str
-    speaker: str | None = None
-    source: str | None = None
-    ref: str | None = None
-    conv: str | None = None
-    time_given: bool = True  # False when the time is the ingest's default
-    fingerprint: str = ""
-
-    def meta(self) -> dict[str, str]:
-        """Entry metadata in signature order (seq is added by the store)."""
-        out = {"time": self.time}
-        for key in ("speaker", "source", "conv", "ref"):
-            value = getattr(self, key)
-            if value:
-                out[key] = value
-        return out
-
-
-@dataclass
-class Parsed:
-    format: str
-    turns: list[Turn]
-    ignored: int = 0  # system/tool messages, which are not memories
-
-
-# ---------------------------------------------------------------- times
-
-_MONTHS = {m: i for i, m in enumerate(
-    ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], 1)}
-_LOCOMO_TIME = re.compile(
-    r"^\s*(\d{1,2}):(\d{2})\s*([ap])\.?m\.?\s+on\s+(\d{1,2})\s+([A-Za-z]+)\.?,?\s+(\d{4})\s*$", re.I)
-
-
-def iso_minutes(moment: datetime) -> str:
-    return moment.replace(second=0, microsecond=0, tzinfo=None).isoformat(timespec="minutes")
-
-
-def parse_time(value, source: str, where: str) -> str:
-    """A LoCoMo date ("1:56 pm on 8 May, 2023"), an ISO string or epoch seconds -> ISO minutes."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        try:
-            return iso_minutes(datetime.fromtimestamp(value, tz=UTC))
-        except (OverflowError, OSError, ValueError):
-            raise InputError(source, f"timestamp {value!r} is out of range", where=where) from None
-    if not isinstance(value, str):
-        raise InputError(source, f"date {value!r} is not a string", where=where)
-    match = _LOCOMO_TIME.match(value)
-    if match:
-        hour, minute, half, day, month, year = match.groups()
-        month_no = _MONTHS.get(month[:3].lower())
-        hour_no = int(hour) % 12 + (12 if half.lower() == "p" else 0)
-        try:
-            if month_no is None or int(hour) > 12:
-                raise ValueError
-            return iso_minutes(datetime(int(year), month_no, int(day), hour_no, int(minute)))
-        except ValueError:
-            raise InputError(source, f"date {value!r} does not parse", where=where) from None
-    try:
-        moment = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise InputError(source, f"date {value!r} does not parse "
-                         "(expected e.g. '1:56 pm on 8 May, 2023' or ISO 8601)", where=where) from None
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC)
-    return iso_minutes(moment)
 
 
 # ---------------------------------------------------------------- detection helpers
@@ -249,21 +178,6 @@ def parse_chat(data, source: str, default_time: str, conv: str | None) -> Parsed
     return _messages("chat", ((m, f"{base}#{i}") for i, m in enumerate(messages, 1)), source, default_time, conv)
 
 
-def json_lines(text: str, source: str, *, unfinished_last: bool = False):
-    """(line number, decoded JSON) for each non-blank line. With ``unfinished_last``, a last line
-    without its newline that is not JSON yet is skipped (a log still being written)."""
-    lines = text.split("\n")
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            yield lineno, json.loads(line)
-        except json.JSONDecodeError as exc:
-            if unfinished_last and lineno == len(lines) and not text.endswith("\n"):
-                return
-            raise InputError(source, f"invalid JSON: {exc.msg}", where=f"line {lineno}, column {exc.colno}") from None
-
-
 def parse_jsonl(text: str, source: str, default_time: str, conv: str | None) -> Parsed:
     base = source.rsplit("/", 1)[-1]
     items = ((message, f"{base}:{lineno}") for lineno, message in json_lines(text, source))
@@ -310,6 +224,8 @@ class TranscriptFormat:
     parse: Callable[..., Parsed]
     identity: Callable[[Turn, str], list]
     before_extensions: bool = False  # sniffed before file extensions decide (a session log named .jsonl)
+    legacy_identity: Callable[[Turn, str], list] | None = None  # the identity of earlier releases, if it changed
+    keeps_going: bool = False  # a bad record is left out and reported, the rest kept; a long turn is split
 
 
 def _message_identity(fmt: str) -> Callable[[Turn, str], list]:
@@ -336,22 +252,24 @@ def _first_line_is_message(text: str, data) -> bool:
         return False
 
 
-from memcli import sessions  # noqa: E402  (the agent formats build on the helpers above)
-
 REGISTRY: dict[str, TranscriptFormat] = {fmt.name: fmt for fmt in (
     TranscriptFormat(
         "claude-code", "a Claude Code session (~/.claude/projects/*/<session>.jsonl)", (), False,
         sessions.sniff_claude_code, sessions.parse_claude_code, sessions.identity("claude-code"),
+        legacy_identity=sessions.by_ref("claude-code"), keeps_going=True,
         before_extensions=True),
     TranscriptFormat(
         "codex", "a Codex CLI session (~/.codex/sessions/.../rollout-*.jsonl)", (), False,
-        sessions.sniff_codex, sessions.parse_codex, sessions.identity("codex"), before_extensions=True),
+        sessions.sniff_codex, sessions.parse_codex, sessions.identity("codex"),
+        legacy_identity=sessions.by_ref("codex"), keeps_going=True, before_extensions=True),
     TranscriptFormat(
         "chatgpt", "a ChatGPT data export's conversations.json", (), True,
-        sessions.sniff_chatgpt, sessions.parse_chatgpt, sessions.identity("chatgpt")),
+        sessions.sniff_chatgpt, sessions.parse_chatgpt, sessions.identity("chatgpt"),
+        legacy_identity=sessions.by_ref("chatgpt"), keeps_going=True),
     TranscriptFormat(
         "claude-ai", "a Claude.ai data export's conversations.json", (), True,
-        sessions.sniff_claude_ai, sessions.parse_claude_ai, sessions.identity("claude-ai")),
+        sessions.sniff_claude_ai, sessions.parse_claude_ai, sessions.identity("claude-ai"),
+        legacy_identity=sessions.by_ref("claude-ai"), keeps_going=True),
     TranscriptFormat(
         "locomo", "a LoCoMo conversation, sample, or the locomo10.json sample list", (), True,
         lambda text, data: _is_locomo_conversation(data) or _is_locomo_sample(data) or (
@@ -428,12 +346,45 @@ def parse_input(raw: bytes, source: str, *, fmt: str | None = None, sample: str 
         parsed = REGISTRY[fmt].parse(text, data, source, sample=sample, default_time=default_time, conv=conv)
     except RecursionError:
         raise InputError(source, "nested too deeply to be a transcript") from None
+    if REGISTRY[fmt].keeps_going:  # a bad record costs itself, not the session
+        kept = []
+        for number, turn in enumerate(parsed.turns, 1):
+            try:
+                _check_turn(turn, source, number, None)
+            except InputError as exc:
+                parsed.rejected.append((exc.where or f"turn {number}", exc.reason))
+                continue
+            kept += split_turn(turn, max_entry_chars)
+        parsed.turns = kept
     if not parsed.turns:
-        raise InputError(source, "no turns to ingest")
+        problems = "; ".join(f"{where}: {why}" for where, why in parsed.rejected[:3])
+        raise InputError(source, "no turns to ingest" + (f" ({len(parsed.rejected)} records left out: {problems})"
+                                                         if parsed.rejected else ""))
     for number, turn in enumerate(parsed.turns, 1):
         _check_turn(turn, source, number, max_entry_chars)
     fingerprint_turns(parsed.turns, source, fmt)
     return parsed
+
+
+def split_turn(turn: Turn, limit: int) -> list[Turn]:
+    """``turn``, or when its text is longer than ``limit`` characters, its text in parts of at most
+    ``limit`` (cut at a paragraph, line, sentence or word break where one is near), each a turn whose
+    ref and id carry the part's number (``~2``, ``~3``...)."""
+    if len(turn.text) <= limit:
+        return [turn]
+    parts, rest = [], turn.text
+    while len(rest) > limit:
+        window = rest[:limit]
+        cut = max((window.rfind(mark) + len(mark) for mark in ("\n\n", "\n", ". ", " ")
+                   if window.rfind(mark) >= limit // 2), default=limit)
+        parts.append(rest[:cut].strip())
+        rest = rest[cut:]
+    parts.append(rest.strip())
+    out = []
+    for number, text in enumerate((p for p in parts if p), 1):
+        suffix = f"~{number}" if number > 1 else ""
+        out.append(replace(turn, text=text, ref=turn.ref and turn.ref + suffix, uid=turn.uid and turn.uid + suffix))
+    return out
 
 
 def _json(text: str, source: str):
@@ -445,7 +396,7 @@ def _json(text: str, source: str):
         raise InputError(source, "invalid JSON: nested too deeply") from None
 
 
-def _check_turn(turn: Turn, source: str, number: int, max_entry_chars: int) -> None:
+def _check_turn(turn: Turn, source: str, number: int, max_entry_chars: int | None) -> None:
     where = turn.ref or f"turn {number}"
     for field_name in ("text", "speaker", "conv", "ref"):
         value = getattr(turn, field_name)
@@ -457,7 +408,7 @@ def _check_turn(turn: Turn, source: str, number: int, max_entry_chars: int) -> N
             value.encode("utf-8")
         except UnicodeEncodeError:
             raise InputError(source, f"{field_name} is not valid Unicode (a lone surrogate)", where=where) from None
-    if len(turn.text) > max_entry_chars:
+    if max_entry_chars is not None and len(turn.text) > max_entry_chars:
         raise InputError(source, f"a turn of {len(turn.text):,} characters is longer than one memory entry may be "
                          f"({max_entry_chars:,}; ingest.max_entry_chars)", where=where)
 
@@ -465,15 +416,26 @@ def _check_turn(turn: Turn, source: str, number: int, max_entry_chars: int) -> N
 def fingerprint_turns(turns: list[Turn], source: str, fmt: str) -> None:
     """Identity of each turn for duplicate detection across ingests (the format's ``identity``).
 
-    LoCoMo turns are identified by conversation and dialog id; other turns by
-    their input's name (or ``--conv``), speaker, text and given time, with an
-    occurrence counter so a repeated "ok" in one chat is kept twice.
+    LoCoMo turns are identified by conversation and dialog id; session and export turns by their
+    message id (or file and line); other turns by their input's name (or ``--conv``), speaker, text
+    and given time, with an occurrence counter so a repeated "ok" in one chat is kept twice.
+    ``aliases``: the fingerprint a turn had under the format's earlier identity (a store that
+    ingested it before knows it by that).
     """
     seen: dict[str, int] = {}
     base = source.rsplit("/", 1)[-1]
     identity = REGISTRY[fmt].identity if fmt in REGISTRY else _message_identity(fmt)
+    legacy = REGISTRY[fmt].legacy_identity if fmt in REGISTRY else None
+
+    def digest_of(key: list) -> str:
+        return hashlib.sha256(json.dumps(key, ensure_ascii=False).encode()).hexdigest()[:32]
+
     for turn in turns:
-        key = identity(turn, base)
-        digest = hashlib.sha256(json.dumps(key, ensure_ascii=False).encode()).hexdigest()[:32]
+        digest = digest_of(identity(turn, base))
+        if legacy is not None:
+            turn.aliases = (digest_of(legacy(turn, base)),)
+        if turn.uid:  # a message with its own id is one turn however often it is written
+            turn.fingerprint = digest
+            continue
         seen[digest] = seen.get(digest, 0) + 1
         turn.fingerprint = f"{digest}.{seen[digest]}" if seen[digest] > 1 else digest

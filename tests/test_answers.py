@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from conftest import EXAMPLES
 
 from memcli import Memory
@@ -31,10 +32,12 @@ def test_real_default_model_answers_are_short_and_clean(tmp_path):
     memory = Memory(tmp_path / "store", create=True)
     memory.ingest(EXAMPLES / "caroline-and-priya.json")
     assert memory.profile.name == "small" and memory.default_reader() == "evidence"
+    assert memory.answer_style() == "extract"
     answers = [memory.ask(question) for question in QUESTIONS]
     for result in answers:
         text = result.answer
-        assert result.mode == "evidence" and text and result.tokens["model_calls"] == 1
+        assert result.mode == "evidence" and text and result.tokens["model_calls"] <= 1
+        assert result.abstained or any(text in e.text for e in result.read), text  # a span of what it read
         assert "\n" not in text and len(text.split()) <= 40, text
         assert not repeated_4gram(text), text
         assert not re.search(r"(^|\s)(Caroline|Priya|user|assistant):", text), text
@@ -77,4 +80,52 @@ def test_no_evidence_or_nothing_left_is_i_dont_know():
     assert answer(model, "who?", [], CallStats()).text == UNKNOWN and not model.calls  # no call without evidence
     assert answer(model, "who?", evidence("[2024-03-03 18:40] Caroline: hi"), CallStats()).text == UNKNOWN
     model = ScriptedModel(lambda step, messages, schema: "\n  Open Door Adoptions\nCaroline: and more")
-    assert answer(model, "which?", evidence("Caroline: Open Door"), CallStats()).text == "Open Door Adoptions"
+    assert answer(model, "which?", evidence("Caroline: Open Door Adoptions"), CallStats()).text == "Open Door Adoptions"
+    said = answer(model, "which?", evidence("Caroline: Open Door"), CallStats())  # "Adoptions" is not in the lines
+    assert said.text == UNKNOWN and said.finish_reason == "ungrounded"
+
+
+@pytest.fixture(scope="module")
+def readme_store(tmp_path_factory):
+    """The README's set-up: init, ingest the example, consolidate (in a folder of its own, as a user would)."""
+    from conftest import run_memcli
+
+    folder = tmp_path_factory.mktemp("readme")
+    env = {"HOME": str(folder / "home"), "XDG_CACHE_HOME": str(folder / "cache"),
+           "XDG_CONFIG_HOME": str(folder / "config"), "XDG_DATA_HOME": str(folder / "data")}
+    for args in (("init",), ("ingest", EXAMPLES / "caroline-and-priya.json"), ("consolidate",)):
+        assert run_memcli(*args, cwd=folder, env=env).code == 0, args
+    return folder, env
+
+
+@pytest.mark.parametrize("question, words", [
+    ("Which adoption agency did Caroline apply to?", ["Open Door"]),
+    ("Why did Caroline not choose Harbor Light?", ["waiting list"]),
+    ("When did Caroline pass the home study?", ["week before 2 July 2024"]),
+    pytest.param("What does Priya make in her class?", ["bowl"], marks=pytest.mark.xfail(
+        strict=True, reason="the default model picks the class she signed up for, not the bowls she makes "
+                            "(docs/benchmarks.md, 'Extractive answers')")),
+])
+def test_the_examples_questions_through_the_readmes_own_ask(readme_store, question, words):
+    """The README's own ask command, with the real default model, on the shipped example's questions: the answer
+    is a span of the line that says it (a date for "when")."""
+    from conftest import run_memcli
+
+    folder, env = readme_store
+    done = run_memcli("ask", question, cwd=folder, env=env)
+    assert done.code == 0, (done.stdout, done.stderr)
+    said = done.stdout.splitlines()[0]
+    assert all(w.lower() in said.lower() for w in words), said
+
+
+def test_what_memory_cannot_answer_is_i_dont_know_with_exit_1(readme_store):
+    from conftest import run_memcli
+
+    folder, env = readme_store
+    unknown = run_memcli("ask", "What is Caroline's favourite colour?", cwd=folder, env=env)
+    assert unknown.code == 1 and unknown.stdout.splitlines()[0] == UNKNOWN
+    assert "no answer:" in unknown.stdout and "Caroline:" in unknown.stdout  # why, and the lines it read
+    as_json = run_memcli("ask", "What is Caroline's favourite colour?", "--json", cwd=folder, env=env)
+    assert as_json.code == 1 and as_json.json["abstained"] is True and as_json.json["answer"] == UNKNOWN
+    swapped = run_memcli("ask", "Which adoption agency did Priya apply to?", "--json", cwd=folder, env=env)
+    assert swapped.code == 1 and "someone else" in swapped.json["why"]  # Caroline applied, not Priya

@@ -18,7 +18,7 @@ from conftest import EXAMPLES
 from memcli import Memory
 from memcli.consolidate import job
 from memcli.store.census import seq_counts
-from memcli.transcripts import Turn
+from memcli.turns import Turn
 
 CONV = EXAMPLES / "caroline-and-priya.json"
 

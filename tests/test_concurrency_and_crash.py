@@ -89,3 +89,95 @@ def test_half_applied_transaction_is_finished_by_the_next_writer(cli, store_dir)
     assert result.json["first_seq"] == 2
     texts = [e.text for _, e in store.load(CURRENT_ID).doc.entries()]
     assert texts == ["second fact", "third fact"]
+
+
+READER = r"""
+import sys
+from memcli import Memory
+from memcli.config import Settings
+memory = Memory(sys.argv[1], settings={"search.semantic": False})
+for i in range(int(sys.argv[2])):
+    memory.search("fact writer round", k=5)
+    memory.ask("which facts did the writer note?", reader="evidence-only", budget=300)
+print("ok")
+"""
+
+WRITER = r"""
+import sys
+from memcli import Memory
+memory = Memory(sys.argv[1], settings={"search.semantic": False, "consolidate.split_tokens": 300})
+for i in range(int(sys.argv[2])):
+    for j in range(3):
+        memory.remember(f"round {i} fact {j}: the writer noted item {i * 3 + j}", speaker="user")
+    memory.consolidate(llm=False)
+print("ok")
+"""
+
+
+def test_readers_never_fail_beside_a_consolidating_writer(tmp_path, store_dir):
+    """Search and evidence questions in loops from two processes while a third ingests and consolidates: the
+    index is read as one snapshot, so no reader fails however the writes fall between its reads."""
+    from memcli import Memory
+
+    Memory(store_dir, create=True).remember("the writer starts", speaker="user")
+    env = {**os.environ, "MEMCLI_CACHE": str(tmp_path / "cache")}  # one cache, shared as users share it
+    rounds = 60
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(store_dir), str(n)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=env)
+             for code, n in ((WRITER, rounds), (READER, rounds), (READER, rounds))]
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0 and out.strip() == b"ok", err.decode()[-2000:]
+    store = Store.open(Resolved(store_dir, "test"))
+    seqs = sorted(e.seq for doc_id in store.all_ids() for _, e in store.load(doc_id).doc.entries())
+    assert seqs == list(range(1, rounds * 3 + 2))  # nothing lost or doubled
+
+
+class _Pausing:
+    """A SQLite connection that, after its first read of the postings, lets ``meanwhile`` run in another thread
+    for a moment (another process re-indexing the library between two reads of a search)."""
+
+    def __init__(self, db, meanwhile):
+        self._db, self._meanwhile, self.done = db, meanwhile, None
+
+    def __getattr__(self, name):
+        return getattr(self._db, name)
+
+    def execute(self, sql, *args):
+        rows = self._db.execute(sql, *args)
+        if "FROM postings WHERE term IN" in sql and self.done is None:
+            import threading
+            import time
+
+            rows = list(rows)
+            self.done = threading.Thread(target=self._meanwhile)
+            self.done.start()
+            time.sleep(1.0)  # long enough for the other writer to commit, if the snapshot let it
+        return rows
+
+
+def test_a_search_is_one_snapshot_while_another_process_reindexes(tmp_path, store_dir):
+    from memcli import Memory
+    from memcli.index import LibraryIndex
+
+    memory = Memory(store_dir, create=True)
+    for i in range(30):
+        memory.remember(f"fact {i}: the harbor light is lit at dusk", speaker="user")
+    store = memory.store
+    reader = LibraryIndex(store, partition_tokens=40, cache_dir=tmp_path / "cache")
+    reader.refresh()
+    errors = []
+
+    def reindex():
+        try:
+            memory.remember("a later fact about the harbor at dusk", speaker="user")  # CURRENT changes
+            LibraryIndex(store, partition_tokens=40, cache_dir=tmp_path / "cache").refresh()  # new part ids
+        except Exception as exc:
+            errors.append(exc)
+
+    reader.db = _Pausing(reader.db, reindex)
+    hits = reader.search("harbor light dusk", k=5, refresh=False)
+    reader.db.done.join(timeout=60)
+    assert hits and all(h.doc == "CURRENT" for h in hits) and not errors
+    reader.db = reader.db._db
+    assert any("later fact" in h.snippet for h in reader.search("later fact harbor", k=40))

@@ -119,12 +119,12 @@ def test_doctor_checks_the_real_default_model(tmp_path):
     assert asked.code == (0 if report["model"]["gpu_offload"] else 1)
 
 
-def test_the_readme_settings_table_matches_the_settings():
+def test_the_reference_settings_table_matches_the_settings():
     from conftest import REPO
 
     from memcli.config import SETTINGS
 
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "reference.md").read_text()
     table = readme.split("<!-- settings-table")[1].split("\n\n")[0]
     rows = {}
     for line in table.splitlines():

@@ -61,17 +61,19 @@ def test_question_selection_round_robin():
 
 @pytest.mark.parametrize("mode", ["oracle", "bm25-turns"])
 def test_baselines_score_a_scripted_answer(cli, monkeypatch, mode):
-    model = ScriptedModel(lambda step, messages, schema: "Open Door Adoptions")
+    model = ScriptedModel(lambda step, messages, schema: "Open Door")  # what the gold line says
     monkeypatch.setattr("memcli.llm.open_model", lambda *_, **__: model)
+    monkeypatch.setenv("MEMCLI_ASK_ANSWER", "generate")  # the scripted model writes the answer
     data = cli("eval", "locomo", EXAMPLE, "--mode", mode, "--categories", "4", "--questions", "1", "--json",
                store=False).json
     row = data["summary"]["all"]
-    assert row["questions"] == 1 and row["f1"] == 1.0 and row["recall_all"] == 1.0  # the agency question
+    assert row["questions"] == 1 and row["f1"] == 0.8 and row["recall_all"] == 1.0  # gold: Open Door Adoptions
 
 
 def test_the_answer_context_is_recorded_and_part_of_the_resume_key(cli, monkeypatch, tmp_path):
     model = ScriptedModel(lambda step, messages, schema: "Open Door Adoptions")
     monkeypatch.setattr("memcli.llm.open_model", lambda *_, **__: model)
+    monkeypatch.setenv("MEMCLI_ASK_ANSWER", "generate")
     out = tmp_path / "r.jsonl"
     args = ("eval", "locomo", EXAMPLE, "--mode", "bm25-turns", "--questions", "1", "--out", out, "--resume", "--json")
     first = cli(*args, "--answer-context", "30", store=False).json
@@ -82,6 +84,27 @@ def test_the_answer_context_is_recorded_and_part_of_the_resume_key(cli, monkeypa
     again = cli(*args, "--answer-context", "0", store=False).json  # another setting: asked again
     assert again["resumed"] == 0 and len(out.read_text().splitlines()) == 2
     assert json.loads(out.read_text().splitlines()[1])["read_tokens"] == record["evidence_tokens"]
+
+
+def test_the_i_dont_know_rate_is_reported_by_category(cli, monkeypatch, tmp_path):
+    """Category 5 (questions about what was never said) is scored by how often the answer is I don't know; an
+    answer that names what the evidence never says is one (it is not grounded)."""
+    model = ScriptedModel(lambda step, messages, schema: "in Lisbon with Harbor Light")
+    monkeypatch.setattr("memcli.llm.open_model", lambda *_, **__: model)
+    monkeypatch.setenv("MEMCLI_ASK_ANSWER", "generate")
+    conv = json.loads(EXAMPLE.read_text())
+    conv["qa"].append({"question": "Which agency did Priya apply to?", "evidence": ["D2:5"], "category": 5,
+                       "adversarial_answer": "Open Door Adoptions"})
+    path = tmp_path / "with-5.json"
+    path.write_text(json.dumps(conv))
+    out = tmp_path / "r.jsonl"
+    data = cli("eval", "locomo", path, "--mode", "ask", "--categories", "4,5", "--json",
+               "--out", out, store=False).json
+    assert data["summary"]["5"]["abstained"] == 1.0 and data["summary"]["5"]["questions"] == 1
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert all(r["answer"] == "I don't know" and r["abstained"] for r in records)  # Lisbon is in no line
+    table = cli("eval", "locomo", path, "--mode", "ask", "--categories", "5", store=False)
+    assert table.code == 0 and table.stdout.splitlines()[0].split("\t")[4] == "100.0%"  # the I don't know column
 
 
 @pytest.mark.slow

@@ -240,3 +240,21 @@ def test_links_in_the_kv_store_are_refused(template, tmp_path):
     assert [b.header.unit for b in blocks.blocks()] == ["(unreadable)"]
     blocks.remove(key)
     assert outside.exists() and not blocks.path(key).is_symlink()
+
+
+def test_a_write_failure_after_the_commit_point_says_it_will_be_completed(template, tmp_path, monkeypatch, capsys):
+    """A failure before the commit point is a failure (nothing changes, ever); one after it says the change is
+    committed and will be completed, and the next command completes it."""
+    from memcli.cli import run
+
+    for at, committed in ((1, False), (6, True)):  # a staged write; the first rename after the manifest
+        root = fresh(template, tmp_path, f"ingest-{at}")
+        before = seq_counts(root)
+        note = tmp_path / f"note-{at}.txt"
+        note.write_text("a note written while the disk was full\n")
+        with failing(monkeypatch, at, OSError(errno.ENOSPC, "No space left on device")):
+            code = run(["--store", str(root), "ingest", str(note)])
+        err = capsys.readouterr().err
+        assert code == 5 and ("is committed and the next memcli command completes it" in err) is committed, err
+        Memory(root).docs()  # the next command
+        assert len(seq_counts(root)) == len(before) + committed

@@ -80,3 +80,30 @@ def test_terminal_output_escapes_control_characters(cli, store_dir):
         assert "\\x1b[31malert" in shown.stdout, args
     exact = cli("grep", "alert", "--json").json["matches"][0]["text"]
     assert "\x1b[31malert\x1b[0m" in exact and "\u202e" in exact  # --json keeps the exact text
+
+
+@pytest.mark.parametrize("payload, message", [
+    (b'{"hook_event_name": "SessionEnd", "transcript_path": "/tmp/a\\u0000b.jsonl"}', "NUL"),
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+])
+def test_hostile_hook_events_are_bad_input(cli, store_dir, payload, message):
+    done = cli("hook", "claude-code", stdin=payload)
+    assert done.code == 4 and message in done.stderr, done.stderr
+    assert "internal error" not in done.stderr
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[{"role": "user", "content": "hi", "timestamp": "0001-01-01T00:00+23:59"}]', "out of range"),
+    (json.dumps([{"id": "c", "current_node": ["n1"], "mapping": {"n1": {"id": "n1", "message": None}}}]),
+     "not a node id"),
+    (json.dumps([{"id": "c", "current_node": {"n": 1}, "mapping": {"n1": {"id": "n1"}}}]), "not a node id"),
+    (json.dumps([{"id": "c", "current_node": None, "mapping": {"n1": {"id": "n1", "parent": None,
+                                                                       "children": [{"x": 1}]}}}]),
+     "not a node id"),
+])
+def test_hostile_shapes_are_exit_4_with_the_place(cli, store_dir, tmp_path, text, message):
+    path = tmp_path / "conversations.json"
+    path.write_text(text)
+    done = cli("ingest", path)
+    assert done.code == 4 and message in done.stderr and "internal error" not in done.stderr, done.stderr
+    assert not (store_dir / "CURRENT.md").exists()

@@ -10,7 +10,7 @@ from conftest import EXAMPLES, LOCOMO, needs_locomo, snapshot
 
 from memcli.paths import Resolved
 from memcli.store import CURRENT_ID, Store
-from memcli.transcripts import parse_time
+from memcli.turns import parse_time
 
 
 def current_entries(store_dir):

@@ -156,3 +156,47 @@ def test_a_cli_ingest_while_the_server_serves_loses_nothing(store, tmp_path):
     anyio.run(main)
     counts = seq_counts(store)
     assert len(counts) == 25 + 40 + 15 and set(counts.values()) == {1}
+
+
+def test_a_slow_grep_does_not_hold_up_memory_search(tmp_path):
+    """A regular expression that backtracks to its time limit runs on a thread of its own: memory_search
+    answers meanwhile."""
+    import time
+
+    root = tmp_path / "store"
+    memory = Memory(root, create=True)
+    memory.ingest(EXAMPLES / "caroline-and-priya.json", consolidate=False)
+    memory.remember("a" * 5000 + "b", speaker="user")
+    memory.embed(None)  # vectors made before the race, so the search is quick
+
+    async def main():
+        async with session(root) as client:
+            data(await client.call_tool("memory_search", {"question": "warm up", "budget": 100}))
+            finished = {}
+
+            async def slow():
+                result = await client.call_tool("grep", {"pattern": "(a+)+$"})
+                finished["grep"] = time.perf_counter()
+                assert result.is_error and "did not finish" in error(result)
+
+            async def quick():
+                await anyio.sleep(0.3)
+                found = data(await client.call_tool("memory_search", {"question": "Which agency?", "budget": 200}))
+                finished["search"] = time.perf_counter()
+                assert found["evidence"]
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(slow)
+                group.start_soon(quick)
+            assert finished["search"] < finished["grep"]
+
+    anyio.run(main)
+
+
+def test_read_only_over_a_missing_store_says_it_is_missing(tmp_path):
+    from conftest import run_memcli
+
+    missing = tmp_path / "nowhere"
+    done = run_memcli("--store", missing, "mcp", "--read-only", stdin=b"")
+    assert done.code == 1 and "no memcli store at" in done.stderr and "lock" not in done.stderr
+    assert not missing.exists()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from memcli.config import Settings
-from memcli.index import LibraryIndex, terms
+from memcli.index import LibraryIndex
 from memcli.paths import Resolved
 from memcli.retrieve import policy
 from memcli.retrieve.evidence import Focus, Library, assemble, compact, render_entry
@@ -20,6 +20,7 @@ from memcli.semantic.vectors import entry_text
 from memcli.semantic.wordpiece import WordPiece, basic_words
 from memcli.store import Store
 from memcli.store.format import Entry
+from memcli.terms import terms
 
 SMALL_TALK = [
     "Mira: The bus was late again this morning, I waited forty minutes.",

@@ -68,24 +68,76 @@ def test_a_grown_session_file_adds_only_its_new_turns(cli, tmp_path, name, cut, 
     assert [e["meta"]["seq"] for e in entries(cli)] == [str(n) for n in range(1, total + 1)]
 
 
-@pytest.mark.parametrize("name, damage, message", [
+FORMAT = {"claude-code-session.jsonl": "claude-code", "codex-rollout.jsonl": "codex"}
+
+
+@pytest.mark.parametrize("name, damage, message, lost", [
     ("claude-code-session.jsonl", lambda t: t.replace('"timestamp": "2025-03-04T09:13:40.000Z"',
-                                                      '"timestamp": "half past nine"'), "does not parse"),
-    ("codex-rollout.jsonl", lambda t: t.replace("\n", "\n{not json\n", 1), "invalid JSON"),
+                                                      '"timestamp": "half past nine"'), "does not parse", 1),
+    ("claude-code-session.jsonl", lambda t: t.replace("\n", "\n[1, 2]\n7\n\"text\"\nnull\n{not json\n", 1),
+     "is not a session record", 0),
+    ("codex-rollout.jsonl", lambda t: t.replace("\n", "\n{not json\n", 1), "invalid JSON", 0),
+    ("claude-ai-conversations.json", lambda t: t.replace('"chat_messages": [', '"chat_messages": [7, ', 1),
+     "not an object", 0),
+])
+def test_a_bad_record_is_left_out_and_the_rest_kept(cli, store_dir, tmp_path, name, damage, message, lost):
+    """One bad record never costs a whole session: it is left out, named with its place and reason (stderr and
+    --json), and every good turn is stored."""
+    whole = {"claude-code-session.jsonl": 4, "codex-rollout.jsonl": 2, "claude-ai-conversations.json": 2}[name]
+    bad = tmp_path / name
+    bad.write_text(damage((SAMPLES / name).read_text()))
+    done = cli("ingest", bad, *(["--format", FORMAT[name]] if name in FORMAT else []), "--json")
+    assert done.code == 0, done.stderr
+    assert done.json["added"] == whole - lost and done.json["rejected"]
+    assert any(message in r["reason"] for r in done.json["rejected"]), done.json["rejected"]
+    assert all(r["where"] for r in done.json["rejected"]) and "bad records left out" in done.stderr
+
+
+@pytest.mark.parametrize("name, damage, message", [
     ("chatgpt-conversations.json", lambda t: t.replace('"parent": "m2b"', '"parent": "gone"'), "missing"),
     ("chatgpt-conversations.json", lambda t: t.replace('"parent": "sys"', '"parent": "m3"'), "cycle"),
-    ("claude-ai-conversations.json", lambda t: t.replace('"chat_messages": [', '"chat_messages": [7, ', 1),
-     "not an object"),
+    ("chatgpt-conversations.json", lambda t: t.replace('"parent": "m2b"', '"parent": ["m2b"]'), "not a node id"),
+    ("claude-code-session.jsonl", lambda t: "".join(line.replace('"timestamp": "', '"timestamp": "x')
+                                                    for line in t.splitlines(keepends=True)), "does not parse"),
 ])
-def test_malformed_input_exits_4_and_leaves_the_store_unchanged(cli, store_dir, tmp_path, name, damage, message):
+def test_nothing_usable_left_exits_4_and_leaves_the_store_unchanged(cli, store_dir, tmp_path, name, damage,
+                                                                     message):
     assert cli("ingest", SAMPLES / "claude-ai-conversations.json").code == 0
     before = snapshot(store_dir)
     bad = tmp_path / name
     bad.write_text(damage((SAMPLES / name).read_text()))
-    fmt = {"claude-code-session.jsonl": "claude-code", "codex-rollout.jsonl": "codex"}.get(name)
-    done = cli("ingest", bad, *(["--format", fmt] if fmt else []))
+    done = cli("ingest", bad, *(["--format", FORMAT[name]] if name in FORMAT else []))
     assert done.code == 4 and message in done.stderr, done.stderr
     assert snapshot(store_dir) == before
+
+
+def test_a_resumed_session_and_a_record_written_twice_are_remembered_once(cli, tmp_path):
+    """Claude Code's resume replays the history into a new file, and a record can be written twice: a turn is
+    known by its message id, not its file."""
+    lines = (SAMPLES / "claude-code-session.jsonl").read_text().splitlines(keepends=True)
+    first = cli("ingest", SAMPLES / "claude-code-session.jsonl", "--json").json["added"]
+    resumed = tmp_path / "resumed-session.jsonl"
+    resumed.write_text("".join(lines) + "".join(lines[-2:]))  # the history again, its last records twice
+    again = cli("ingest", resumed, "--json")
+    assert again.code == 0 and again.json["added"] == 0, again.stdout
+    assert len([e for e in entries(cli)]) == first
+
+
+def test_a_turn_longer_than_an_entry_is_split(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMCLI_MAX_ENTRY_CHARS", "200")
+    record = json.loads((SAMPLES / "claude-code-session.jsonl").read_text().splitlines()[0])
+    long = " ".join(f"Sentence number {i} of a long reply." for i in range(40))
+    rows = []
+    for n, kind in enumerate(("user", "assistant")):
+        row = dict(record, type=kind, uuid=f"u-{n}", message={"role": kind, "content": long if n else "hi"})
+        rows.append(json.dumps(row))
+    session = tmp_path / "long.jsonl"
+    session.write_text("\n".join(rows) + "\n")
+    done = cli("ingest", session, "--format", "claude-code", "--json")
+    assert done.code == 0 and done.json["added"] > 3, done.stderr
+    texts = [e["text"] for e in entries(cli)]
+    assert all(len(t) <= 200 for t in texts) and " ".join(texts[1:]).split() == long.split()
+    assert cli("ingest", session, "--format", "claude-code", "--json").json["added"] == 0
 
 
 def test_a_plain_chat_jsonl_is_still_plain_jsonl(cli, tmp_path):

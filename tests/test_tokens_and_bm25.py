@@ -7,9 +7,10 @@ import random
 import pytest
 from conftest import EXAMPLES, REPO
 
-from memcli.index import LibraryIndex, partitions, terms
+from memcli.index import LibraryIndex, partitions
 from memcli.paths import Resolved
 from memcli.store import Store
+from memcli.terms import terms
 from memcli.tokens import count_tokens
 
 

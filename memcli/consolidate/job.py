@@ -242,7 +242,6 @@ def work(memory, fd: int, *, llm: bool | None, split: int | None, merge: int | N
 
     signal.signal(signal.SIGTERM, stopped)
     priority.run_in_background()
-    if memory.settings.source("model.threads") == "default":
-        memory.settings = memory.settings.with_overrides({"model.threads": max(1, (os.cpu_count() or 2) // 2)})
+    # its model runs on the default threads, half the cores (llm.runtime.default_threads), unless set
     return memory.consolidate(split=split, merge=merge, llm=llm, job=Job(memory.root, fd=fd, background=True),
                               reason="started in the background by an ingest")

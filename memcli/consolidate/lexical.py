@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from math import log, sqrt
 
-from memcli.index import terms, words
+from memcli.terms import terms, words
 
 Vector = dict[str, float]
 

@@ -270,7 +270,8 @@ class Runner:
 
     def _question(self, memory, key: tuple, qa: dict) -> dict:
         from memcli.llm.base import CallStats
-        from memcli.retrieve.answer import answer
+        from memcli.retrieve.answer import grounded
+        from memcli.retrieve.ask import respond
         from memcli.retrieve.evidence import best_part
 
         start = time.perf_counter()
@@ -283,6 +284,7 @@ class Runner:
                                    answer_context=self.answer_context, max_rounds=self.max_rounds,
                                    keep_evidence=False)
             evidence, read, reply, rounds = asked.evidence, asked.read, asked.answer, asked.rounds
+            abstained = asked.abstained
             tokens = asked.tokens
             counts = {"prompt_tokens": tokens["prompt"], "prefilled_tokens": tokens["prefilled"],
                       "restored_tokens": tokens["restored"], "generated_tokens": tokens["generated"]}
@@ -292,8 +294,9 @@ class Runner:
             evidence = found.evidence
             read = best_part(found.library, evidence, found.order, self.answer_context,
                              count=self.model.count_tokens)
-            done = answer(self.model, qa["question"], read, stats, keep_evidence=False)
-            reply, rounds = (done.text if done else None), 0
+            said = respond(self.model, memory.store, qa["question"], read, found.library, found.order, stats,
+                           answer=memory.answer_style(), keep_evidence=False)
+            reply, rounds, abstained = said.text, 0, said.abstained
             counts = {"prompt_tokens": stats.prompt_tokens, "prefilled_tokens": stats.prefilled_tokens,
                       "restored_tokens": stats.restored_tokens, "generated_tokens": stats.completion_tokens}
         latency = time.perf_counter() - start
@@ -305,7 +308,8 @@ class Runner:
             "conversation": key[0], "question_index": key[1], "mode": self.mode, "memory": self.memory,
             "budget": self.budget, "answer_context": self.answer_context, "category": category,
             "question": qa["question"], "gold": gold,
-            "answer": reply,
+            "answer": reply, "abstained": None if reply is None else abstained,
+            "grounded": None if reply is None or abstained else grounded(reply, read),
             "f1": None if reply is None else round(category_f1(reply, gold, category), 4),
             "bleu1": None if reply is None else round(bleu1(reply, gold), 4),
             "recall_all": all_in, "recall_partial": round(partial, 4),
@@ -342,7 +346,7 @@ def bm25_turns(entries: list, question: str) -> list[tuple[str, int]]:
     """Entries ranked by BM25 of the question over single entries (speaker and text)."""
     from rank_bm25 import BM25Okapi
 
-    from memcli.index import terms
+    from memcli.terms import terms
 
     if not entries:
         return []
@@ -353,7 +357,10 @@ def bm25_turns(entries: list, question: str) -> list[tuple[str, int]]:
 
 
 def summarize(records: list[dict]) -> dict:
-    """Means by category and overall: F1, BLEU-1, recall, tokens, latency."""
+    """Means by category and overall: F1, BLEU-1, the share of answers that are "I don't know"
+    (``abstained``: for category 5, questions about what was never said, the share that should be),
+    the share of the other answers whose every content word, name and number is in the evidence they
+    read (``grounded``), recall, tokens, latency."""
     groups: dict[str, list[dict]] = {}
     for record in records:
         groups.setdefault(str(record["category"]), []).append(record)
@@ -364,6 +371,7 @@ def summarize(records: list[dict]) -> dict:
         return round(statistics.mean(values), 4) if values else None
 
     return {key: {"questions": len(rows), "f1": mean(rows, "f1"), "bleu1": mean(rows, "bleu1"),
+                  "abstained": mean(rows, "abstained"), "grounded": mean(rows, "grounded"),
                   "recall_all": mean(rows, "recall_all"), "recall_partial": mean(rows, "recall_partial"),
                   "evidence_tokens": mean(rows, "evidence_tokens"), "read_tokens": mean(rows, "read_tokens"),
                   "prompt_tokens": mean(rows, "prompt_tokens"),

@@ -3,7 +3,7 @@
 Normalization follows LoCoMo's evaluation script: commas removed, lower
 case, punctuation removed, the words a/an/the/and removed, whitespace
 collapsed, each token stemmed. The stemmer is memcli's own (Porter's step 1,
-``memcli.index.stem``) rather than the full Porter algorithm LoCoMo takes from
+``memcli.terms.stem``) rather than the full Porter algorithm LoCoMo takes from
 NLTK: plurals, -ed and -ing fold the same way, derivational suffixes
 (-ness, -ation, ...) do not, so a few scores can differ slightly.
 """
@@ -15,7 +15,7 @@ import re
 import string
 from collections import Counter
 
-from memcli.index import stem
+from memcli.terms import stem
 
 _ARTICLES = re.compile(r"\b(a|an|the|and)\b")
 _PUNCTUATION = str.maketrans("", "", string.punctuation)

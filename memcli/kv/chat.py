@@ -31,6 +31,7 @@ from memcli.kv.blocks import block_key
 from memcli.kv.context import CHAT_HEADER, memory_texts
 from memcli.kv.engine import KVEngine, Unit
 from memcli.kv.unit_cache import cached_units, units_key
+from memcli.llm.repetition import loop_start
 from memcli.results import Result
 from memcli.store import Store
 from memcli.store.atomic import atomic_write
@@ -49,6 +50,7 @@ class TurnStats(Result):
     ttft_s: float = 0.0
     tokens_per_s: float = 0.0
     prepared_tokens: int = 0  # prefilled after the reply: its rendering and the next turn's opening
+    cut: str | None = None  # "repetition": the reply was stopped where it began to loop
 
     def extra(self) -> dict:
         return {"ttft_s": round(self.ttft_s, 4), "tokens_per_s": round(self.tokens_per_s, 2)}
@@ -186,12 +188,13 @@ class ChatSession:
         prompt = self._memory_tokens() + after
         stats = TurnStats(prompt_tokens=len(prompt))
         before = self.engine.stats.prefilled
-        done = self.engine.generate(prompt, max_tokens=self.max_tokens, on_text=on_text)
+        done = self.engine.generate(prompt, max_tokens=self.max_tokens, on_text=on_text, halt=loop_start)
         stats.prefilled_tokens = self.engine.stats.prefilled - before
         stats.restored_tokens = stats.prompt_tokens - stats.prefilled_tokens
         stats.generated_tokens = len(done.tokens)
         stats.ttft_s = done.ttft_s
         stats.tokens_per_s = done.tokens_per_s or 0.0
+        stats.cut = "repetition" if done.finish_reason == "repeat" else None
         reply = done.text.strip()
         self.messages = [*messages, {"role": "assistant", "content": reply}]
         # after the reply, not before the next first token: the reply as the template renders it and

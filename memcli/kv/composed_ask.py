@@ -29,7 +29,7 @@ from memcli.kv.engine import KVEngine, Unit
 from memcli.kv.latent import HEADS, BlockKeys, Summaries, head_scores, kv_heads_of, question_queries, retrieval_heads
 from memcli.kv.units import MemoryUnit, Units, fill
 from memcli.llm.base import CallStats
-from memcli.retrieve.answer import ANSWER_SYSTEM, MAX_ANSWER_TOKENS, UNKNOWN, clean, speakers
+from memcli.retrieve.answer import ANSWER_SYSTEM, MAX_ANSWER_TOKENS, UNKNOWN, clean, grounded, speakers
 from memcli.retrieve.ask import AskResult
 from memcli.retrieve.evidence import Library
 from memcli.retrieve.policy import DEFAULT, rank_fusion, ranked_entries
@@ -145,7 +145,7 @@ def composed_ask(engine: KVEngine, store, index, question: str, *, budget: int, 
     result.timings = {"retrieval_s": round(retrieved - begin, 3)}
     stats = CallStats()
     if not units:
-        result.answer = UNKNOWN
+        result.answer, result.abstained, result.why = UNKNOWN, True, "no evidence"
     else:
         placed = list(reversed(units))  # the best nearest the question
         engine.compose(prompt.prefix, [Unit(u.label, engine.tokenize(u.text)) for u in placed], recompute=recompute)
@@ -155,6 +155,10 @@ def composed_ask(engine: KVEngine, store, index, question: str, *, budget: int, 
         stats.prompt_tokens = done.prompt_tokens
         stats.completion_tokens = len(done.tokens)
         result.answer = clean(done.text, speakers(result.evidence))[:600] or UNKNOWN
+        if result.answer != UNKNOWN and not grounded(result.answer, result.evidence):
+            result.answer, result.why = UNKNOWN, "the model's answer says what the evidence read does not"
+        result.abstained = result.answer == UNKNOWN
+        result.why = result.why or ("the model found no answer" if result.abstained else "written by the model")
         result.timings.update({"compose_s": round(composed_s, 3), "answer_ttft_s": round(composed_s + done.ttft_s, 3),
                                "answer_s": round(time.perf_counter() - retrieved, 3)})
         if done.tokens_per_s is not None:

@@ -391,11 +391,12 @@ class KVEngine:
         self.truncate(common_prefix(self.context_tokens(), tokens))
         self.prefill(tokens[self.n_tokens:])
 
-    def generate(self, prompt: list[int], *, max_tokens: int, on_text=None, stop: list[str] = ()):
+    def generate(self, prompt: list[int], *, max_tokens: int, on_text=None, stop: list[str] = (), halt=None):
         """Greedy continuation of ``prompt`` (whose prefix may already be in the context) until the
-        model's own end-of-generation token or a ``stop`` string; only the part of ``prompt`` not
-        already in the context is prefilled. Returns the runtime's :class:`~memcli.llm.runtime.Generation`."""
-        done = self.rt.generate(prompt, max_tokens=max_tokens, on_text=on_text, stop=stop)
+        model's own end-of-generation token, a ``stop`` string or where ``halt`` says it loops; only
+        the part of ``prompt`` not already in the context is prefilled. Returns the runtime's
+        :class:`~memcli.llm.runtime.Generation`."""
+        done = self.rt.generate(prompt, max_tokens=max_tokens, on_text=on_text, stop=stop, halt=halt)
         self.stats.prefilled += done.prefilled_tokens
         self.stats.prefill_s += done.ttft_s
         return done

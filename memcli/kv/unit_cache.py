@@ -18,8 +18,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from memcli.cache import file_signatures
 from memcli.errors import StoreError
-from memcli.index import file_signatures
 from memcli.kv.engine import Unit
 from memcli.store.atomic import atomic_write
 from memcli.store.store import read_regular

@@ -14,7 +14,7 @@ from typing import Any
 
 from memcli.errors import ConfigError
 from memcli.llm.base import Completion, ModelError
-from memcli.llm.runtime import LlamaRuntime, extra_buffers_wanted, schema_grammar
+from memcli.llm.runtime import LlamaRuntime, common_prefix, extra_buffers_wanted, schema_grammar
 
 JSON_REPEAT_PENALTY = 1.3  # small models loop inside JSON strings without it
 
@@ -71,6 +71,32 @@ class LlamaCppModel:
             finish_reason=done.finish_reason, seconds=time.perf_counter() - start,
             prefilled_tokens=done.prefilled_tokens, restored_tokens=restored,
             ttft_s=restore_s + done.ttft_s, tokens_per_s=done.tokens_per_s)
+
+    def score(self, messages: list[dict], candidates: list[str], *,
+              shared: list[list[dict]] | None = None) -> tuple[list[list[float]], Completion]:
+        """How likely the model finds each candidate as its reply to ``messages``: the log-probability
+        of each of the candidate's tokens, one list per candidate, and the call's accounting (one
+        prefill of the prompt, then each candidate read after it; nothing is generated)."""
+        runtime = self.runtime
+        start = time.perf_counter()
+        links = self.prefix_cache.chain(messages, shared) if self.prefix_cache is not None and shared else []
+        restored = self.prefix_cache.restore(links) if links else 0
+        try:
+            text, _ends = runtime.render_chat(messages)
+            prompt = runtime.chat_tokens(text)
+            kept = min(len(prompt) - 1, common_prefix(runtime.tokens, prompt))
+            wanted = [runtime.tokenize(c)[:runtime.n_batch] for c in candidates]
+            if len(prompt) + max((len(w) for w in wanted), default=0) >= runtime.n_ctx:
+                raise ModelError(f"the prompt is {len(prompt)} tokens; the context window holds {runtime.n_ctx}")
+            first = time.perf_counter()
+            scores = runtime.continuation_logprobs(prompt, wanted)
+        except (ValueError, ConfigError, RuntimeError) as exc:
+            raise ModelError(getattr(exc, "message", None) or str(exc)) from None
+        if links:
+            self.prefix_cache.save(links)
+        return scores, Completion(text="", prompt_tokens=len(prompt), completion_tokens=0, finish_reason="score",
+                                  seconds=time.perf_counter() - start, prefilled_tokens=len(prompt) - kept,
+                                  restored_tokens=restored, ttft_s=first - start)
 
     def describe(self) -> dict[str, Any]:
         return {"backend": "llama", "path": str(self.path), **self.settings,

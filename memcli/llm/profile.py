@@ -144,6 +144,22 @@ def reader_for(settings, profile: Profile) -> str:
     return chosen
 
 
+ANSWERS = ("extract", "generate")
+
+
+def answer_for(settings, profile: Profile) -> str:
+    """How ask answers: the ``ask.answer`` setting, or for ``auto`` the profile's (capable: generate;
+    small: extract, a span of the evidence the model only scores)."""
+    from memcli.errors import ConfigError
+
+    chosen = str(settings.ask_answer).strip().lower()
+    if chosen == "auto":
+        return "generate" if profile.name == "capable" else "extract"
+    if chosen not in ANSWERS:
+        raise ConfigError(f"ask.answer must be auto, extract or generate, got {chosen!r}")
+    return chosen
+
+
 def consolidates_with_model(settings, profile: Profile) -> bool:
     """Whether consolidation uses the model: ``consolidate.llm``, or for ``auto`` a capable profile."""
     from memcli.config import switch

@@ -77,6 +77,15 @@ def extra_buffers_wanted(setting: str) -> bool:
     return "AMX_INT8 = 1" not in library_info()["system_info"]
 
 
+def default_threads() -> int:
+    """llama.cpp's threads when none are set: half the cores, at least one. With every core, a decode
+    step waits for its slowest thread, so another busy program on the machine cuts generation to a
+    quarter of its speed (2 cores: 81 -> 21 tokens/s); with half, to 0.93 of it (52 -> 48 tokens/s),
+    at the price of a slower prefill when the machine is idle (benchmarks/bench_threads.py,
+    docs/benchmarks.md "Threads")."""
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
 def common_prefix(a: list[int], b: list[int]) -> int:
     """How many leading tokens ``a`` and ``b`` share."""
     same = 0
@@ -93,7 +102,7 @@ class Generation:
 
     tokens: list[int]
     text: str
-    finish_reason: str  # stop (an end-of-generation token or stop string) | length
+    finish_reason: str  # stop (an end-of-generation token or stop string) | length | repeat (halted)
     prompt_tokens: int
     prefilled_tokens: int  # prompt tokens decoded (the rest were already in the context)
     ttft_s: float  # prefill + the first token
@@ -165,7 +174,7 @@ class LlamaRuntime(_Freed):
                               hint="pass --model PATH to a GGUF file, or unset MEMCLI_MODEL for the default model")
         self._ll = ll
         self.path = Path(path)
-        self.threads = threads or os.cpu_count() or 1
+        self.threads = threads or default_threads()
         self.gpu_layers = gpu_layers
         model_params = ll.llama_model_default_params()
         model_params.n_gpu_layers = 0x7FFFFFFF if gpu_layers == -1 else gpu_layers
@@ -588,16 +597,72 @@ class LlamaRuntime(_Freed):
             return positions, keys.reshape(layers, cells, shape["n_head_kv"], shape["head_dim"])
         raise ValueError("the state holds no cells")
 
+    # ------------------------------------------------------------ scoring
+
+    def continuation_logprobs(self, prompt: list[int], continuations: list[list[int]]) -> list[list[float]]:
+        """The log-probability of each token of each continuation after ``prompt`` (the model reads the
+        continuation's own tokens before each next one), one list per continuation.
+
+        The prompt is decoded once into sequence 0 (reusing what the context already holds); each
+        continuation is decoded after it with every position's logits and removed again, so the
+        context holds the prompt afterwards; a continuation that begins another one is read off it. A
+        continuation is at most one batch long.
+        """
+        import numpy as np
+
+        def log_softmax(row):
+            top = row.max()
+            return row - (top + np.log(np.exp(row - top).sum()))
+
+        keep = min(common_prefix(self.tokens, prompt), len(prompt) - 1)
+        self.truncate(keep)
+        self.decode(prompt[keep:])
+        first = log_softmax(self.logits())
+        ll, batch, at = self._ll, self._batch, len(prompt)
+        done: dict[tuple[int, ...], list[float]] = {}  # decoded continuations: a prefix of one is read off it
+        out: list[list[float]] = [[] for _ in continuations]
+        for number in sorted(range(len(continuations)), key=lambda i: -len(continuations[i])):
+            tokens = continuations[number]
+            if not tokens:
+                continue
+            known = next((scores for seen, scores in done.items() if seen[:len(tokens)] == tuple(tokens)), None)
+            if known is not None:
+                out[number] = known[:len(tokens)]
+                continue
+            if len(tokens) > self.n_batch or at + len(tokens) > self.n_ctx:
+                raise ValueError(f"a continuation of {len(tokens)} tokens does not fit one batch after the prompt")
+            priority.wait_turn()
+            batch.n_tokens = len(tokens)
+            for i, token in enumerate(tokens):
+                batch.token[i] = token
+                batch.pos[i] = at + i
+                batch.seq_id[i][0] = 0
+                batch.n_seq_id[i] = 1
+                batch.logits[i] = True
+            code = ll.llama_decode(self._ctx, batch)
+            if code != 0:
+                raise RuntimeError(f"llama_decode failed ({code})")
+            scores = [float(first[tokens[0]])]
+            for i in range(len(tokens) - 1):
+                row = np.ctypeslib.as_array(ll.llama_get_logits_ith(self._ctx, i), shape=(self.n_vocab,))
+                scores.append(float(log_softmax(row)[tokens[i + 1]]))
+            self.seq_rm(0, at, -1)
+            out[number] = done[tuple(tokens)] = scores
+        return out
+
     # ------------------------------------------------------------ generation
 
     def generate(self, prompt: list[int], *, max_tokens: int, grammar: str | None = None,
                  repeat_penalty: float = 1.0, temperature: float = 0.0, seed: int = 0,
-                 stop: list[str] = (), on_text: Callable[[str], None] | None = None) -> Generation:
+                 stop: list[str] = (), on_text: Callable[[str], None] | None = None,
+                 halt: Callable[[str], int | None] | None = None) -> Generation:
         """Continue ``prompt`` in sequence 0, reusing the part of it the context already holds.
 
         Greedy at temperature 0; ``grammar`` (GBNF) constrains the output; generation ends at an
         end-of-generation token, a ``stop`` string, ``max_tokens`` or the end of the context.
-        ``on_text`` receives the text as it grows (for streaming).
+        ``on_text`` receives the text as it grows (for streaming). ``halt(text)``: where the text
+        should end (a loop begins there, :func:`memcli.llm.repetition.loop_start`) or None; generation
+        stops there with ``finish_reason`` "repeat" and the text is cut.
         """
         ll = self._ll
         start = time.perf_counter()
@@ -633,6 +698,10 @@ class LlamaRuntime(_Freed):
                 cut = min((text.index(s, lead) for s in stop if s in text[lead:]), default=None)
                 if cut is not None:
                     text, finish = text[:cut], "stop"
+                    break
+                looped = halt(text) if halt is not None else None
+                if looped is not None:
+                    text, finish = text[:looped].rstrip(), "repeat"
                     break
                 if on_text is not None:
                     on_text(text)

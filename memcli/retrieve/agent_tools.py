@@ -17,10 +17,11 @@ from typing import Annotated, get_args, get_type_hints
 
 from memcli import tools as read_tools
 from memcli.errors import MemcliError
-from memcli.index import LibraryIndex, terms
+from memcli.index import LibraryIndex
 from memcli.retrieve.evidence import render_entry
 from memcli.store import Store
 from memcli.store.format import parse_entry
+from memcli.terms import terms
 from memcli.tokens import count_tokens
 
 MAX_PATTERN = 120

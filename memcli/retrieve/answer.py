@@ -13,6 +13,7 @@ import re
 
 from memcli.llm.base import CallStats, ChatModel, Completion, ModelError
 from memcli.retrieve.evidence import Evidence
+from memcli.terms import term_set
 
 ANSWER_SYSTEM = """You answer questions from an assistant's long-term memory.
 You get excerpts; each line says who said it, after the [date time] it was said
@@ -76,21 +77,44 @@ def clean(text: str, labels: set[str] = frozenset()) -> str:
     return text if re.search(r"\w", text) else ""
 
 
-def answer(model: ChatModel, question: str, evidence: list[Evidence], stats: CallStats,
-           max_tokens: int = MAX_ANSWER_TOKENS, keep_evidence: bool = True) -> Completion | None:
-    """The model's answer (``text`` cleaned by :func:`clean`; "I don't know" without evidence or when
-    nothing is left), or None when the call fails.
+def prompt(question: str, evidence: list[Evidence], keep_evidence: bool = True) -> tuple[list[dict], list[list[dict]]]:
+    """(messages, shared prefixes) of an answer call: the instructions, the evidence, the question.
 
-    The instructions, and with ``keep_evidence`` the instructions plus the evidence, are marked
-    as shared prefixes: a local model with KV blocks restores them when a later question brings
-    the same evidence.
-    """
-    if not evidence:
-        return Completion(UNKNOWN, 0, 0, "no evidence")
+    The instructions, and with ``keep_evidence`` the instructions plus the evidence, are marked as
+    shared prefixes: a local model with KV blocks restores them when a later question brings the
+    same evidence."""
     excerpts = "Excerpts:\n" + "\n".join(e.text for e in evidence) + "\n\n"
     messages = [{"role": "system", "content": ANSWER_SYSTEM},
                 {"role": "user", "content": f"{excerpts}Question: {question}"}]
     shared = [messages[:1]] + ([[messages[0], {"role": "user", "content": excerpts}]] if keep_evidence else [])
+    return messages, shared
+
+
+_TIME_WORDS = frozenset(term_set(" ".join(_MONTHS) + " monday tuesday wednesday thursday friday saturday sunday "
+                                 "day days week weeks weekend month months year years ago last next"))
+
+
+def grounded(text: str, evidence: list[Evidence]) -> bool:
+    """Whether every content word, name and number of an answer occurs in the evidence it read (its
+    lines, or the dates of its entries' times, said as people say them) or is a word of time."""
+    said = term_set(text)
+    if not said:
+        return True
+    seen = set(_TIME_WORDS)
+    for e in evidence:
+        seen |= term_set(_ISO_DATE.sub(lambda m: f"{m.group()} {_spoken_date(m)}", e.text))
+    return said <= seen
+
+
+def answer(model: ChatModel, question: str, evidence: list[Evidence], stats: CallStats,
+           max_tokens: int = MAX_ANSWER_TOKENS, keep_evidence: bool = True) -> Completion | None:
+    """The model's answer (``text`` cleaned by :func:`clean`; "I don't know" without evidence, when
+    nothing is left, or when the answer says what the evidence does not (:func:`grounded`;
+    ``finish_reason`` "ungrounded")), or None when the call fails. ``keep_evidence``: see :func:`prompt`.
+    """
+    if not evidence:
+        return Completion(UNKNOWN, 0, 0, "no evidence")
+    messages, shared = prompt(question, evidence, keep_evidence)
     try:
         completion = model.chat(messages, max_tokens=max_tokens, shared=shared, stop=["\n"])
     except ModelError as exc:
@@ -99,4 +123,7 @@ def answer(model: ChatModel, question: str, evidence: list[Evidence], stats: Cal
         return None
     stats.record(completion)
     completion.text = clean(completion.text, speakers(evidence))[:600] or UNKNOWN
+    if completion.text != UNKNOWN and not grounded(completion.text, evidence):
+        stats.note_problem("answer", f"not in the evidence read: {completion.text!r}")
+        completion.text, completion.finish_reason = UNKNOWN, "ungrounded"
     return completion

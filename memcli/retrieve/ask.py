@@ -42,6 +42,8 @@ class AskResult(Result):
     tool_calls: list[dict] = field(default_factory=list)  # the trace: one record per round or step
     tokens: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
+    abstained: bool = False  # the answer is "I don't know": the evidence does not support one
+    why: str | None = None  # how the answer was reached (or why none was given)
     problems: list[str] = hidden(list)  # the model's rejected answers (first few), for -v
     warnings: list[str] = hidden(list)  # e.g. KV blocks refused and rebuilt
 
@@ -66,15 +68,54 @@ def check_options(*, reader: str, budget: int, answer_context: int, max_rounds: 
         raise UsageError("--max-rounds must be between 1 and 50")
 
 
+@dataclass
+class Said:
+    """An answer, or why there is none."""
+
+    text: str | None  # None: the model call failed
+    abstained: bool = False  # "I don't know": the evidence does not support an answer
+    why: str | None = None
+    ttft_s: float | None = None
+    tokens_per_s: float | None = None
+
+
+def respond(model: ChatModel, store, question: str, read: list[Evidence], library, order, stats: CallStats, *,
+            answer: str = "generate", keep_evidence: bool = True) -> Said:
+    """The answer to ``question`` from the evidence ``read`` (ranked by ``order`` when known), written
+    as ``answer`` says: ``extract`` or ``generate`` (see :func:`ask`). ``eval`` answers its baselines
+    (the gold evidence too) with it, so they are scored with the same answer code as ``ask``."""
+    from memcli.retrieve.answer import UNKNOWN
+    from memcli.retrieve.answer import answer as generate
+
+    if answer == "extract":
+        from memcli.retrieve.evidence import Library
+        from memcli.retrieve.extractive import extract
+
+        picked = extract(model, question, library or Library(store), read, order or [], stats,
+                         keep_evidence=keep_evidence)
+        why = f"{picked.reason} ({picked.citation})" if picked.citation else picked.reason
+        return Said(picked.text, picked.abstained, why)
+    written = generate(model, question, read, stats, keep_evidence=keep_evidence)
+    if written is None:
+        return Said(None, why="the model call failed")
+    said = Said(written.text, why="written by the model", ttft_s=written.ttft_s, tokens_per_s=written.tokens_per_s)
+    if written.text == UNKNOWN:
+        said.abstained = True
+        said.why = {"ungrounded": "the model's answer says what the evidence read does not",
+                    "no evidence": "no evidence"}.get(written.finish_reason or "", "the model found no answer")
+    return said
+
+
 def ask(store, index, model: ChatModel | None, question: str, *, reader: str, budget: int, answer_context: int,
         max_rounds: int = 7, on_step: Callable[[dict], None] | None = None,
-        keep_evidence: bool = True, compact: bool | None = None) -> AskResult:
+        keep_evidence: bool = True, compact: bool | None = None, answer: str = "generate") -> AskResult:
     """Retrieve evidence for ``question`` with ``reader`` and answer from it (no answer for
     ``evidence-only``, which needs no model). ``on_step`` sees each round or retrieval step as it
     happens; ``keep_evidence``: the answer's evidence may be kept as a KV block (a local model);
     ``compact``: the evidence readers show entries as their sentences that hold a term of the
-    question (default: the ranking's tuning)."""
-    from memcli.retrieve.answer import answer as answer_from
+    question (default: the ranking's tuning); ``answer``: ``extract`` (a span of the evidence the model
+    only scores, :mod:`memcli.retrieve.extractive`) or ``generate`` (the model writes it, checked
+    against the evidence by :func:`memcli.retrieve.answer.grounded`)."""
     from memcli.retrieve.evidence import best_part
 
     question = question.strip()
@@ -83,6 +124,8 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
     check_options(reader=reader, budget=budget, answer_context=answer_context, max_rounds=max_rounds)
     if reader != "evidence-only" and model is None:
         raise UsageError(f"the {reader} reader needs a model")
+    if answer not in ("extract", "generate"):
+        raise UsageError(f"unknown answer style {answer!r} (extract or generate)")
     start = time.perf_counter()
     stats = CallStats()
     result = AskResult(question=question, mode=reader, answer=None, evidence=[])
@@ -115,13 +158,14 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
     result.timings = {"retrieval_s": round(retrieved - start, 3)}
     retrieval_calls = stats.calls
     if model is not None and reader != "evidence-only":
-        written = answer_from(model, question, result.read, stats, keep_evidence=keep_evidence)
-        result.answer = written.text if written else None
+        said = respond(model, store, question, result.read, found.library, found.order, stats,
+                       answer=answer, keep_evidence=keep_evidence)  # the documents read are loaded already
+        result.answer, result.abstained, result.why = said.text, said.abstained, said.why
         result.timings["answer_s"] = round(time.perf_counter() - retrieved, 3)
-        if written is not None and written.ttft_s is not None:
-            result.timings["answer_ttft_s"] = round(written.ttft_s, 3)
-        if written is not None and written.tokens_per_s is not None:
-            result.timings["answer_tokens_per_s"] = round(written.tokens_per_s, 2)
+        if said.ttft_s is not None:
+            result.timings["answer_ttft_s"] = round(said.ttft_s, 3)
+        if said.tokens_per_s is not None:
+            result.timings["answer_tokens_per_s"] = round(said.tokens_per_s, 2)
     result.tokens = {"evidence": sum(e.tokens for e in result.evidence),
                      "read": sum(e.tokens for e in result.read), "prompt": stats.prompt_tokens,
                      "prefilled": stats.prefilled_tokens, "restored": stats.restored_tokens,

@@ -18,10 +18,10 @@ from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from memcli.index import term_set
 from memcli.results import Result
 from memcli.store import CURRENT_ID, Store
 from memcli.store.format import Document, Entry, parse_entry, parse_heading
+from memcli.terms import term_set
 from memcli.tokens import count_tokens
 
 
@@ -183,6 +183,10 @@ class Library:
         if doc_id not in self._docs:
             self._docs[doc_id] = DocLines(doc_id, self.store.load(doc_id).doc)
         return self._docs[doc_id]
+
+    def speakers(self) -> set[str]:
+        """The speakers of the entries of the documents loaded so far."""
+        return {e.meta["speaker"] for d in self._docs.values() for e in d.entries.values() if e.meta.get("speaker")}
 
 
 def assemble(library: Library, picks: list[tuple[str, int]], budget: int,

@@ -9,13 +9,14 @@ model call is made.
 
 from __future__ import annotations
 
-from memcli.index import LibraryIndex, terms
+from memcli.index import LibraryIndex
 from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.structured import Invalid, ask_json
 from memcli.retrieve.agent_tools import catalog_text
 from memcli.retrieve.evidence import Library, assemble
 from memcli.retrieve.policy import Retrieval, ranked_entries
 from memcli.store import CURRENT_ID, Store
+from memcli.terms import terms
 
 SHOWN = 40  # catalog rows the model chooses from
 CHOSEN = 5

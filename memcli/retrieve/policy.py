@@ -43,9 +43,10 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field, replace
 
-from memcli.index import LibraryIndex, term_set, terms
+from memcli.index import LibraryIndex
 from memcli.retrieve.evidence import WHOLE, DocLines, Evidence, Focus, Library, assemble
 from memcli.store import Store
+from memcli.terms import term_set, terms
 
 REGION_WEIGHT = 8.0  # measured on the development conversations against 4 and 16 (README, "ask")
 PREFERRED_BOOST = 1.5  # region score factor for documents the hybrid reader selected

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memcli.index import file_signatures, open_cache
+from memcli.cache import file_signatures, open_cache
 from memcli.store import Store
 from memcli.store.format import Entry
 

@@ -363,7 +363,12 @@ class Transaction:
                 self.ops = ops  # not committed: abort may discard the staged files
                 raise StoreWriteError.of(self._dir / MANIFEST, exc) from None
             fsync_dir(self._dir)
-            _apply(self.root, ops)
+            try:
+                _apply(self.root, ops)
+            except StoreWriteError as exc:  # committed: say so, since the next command will finish it
+                raise StoreWriteError(f"{exc.message}; the change is committed and the next memcli command "
+                                      "completes it once that file can be written",
+                                      hint=exc.hint) from None
 
     def abort(self) -> None:
         for op in self.ops:

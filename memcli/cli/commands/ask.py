@@ -47,6 +47,10 @@ def ask(
     select: Annotated[Optional[str], typer.Option(
         "--select", metavar="HOW", help="How --kv-compose picks memory units: text, latent or fused "
                                         "(default: kv.select, text).")] = None,
+    answer: Annotated[Optional[str], typer.Option(
+        "--answer", metavar="HOW", help="extract (a span of the evidence, scored by the model) or generate "
+                                        "(written by the model, checked against the evidence); default: "
+                                        "ask.answer (auto: extract for a small model).")] = None,
     show_stats: Annotated[bool, typer.Option(
         "--stats", help="Print tokens prefilled and restored, time to first token and generation speed "
                         "on stderr.")] = False,
@@ -61,14 +65,20 @@ def ask(
     found relevant; those are expanded to their heading block, the newest
     CURRENT entries are added, and BM25 fills the rest of --budget.
     evidence (a small model's default): the deterministic evidence reader
-    (BM25 over heading sections, entries ranked by the question's terms),
-    then one answer call. no-agent: one model call picks documents from the
+    (BM25 over heading sections and sentence embeddings), then one answer
+    call. no-agent: one model call picks documents from the
     catalog, BM25 ranks entries. evidence-only: no model at all; outer agents
-    get the evidence and answer themselves. The answer, one short phrase or
-    sentence ("I don't know" when the evidence lacks it), is written from the best-ranked
-    --answer-context tokens of the evidence (listed as "read" in --json),
-    each line showing its time so "last Sunday" resolves to a date. Exit 1
-    when no evidence is found.
+    get the evidence and answer themselves. The answer comes from the
+    best-ranked --answer-context tokens of the evidence (listed as "read"
+    in --json). A small model's answer is extractive (--answer extract): a
+    span of those lines, which the model only scores, or for "when" the
+    date of the line. A capable model writes it (--answer generate); an
+    answer holding a word, name or number the lines do not becomes "I
+    don't know". "I don't know" also when the evidence does not support an
+    answer (the person asked about never appears, no line holds the
+    question's words, or the model finds no answer likelier than none).
+    Exit 1 when no evidence is found or the answer is "I don't know" (the
+    evidence is still printed).
 
     With a local model, the prompt parts other questions share (instructions,
     catalog, and the answer's evidence) are kept as KV blocks in the store's
@@ -94,7 +104,8 @@ def ask(
     with out.stages() as progress:
         result = memory(ctx).ask(question, reader=reader, budget=budget, answer_context=answer_context,
                                  max_rounds=max_rounds, kv=kv, on_step=_trace_round if trace else None,
-                                 progress=progress, kv_compose=kv_compose, select=select)
+                                 progress=progress, kv_compose=kv_compose, select=select,
+                                 answer=answer)
     if result.problems:
         out.debug("model problems: " + "; ".join(result.problems))
     for warning in result.warnings:
@@ -107,7 +118,7 @@ def ask(
               f"{t.get('answer_ttft_s', '-')} s, {t.get('answer_tokens_per_s', '-')} tokens/s; "
               f"total {t['total_s']} s", file=sys.stderr)
     out.emit(result)
-    if not result.evidence:
+    if not result.evidence or result.abstained:
         raise typer.Exit(EXIT_NO_MATCH)
 
 
@@ -133,7 +144,15 @@ def _render(result: AskResult, out: Output) -> None:
     if result.answer is not None:
         out.write(result.answer)
         out.write("")
-        out.write("sources: " + ", ".join(e.citation for e in result.read))
+        if result.abstained:  # the evidence read, for the person to judge
+            out.write(f"(no answer: {result.why})")
+            out.write("")
+            for item in result.read:
+                out.write(item.citation)
+                out.write(item.text)
+                out.write("")
+        else:
+            out.write("sources: " + ", ".join(e.citation for e in result.read))
         if result.unread:
             out.write("more evidence: " + ", ".join(e.citation for e in result.unread))
         return

@@ -27,6 +27,10 @@ def chat(
         "--session", metavar="NAME", help="Resume (or start) a named session; its KV state is restored.")] = None,
     no_remember: Annotated[bool, typer.Option(
         "--no-remember", help="Do not append the turns to CURRENT as new memories.")] = False,
+    remember_replies: Annotated[Optional[bool], typer.Option(
+        "--remember-replies/--no-remember-replies",
+        help="Also remember the model's replies (default: only a capable model's; your messages always).")]
+    = None,
     stats: Annotated[bool, typer.Option("--stats", help="Print each turn's token and timing numbers on stderr.")]
     = False,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Longest reply, in tokens.")] = 256,
@@ -46,12 +50,16 @@ def chat(
     saved after every turn, so --session NAME resumes with no re-prefill.
     On a terminal it is interactive (Rich); otherwise every stdin line is a
     message and every reply one stdout line (with --json, one JSON object per
-    turn with its stats). Turns become CURRENT entries unless --no-remember.
+    turn with its stats). Your messages become CURRENT entries unless
+    --no-remember; the model's replies only with a capable model or
+    --remember-replies, so a small model's mistakes never return as
+    memories. A reply that starts to loop (a repeated phrase or line, or a
+    speaker label) is cut there ("cut": "repetition" in --json and --stats).
     """
     out = output(ctx, json, quiet, verbose)
     with out.stages() as progress:  # a bar on a terminal's stderr while memory is restored or prefilled
         talk = memory(ctx).chat(session or "default", remember=not no_remember, max_tokens=max_tokens,
-                                verify=kv_verify, compose=kv_compose,
+                                verify=kv_verify, compose=kv_compose, remember_replies=remember_replies,
                                 progress=lambda done, total: progress("memory into context (tokens)", done, total))
     for reason in talk.warnings:
         out.warn(f"KV block refused and rebuilt: {reason}")
@@ -96,7 +104,8 @@ def chat(
             s = turn_stats
             print(f"[stats] prompt {s.prompt_tokens} tokens, prefilled {s.prefilled_tokens}, restored "
                   f"{s.restored_tokens}, generated {s.generated_tokens}, ttft {s.ttft_s * 1000:.0f} ms, "
-                  f"{s.tokens_per_s:.1f} tokens/s; prepared {s.prepared_tokens} for the next turn",
+                  f"{s.tokens_per_s:.1f} tokens/s; prepared {s.prepared_tokens} for the next turn"
+                  + ("; cut where it began to repeat itself" if s.cut else ""),
                   file=sys.stderr)
 
 

@@ -69,6 +69,10 @@ def _render(result: IngestResult, out: Output) -> None:
         out.write(f"skipped {result.skipped} turns already in memory")
     if result.ignored:
         out.write(f"ignored {result.ignored} system/tool messages")
+    if result.rejected:
+        out.write(f"left out {len(result.rejected)} bad records: "
+                  + "; ".join(f"{r['where']}: {r['reason']}" for r in result.rejected[:5])
+                  + (" ..." if len(result.rejected) > 5 else ""))
     out.write(f"CURRENT: {result.current_entries} entries, {result.current_tokens} tokens ({result.store})")
     done = result.consolidation
     if done and done.get("background"):

@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""Choose the extractive answer's constants by cross-validation over the LoCoMo development pair.
+
+    python benchmarks/tune_answers.py [--questions N] [--json OUT] [--records FILE]
+
+Each conversation is ingested (raw memory) in a temporary store. Every question of categories 1-5
+is asked as ``memcli ask`` asks it (the evidence reader at ask.budget, the answer reading
+ask.answer_context tokens) and, for the oracle, from exactly its gold turns. The candidates of
+each (with and without the subject and support rules) are scored once by the configured model
+(``MEMCLI_MODEL``; default: the embedded one), so every tuning of :class:`Tuning` in the grid is
+scored without the model: F1 on categories 1-4 (an "I don't know" scores 0) and the share of
+category-5 questions (about things never said) answered "I don't know".
+
+The rule for a tuning on one conversation: the highest category-5 abstention among the tunings
+whose categories 1-4 F1 is within 0.01 of the best F1 without abstention (the issue's allowance);
+ties to the higher F1. Chosen on each conversation, scored on the other. What ships: axis by axis
+the alternative both directions chose; where they differ, of the two the one with the higher F1 on
+both conversations together (a margin they differ on: none). The model's scores are computed once;
+every tuning is then scored from the stored candidates (``--records``) exactly as
+:func:`memcli.retrieve.extractive.choose` decides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from memcli import llm
+from memcli.config import Settings
+from memcli.eval.locomo import Runner, load_conversations, select
+from memcli.eval.metrics import category_f1
+from memcli.memory import Memory
+from memcli.retrieve.evidence import Library, best_part
+from memcli.retrieve.extractive import DEFAULT, UNKNOWN, Tuning, candidates, choose
+from memcli.retrieve.policy import evidence_only
+
+LOCOMO = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo"
+FILES = [LOCOMO / "conv-26.json", LOCOMO / "conv-30.json"]
+GRID = {
+    "overlap": [1.0, 2.0, 4.0, 8.0, 16.0, 32.0],
+    "length": [0.0, 0.5, 1.0],
+    "rank": [0.0, 0.3, 1.0, 2.0, 4.0],
+    "margin": [math.inf, 4.0, 2.0, 1.0, 0.5, 0.0],
+    "support": [False, True],
+    "subject": [False, True],
+}
+RULES = list(itertools.product([False, True], [False, True]))  # (subject, support)
+
+
+def collect(model, cfg, conv, picked, limit: int) -> list[dict]:
+    """Per question and evidence (ask, oracle): the candidates under each rule and their scores."""
+    from memcli.retrieve.answer import prompt
+
+    work = Path(tempfile.mkdtemp(prefix="memcli-tune-answers-"))
+    rows = []
+    try:
+        memory = Memory(work / "store", create=True, model=model, cache_dir=work / "index")
+        memory.ingest(conv.source, format="locomo", sample=conv.sample_id, consolidate=False,
+                      time="2000-01-01T00:00")
+        oracle = Runner("oracle", "raw", cfg.ask_budget, cfg, model, consolidate_model=False)
+        memory.embed(None)
+        for n, qa in picked:
+            question = qa["question"]
+            for source in ("ask", "oracle"):
+                with memory.store.reading():
+                    found = (evidence_only(memory.store, memory.index, question, budget=cfg.ask_budget)
+                             if source == "ask" else oracle._baseline(memory.store, qa))
+                    read = best_part(found.library, found.evidence, found.order, cfg.ask_answer_context,
+                                     count=model.count_tokens) if source == "ask" else found.evidence
+                    library = found.library or Library(memory.store)
+                    per_rule = {}
+                    texts: list[str] = []
+                    for subject, support in RULES:
+                        tuning = Tuning(subject=subject, support=support, limit=limit)
+                        found_c, reason = candidates(question, library, read, found.order or [], tuning)
+                        per_rule[f"{subject:d}{support:d}"] = (
+                            [[c.text, c.rank, c.overlap] for c in found_c], reason)
+                        texts += [c.text for c in found_c if c.text not in texts]
+                scores = {}
+                if texts and read:
+                    messages, shared = prompt(question, read, False)
+                    lps, _ = model.score(messages, texts + [UNKNOWN])
+                    scores = {t: [sum(s), len(s)] for t, s in zip(texts + [UNKNOWN], lps) if s}
+                rows.append({"conversation": conv.sample_id or Path(conv.source).stem, "index": n,
+                             "category": qa.get("category"), "question": question,
+                             "gold": qa.get("answer", qa.get("adversarial_answer")), "source": source,
+                             "rules": per_rule, "scores": scores})
+            print(f"  {conv.source.split('/')[-1]} q{n}", file=sys.stderr, end="\r")
+        memory.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return rows
+
+
+def answer(row: dict, tuning: Tuning) -> str:
+    """What :func:`memcli.retrieve.extractive.extract` answers under ``tuning``, from a row's candidates
+    and scores: every line's candidates (rule "00"), marked ``about`` when they are among the candidates
+    of the person's own lines (rule "10"); the subject and support rules' refusals from their lists."""
+    from memcli.retrieve.extractive import Candidate
+
+    listed, _ = row["rules"]["00"]
+    theirs, reason = row["rules"]["10"]
+    if tuning.subject and not theirs and reason and "about them" in reason:
+        return UNKNOWN
+    supported, reason = row["rules"]["11" if tuning.subject else "01"]
+    if tuning.support and not supported and reason and "word of the question" in reason:
+        return UNKNOWN
+    about = {text for text, _, _ in theirs}
+    found = [Candidate(text, "", 0, None, "", rank, overlap, *row["scores"].get(text, (-math.inf, 1)),
+                       about=text in about) for text, rank, overlap in listed]
+    unknown = row["scores"].get(UNKNOWN)
+    best, _why = choose(found, tuple(unknown) if unknown else None, tuning)
+    return UNKNOWN if best is None else best.text
+
+
+def measure(rows: list[dict], tuning: Tuning) -> dict:
+    f1, idk, n5 = [], 0, 0
+    for row in rows:
+        said = answer(row, tuning)
+        if row["category"] == 5:
+            n5 += 1
+            idk += said == UNKNOWN
+        else:
+            f1.append(0.0 if said == UNKNOWN else category_f1(said, row["gold"], row["category"]))
+    return {"f1": round(sum(f1) / len(f1), 4) if f1 else None, "abstain5": round(idk / n5, 4) if n5 else None}
+
+
+def tunings() -> list[Tuning]:
+    return [Tuning(**dict(zip(GRID, values)), limit=DEFAULT.limit) for values in itertools.product(*GRID.values())]
+
+
+def choose_on(rows: list[dict]) -> tuple[Tuning, dict]:
+    """The tuning with the most category-5 abstention among those within 0.01 F1 (categories 1-4) of the
+    best tuning that never abstains; ties to the higher F1, then to the support rule on (it decides only
+    questions no line read shares a word with, which LoCoMo's do not ask)."""
+    scored = [(t, measure(rows, t)) for t in tunings()]
+    best_f1 = max(m["f1"] for t, m in scored if t.margin == math.inf and not t.support and not t.subject)
+    allowed = [(t, m) for t, m in scored if m["f1"] >= best_f1 - 0.01]
+    return max(allowed, key=lambda tm: (tm[1]["abstain5"], tm[1]["f1"], tm[0].support))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--questions", type=int, default=None, help="questions per conversation (default: all)")
+    parser.add_argument("--limit", type=int, default=DEFAULT.limit, help="candidates scored at most")
+    parser.add_argument("--records", type=Path, help="read (if it exists) or write the scored candidates here")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    args = parser.parse_args()
+    cfg = Settings.load(None, None)
+    if args.records and args.records.exists():
+        rows = [json.loads(line) for line in args.records.read_text().splitlines() if line.strip()]
+    else:
+        model = llm.open_model(cfg)
+        rows, start = [], time.perf_counter()
+        for conv in load_conversations(FILES, None):
+            rows += collect(model, cfg, conv, select(conv.questions, {1, 2, 3, 4, 5}, args.questions), args.limit)
+        print(f"scored in {time.perf_counter() - start:.0f} s ({model.name})", file=sys.stderr)
+        if args.records:
+            args.records.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    convs = sorted({r["conversation"] for r in rows})
+    by = {(c, s): [r for r in rows if r["conversation"] == c and r["source"] == s] for c in convs
+          for s in ("ask", "oracle")}
+    report = {"default": {}, "directions": []}
+    for c in convs:
+        for s in ("ask", "oracle"):
+            report["default"][f"{c}/{s}"] = measure(by[(c, s)], DEFAULT)
+            report["default"][f"{c}/{s}/no abstention"] = measure(
+                by[(c, s)], replace(DEFAULT, margin=math.inf, support=False, subject=False))
+    chosen = {}
+    for train, test in itertools.permutations(convs, 2):
+        tuning, on_train = choose_on(by[(train, "ask")])
+        chosen[train] = tuning
+        report["directions"].append({"chosen_on": train, "tuning": tuning.__dict__, "train": on_train,
+                                     "test": measure(by[(test, "ask")], tuning),
+                                     "test_oracle": measure(by[(test, "oracle")], tuning)})
+    # axis by axis: what both directions chose; where they differ, of their two choices the one with the
+    # higher F1 (categories 1-4) on both conversations together, the other axes as agreed; a margin they
+    # differ on is left out (no margin: the simpler rule)
+    agreed = {axis: getattr(chosen[convs[0]], axis) for axis in GRID
+              if len({getattr(t, axis) for t in chosen.values()}) == 1}
+    both = [r for c in convs for r in by[(c, "ask")]]
+    ships = dict(agreed)
+    for axis in GRID:
+        if axis in agreed:
+            continue
+        if axis == "margin":
+            ships[axis] = math.inf
+            continue
+        options = sorted({getattr(t, axis) for t in chosen.values()})
+        base = {**{a: getattr(DEFAULT, a) for a in GRID}, **agreed}
+        ships[axis] = max(options, key=lambda v: measure(both, Tuning(**{**base, axis: v}))["f1"])
+    shipped = Tuning(**ships, limit=DEFAULT.limit)
+    report["ships"] = shipped.__dict__
+    report["ships_measured"] = {f"{c}/{s}": measure(by[(c, s)], shipped) for c in convs for s in ("ask", "oracle")}
+    plain = replace(shipped, margin=math.inf, support=False, subject=False)
+    report["ships_without_abstaining"] = {f"{c}/{s}": measure(by[(c, s)], plain) for c in convs
+                                          for s in ("ask", "oracle")}
+    for name in ("ships_measured", "ships_without_abstaining"):  # both conversations' questions together
+        for s in ("ask", "oracle"):
+            rows = [r for c in convs for r in by[(c, s)]]
+            report[name][f"both/{s}"] = measure(rows, shipped if name == "ships_measured" else plain)
+    text = json.dumps(report, indent=1, default=str)
+    print(text)
+    if args.json:
+        args.json.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,300 @@
+"""Extractive answers, the ``small`` profile's: the answer is a span of the evidence it cites, never text
+a model writes.
+
+Candidates are spans of the entries the answer reads (best-ranked entries first): each clause of
+their sentences, its parts between the question's own words, and their runs between function words,
+each trimmed at its edges of the question's words and of function words, so what is left is what the
+evidence adds to the question. The model only scores them: the log-probability of each candidate's
+tokens as its reply to the question after the evidence, over its length (one prefill of the prompt,
+then each candidate read after it), plus a share of the question's words its sentence holds, less a
+little for a lower-ranked entry; ties go to the better-ranked entry. A question that asks when is
+answered with the date of the chosen entry (a relative date in its clause, "last week", resolved
+against it). The citation is the chosen line.
+
+"I don't know" (``abstained``) instead of an answer when the evidence does not support one:
+
+- the question names a person the memory knows (a speaker), and the best candidate of all the lines
+  read comes from a line that is neither theirs nor about them (a mention that only addresses them,
+  "Thanks, Ana!", is not about them): the evidence answers the question for someone else
+  (``Tuning.subject``);
+- no line read that is theirs holds a word of the question other than those names (``Tuning.support``);
+- the model finds "I don't know" likelier than the best candidate by more than ``Tuning.margin``.
+
+The constants are chosen by cross-validation on the two development conversations
+(``benchmarks/tune_answers.py``; docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from dataclasses import dataclass, field
+
+from memcli.retrieve.evidence import Evidence, Library, sentences
+from memcli.store.format import Entry
+from memcli.terms import STOPWORDS, stem, term_set
+
+UNKNOWN = "I don't know"
+_CLAUSE = re.compile(r"\s*(?:[,;:()\u2014\u2013]|\s-\s)\s*")
+_WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
+_WHEN = re.compile(r"^\W*when\b|\bwhat (?:year|date|month|day)\b|\bwhich (?:year|month|day)\b", re.I)
+_EDGE_STOP = STOPWORDS | {  # what an answer neither starts nor ends with: function words and filler
+    "really", "also", "much", "many", "well", "like", "um", "uh", "thanks", "thank", "totally", "definitely",
+    "pretty", "quite", "lot", "lots", "got", "get", "gets", "getting", "might", "must", "rather", "instead",
+    "even", "still", "already", "maybe", "probably", "actually", "finally", "super", "kind", "sort",
+    "something", "anything", "everything", "one", "ones"}
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+           "November", "December")
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_RELATIVE = re.compile(r"\b(yesterday|today|tonight|this morning|last (?:week(?:end)?|month|year|night|"
+                       + "|".join(_WEEKDAYS) + r")|(?:a|one|two|three|few) (?:days?|weeks?|months?|years?) ago)\b",
+                       re.I)
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """What decides between candidates, and when to abstain (docs/benchmarks.md, "Extractive answers")."""
+
+    overlap: float = 4.0  # weight of the share of the question's words the candidate's sentence holds
+    length: float = 1.0  # the model's score is its log-probability over (tokens ** length): 1 a mean, 0 a sum
+    rank: float = 2.0  # weight of log(1 + the rank of the candidate's entry), taken off its score
+    margin: float = math.inf  # abstain when "I don't know" is likelier than the best candidate by more
+    support: bool = True  # abstain when no sentence read holds a word of the question (names aside)
+    subject: bool = True  # a question naming a known speaker: the best answer must be theirs or about them
+    limit: int = 96  # candidates scored at most (from the best-ranked entries down)
+
+
+DEFAULT = Tuning()
+
+
+@dataclass
+class Candidate:
+    text: str  # the span, as answered
+    doc: str
+    line: int
+    entry: Entry
+    sentence: str
+    rank: int  # its entry's place in the ranking (0: best)
+    overlap: float = 0.0  # share of the question's words its sentence holds
+    logprob: float | None = None  # the model's log-probability of the span as the answer (summed over its tokens)
+    tokens: int = 1  # its tokens
+    about: bool = True  # its line is the person's the question names, or about them
+
+
+@dataclass
+class Extracted:
+    text: str  # the answer, or UNKNOWN
+    abstained: bool
+    reason: str  # why this answer (or none)
+    citation: str | None = None  # doc:line of the chosen span
+    candidates: list[Candidate] = field(default_factory=list)
+    unknown: tuple[float, int] | None = None  # the model's (log-probability, tokens) of "I don't know"
+
+
+def asks_when(question: str) -> bool:
+    return bool(_WHEN.search(question))
+
+
+def spoken_date(when: str | None) -> str | None:
+    """``2023-05-07T13:14`` -> ``7 May 2023``."""
+    try:
+        day = dt.date.fromisoformat((when or "")[:10])
+    except ValueError:
+        return None
+    return f"{day.day} {_MONTHS[day.month - 1]} {day.year}"
+
+
+def dated(clause: str, when: str | None) -> str | None:
+    """The date a clause speaks of, said from its entry's time: the entry's date, or a relative date
+    in the clause ("last week") said against it ("the week before 7 May 2023")."""
+    date = spoken_date(when)
+    if date is None:
+        return None
+    found = _RELATIVE.search(clause)
+    if not found:
+        return date
+    said = found.group(1).lower()
+    if said in ("today", "tonight", "this morning"):
+        return date
+    if said == "yesterday":
+        return f"the day before {date}"
+    if said.endswith("ago"):
+        return f"{said} from {date}"
+    return f"the {said.split()[1]} before {date}"
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text)
+
+
+def _names_in(question: str, people: set[str]) -> set[str]:
+    """The people (speakers) a question names, by their name or a short form of it ("Mel")."""
+    named = set()
+    for word in _words(question):
+        bare = re.sub(r"['\u2019]s$", "", word)
+        if len(bare) < 3 or not bare[0].isupper():
+            continue
+        named.update(p for p in people if p.lower() == bare.lower() or (p.lower().startswith(bare.lower())))
+    return named
+
+
+def _about(entry: Entry, text: str, people: set[str]) -> bool:
+    """Whether an entry is one of ``people``'s or speaks of one of them (not only addressing them)."""
+    if entry.meta.get("speaker") in people:
+        return True
+    for match in _WORD.finditer(text):
+        word = re.sub(r"['\u2019]s$", "", match.group())
+        if len(word) < 3 or not any(p.lower().startswith(word.lower()) for p in people):
+            continue
+        before = re.split(r"[.!?,;:]", text[:match.start()])[-1].split()
+        after = text[match.end():].lstrip()
+        addressed = len(before) <= 1 and (not after or after[0] in ",.!?;:")
+        if not addressed:
+            return True
+    return False
+
+
+def trim(clause: str, question_terms: frozenset[str], names: set[str]) -> str:
+    """The clause without the question's own words, names and function words at its edges."""
+    words = list(_WORD.finditer(clause))
+    lowered = {n.lower() for n in names}
+
+    def dull(match: re.Match) -> bool:
+        word = match.group().lower()
+        bare = re.sub(r"['\u2019]s$", "", word)
+        return (word in _EDGE_STOP or bare in lowered or stem(bare) in question_terms
+                or re.sub(r"['\u2019]\w+$", "", word) in _EDGE_STOP)
+
+    start, end = 0, len(words)
+    while start < end and dull(words[start]):
+        start += 1
+    while end > start and dull(words[end - 1]):
+        end -= 1
+    if start >= end:
+        return ""
+    return clause[words[start].start():words[end - 1].end()]
+
+
+def spans(clause: str, question_terms: frozenset[str], names: set[str]) -> list[str]:
+    """What of a clause may be an answer: the clause, its parts between the question's own words, and
+    their runs of words between function words; each trimmed (:func:`trim`), the longest first."""
+    words = list(_WORD.finditer(clause))
+    lowered = {n.lower() for n in names}
+
+    def asked(match: re.Match) -> bool:
+        bare = re.sub(r"['’]s$", "", match.group().lower())
+        return bare in lowered or stem(bare) in question_terms
+
+    def runs(cut) -> list[str]:
+        out, begin = [], None
+        for i, w in enumerate(words + [None]):
+            if w is None or cut(w):
+                if begin is not None:
+                    out.append(clause[words[begin].start():words[i - 1].end()])
+                begin = None
+            elif begin is None:
+                begin = i
+        return out
+
+    found = [clause, *runs(asked), *runs(lambda w: asked(w) or w.group().lower() in _EDGE_STOP)]
+    out: list[str] = []
+    for part in found:
+        span = trim(part, question_terms, names)
+        if span and span not in out:
+            out.append(span)
+    return out
+
+
+def candidates(question: str, library: Library, read: list[Evidence], order: list[tuple[str, int]],
+               tuning: Tuning = DEFAULT) -> tuple[list[Candidate], str | None]:
+    """The spans an answer may be, best-ranked entries first (at most ``tuning.limit``), each marked
+    ``about`` when its line is the person's the question names or about them (every line is, when the
+    question names no one the memory knows); and the reason when there are none."""
+    lines = [(e.doc, n) for e in read for n in library.doc(e.doc).lines if e.start_line <= n <= e.end_line]
+    if not lines:
+        return [], "no evidence"
+    rank = {pick: at for at, pick in enumerate(order)}
+    lines.sort(key=lambda pick: rank.get(pick, len(rank)))
+    entries = {pick: library.doc(pick[0]).entries[pick[1]] for pick in lines}
+    people = library.speakers()  # of the documents the evidence came from, not only of the lines read
+    names = _names_in(question, people)
+    theirs = {pick for pick in lines if not names or _about(entries[pick], entries[pick].text, names)}
+    if tuning.subject and not theirs:
+        return [], f"nothing read is {' or '.join(sorted(names))}'s or about them"
+    name_terms = {stem(n.lower()) for n in names}
+    wanted = frozenset(t for t in term_set(question) if t not in name_terms)
+    support = theirs if tuning.subject else set(lines)
+    if tuning.support and wanted and not any(wanted & term_set(entries[pick].text) for pick in support):
+        return [], "no line read holds a word of the question"
+    when = asks_when(question)
+    out: list[Candidate] = []
+    seen: set[str] = set()
+    for at, pick in enumerate(lines):
+        entry = entries[pick]
+        for sentence in sentences(" ".join(entry.text.split())):
+            overlap = len(wanted & term_set(sentence)) / len(wanted) if wanted else 0.0
+            for clause in (c for c in _CLAUSE.split(sentence) if c.strip()):
+                for span in [dated(clause, entry.time)] if when else spans(clause, wanted, names | people):
+                    if not span or span.lower() in seen:
+                        continue
+                    seen.add(span.lower())
+                    out.append(Candidate(span, pick[0], pick[1], entry, sentence, at, overlap, about=pick in theirs))
+                    if len(out) >= tuning.limit:
+                        return out, None
+    return out, (None if out else "nothing read adds to the question")
+
+
+def score(candidate: Candidate, tuning: Tuning = DEFAULT) -> float:
+    """A candidate's score: the model's log-probability of it over its length (``tuning.length``), plus
+    its sentence's share of the question's words (``tuning.overlap``), less its entry's rank
+    (``tuning.rank`` times log(1 + rank))."""
+    model = 0.0 if candidate.logprob is None else candidate.logprob / max(1, candidate.tokens) ** tuning.length
+    return model + tuning.overlap * candidate.overlap - tuning.rank * math.log1p(candidate.rank)
+
+
+def choose(found: list[Candidate], unknown: tuple[float, int] | None,
+           tuning: Tuning = DEFAULT) -> tuple[Candidate | None, str]:
+    """(the best candidate by :func:`score`, ties to the better-ranked entry; or None) and why: None
+    when the best is not about the person the question names (``tuning.subject``: the evidence's best
+    answer is someone else's), or when "I don't know" scores higher by more than ``tuning.margin``."""
+    if not found:
+        return None, "no candidates"
+    best = max(found, key=lambda c: (score(c, tuning), -c.rank))
+    if tuning.subject and not best.about:
+        return None, "the best answer in the evidence is about someone else than the question's person"
+    if unknown is not None and best.logprob is not None:
+        said = Candidate("", "", 0, None, "", best.rank, best.overlap, unknown[0], unknown[1])
+        if score(said, tuning) - score(best, tuning) > tuning.margin:
+            return None, "the model finds no answer in the evidence likelier than none"
+    return best, "span of the evidence"
+
+
+def extract(model, question: str, library: Library, read: list[Evidence], order: list[tuple[str, int]],
+            stats, tuning: Tuning = DEFAULT, keep_evidence: bool = True) -> Extracted:
+    """The extractive answer to ``question`` from the evidence it reads (``read``, ranked by ``order``):
+    the candidates scored by ``model`` in one call when it can score (a local model), else by their
+    sentences' share of the question's words and their rank alone. A failed call falls back to that."""
+    from memcli.llm.base import ModelError
+    from memcli.retrieve.answer import prompt
+
+    found, reason = candidates(question, library, read, order, tuning)
+    if not found:
+        return Extracted(UNKNOWN, True, reason or "no candidates")
+    unknown = None
+    if hasattr(model, "score"):
+        messages, shared = prompt(question, read, keep_evidence)
+        try:
+            scores, completion = model.score(messages, [c.text for c in found] + [UNKNOWN], shared=shared)
+        except ModelError as exc:
+            stats.errors += 1
+            stats.note_problem("answer", str(exc))
+        else:
+            stats.record(completion)
+            for c, logprobs in zip(found, scores):
+                c.logprob, c.tokens = (sum(logprobs), len(logprobs)) if logprobs else (-math.inf, 1)
+            unknown = (sum(scores[-1]), len(scores[-1]))
+    best, why = choose(found, unknown, tuning)
+    if best is None:
+        return Extracted(UNKNOWN, True, why, candidates=found, unknown=unknown)
+    return Extracted(best.text, False, why, f"{best.doc}:{best.line}", found, unknown)

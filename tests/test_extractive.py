@@ -1,0 +1,157 @@
+"""Extractive answers: candidates are spans of the evidence, the person asked about must be in it, dates come
+from the entries' times; "I don't know" when the evidence does not support an answer; generated answers are
+checked against the evidence they read."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from memcli.retrieve.answer import grounded
+from memcli.retrieve.evidence import Evidence, Library, assemble
+from memcli.retrieve.extractive import (
+    DEFAULT,
+    UNKNOWN,
+    Candidate,
+    Tuning,
+    _about,
+    asks_when,
+    candidates,
+    choose,
+    dated,
+    extract,
+    spans,
+)
+from memcli.store.format import Entry
+from memcli.terms import term_set
+
+
+def entry(speaker: str, text: str, time: str = "2024-07-02T20:05") -> Entry:
+    return Entry({"seq": "1", "time": time, "speaker": speaker}, text)
+
+
+def test_spans_are_parts_of_the_clause_without_the_questions_words():
+    asked = frozenset(term_set("Which agency did she apply to?"))
+    found = spans("I decided to apply to Open Door rather than Harbor Light", asked, {"Caroline"})
+    assert "Open Door" in found and "Harbor Light" in found
+    for span in found:
+        assert span in "I decided to apply to Open Door rather than Harbor Light"
+        assert not span.lower().startswith(("i ", "to ", "apply"))
+    assert spans("I did apply to it", asked, set()) == []  # nothing left beyond the question's words
+
+
+def test_a_mention_that_only_addresses_a_person_is_not_about_them():
+    people = {"Melanie"}
+    assert not _about(entry("Caroline", "Thanks, Melanie! This necklace is a gift from my grandma."),
+                      "Thanks, Melanie! This necklace is a gift from my grandma.", people)
+    assert not _about(entry("Caroline", "Hey Mel, I ran a charity race."), "Hey Mel, I ran a charity race.", people)
+    assert _about(entry("Caroline", "I gave Melanie a book about dogs."), "I gave Melanie a book about dogs.", people)
+    assert _about(entry("Melanie", "I painted a lake."), "I painted a lake.", people)
+
+
+def test_when_questions_are_answered_with_the_entrys_date():
+    assert asks_when("When did Caroline pass the home study?")
+    assert asks_when("In what year did Jon open a studio? What date?") and not asks_when("What did Jon open?")
+    assert dated("I passed the home study last week", "2024-07-02T20:05") == "the week before 2 July 2024"
+    assert dated("I went yesterday", "2024-07-02T20:05") == "the day before 2 July 2024"
+    assert dated("We sold the car", "2024-07-02T20:05") == "2 July 2024"
+    assert dated("We sold it last Saturday", "2024-07-02") == "the saturday before 2 July 2024"
+    assert dated("anything", "not a time") is None
+
+
+def write_store(tmp_path, lines: list[tuple[str, str, str]]):
+    from memcli import Memory
+
+    memory = Memory(tmp_path / "store", create=True)
+    for speaker, text, when in lines:
+        memory.remember(text, speaker=speaker, time=when)
+    library = Library(memory.store)
+    doc = library.doc("CURRENT")
+    picks = [("CURRENT", n) for n in doc.lines]
+    return memory, library, assemble(library, picks, 10_000), picks
+
+
+def test_a_question_about_someone_the_evidence_is_not_about_gets_no_candidates(tmp_path):
+    memory, library, read, order = write_store(tmp_path, [
+        ("Ana", "I adopted a greyhound named Pip from the shelter.", "2024-01-05T10:00"),
+        ("Cleo", "Thanks, Ana! Pip sounds lovely.", "2024-01-05T10:01"),
+        ("Ben", "Morning all, the trains are late again.", "2024-01-06T08:00"),
+    ])
+    order = order[:2]
+    read = assemble(library, order, 10_000)  # Ben's line is in memory, not among the lines read
+    assert "Ben" in library.speakers()
+    found, reason = candidates("What dog did Ben adopt?", library, read, order)
+    assert found == [] and "Ben" in reason
+    found, reason = candidates("What dog did Ana adopt?", library, read, order)
+    assert reason is None and any("greyhound" in c.text for c in found)
+    assert all(c.doc == "CURRENT" and c.text in c.entry.text for c in found)
+    off = candidates("What dog did Ben adopt?", library, read, order, Tuning(subject=False))[0]
+    assert off  # the rule, not the evidence, made the difference
+    found, reason = candidates("What colour is Ana's car?", library, read, order)
+    assert found == [] and "word of the question" in reason
+    memory.close()
+
+
+class Scorer:
+    """A model that can score: each candidate's log-probability is given by ``table`` (per token: -1)."""
+
+    name = "scorer"
+
+    def __init__(self, table: dict[str, float]):
+        self.table = table
+        self.calls = 0
+
+    def score(self, messages, texts, *, shared=None):
+        from memcli.llm.base import Completion
+
+        self.calls += 1
+        return [[self.table.get(t, -9.0)] for t in texts], Completion("", 10, 0, "score")
+
+    def count_tokens(self, text):
+        return len(text.split())
+
+
+def test_extract_takes_the_best_scored_span_or_abstains_by_the_margin(tmp_path):
+    from memcli.llm.base import CallStats
+
+    memory, library, read, order = write_store(tmp_path, [
+        ("Ana", "I adopted a greyhound named Pip from the shelter.", "2024-01-05T10:00"),
+    ])
+    model = Scorer({"greyhound named Pip": -1.0, UNKNOWN: -3.0})
+    said = extract(model, "What dog did Ana adopt?", library, read, order, CallStats())
+    assert said.text == "greyhound named Pip" and not said.abstained and said.citation.startswith("CURRENT:")
+    model = Scorer({"greyhound named Pip": -6.0, UNKNOWN: -1.0})
+    said = extract(model, "What dog did Ana adopt?", library, read, order, CallStats(),
+                   Tuning(overlap=0.0, margin=2.0))
+    assert said.text == UNKNOWN and said.abstained
+    said = extract(model, "When did Ana adopt a dog?", library, read, order, CallStats())
+    assert said.text == "5 January 2024"
+    memory.close()
+
+
+def test_choose_breaks_ties_by_rank_normalises_by_length_and_wants_the_persons_line():
+    a = Candidate("a b", "D", 1, None, "", 1, 0.0, -2.0, 2)
+    b = Candidate("c", "D", 2, None, "", 0, 0.0, -1.0, 1)
+    plain = Tuning(overlap=0.0, rank=0.0)
+    assert choose([a, b], None, replace(plain, length=1.0))[0] is b  # same mean: the better rank
+    assert choose([a, b], None, replace(plain, length=0.0))[0] is b  # sums: -1 beats -2
+    assert choose([a, b], (-0.1, 1), replace(plain, margin=0.5))[0] is None
+    assert choose([a, b], (-0.1, 1), replace(plain, margin=math.inf))[0] is b
+    low = Candidate("d", "D", 3, None, "", 5, 1.0, -1.0, 1)  # its sentence holds the question's words
+    assert choose([b, low], None, replace(plain, overlap=4.0))[0] is low
+    assert choose([b, low], None, replace(plain, overlap=4.0, rank=4.0))[0] is b  # far down the ranking
+    other = Candidate("e", "D", 4, None, "", 0, 1.0, -0.5, 1, about=False)  # best, but someone else's
+    best, why = choose([b, other], None, DEFAULT)
+    assert best is None and "someone else" in why
+    assert choose([b, other], None, replace(DEFAULT, subject=False))[0] is other
+    assert choose([], None, DEFAULT)[0] is None
+
+
+def test_a_generated_answer_must_say_only_what_the_evidence_says():
+    read = [Evidence(doc="CURRENT", start_line=1, end_line=1,
+                     text="[2024-07-02 20:05] Caroline: I passed the home study last week.")]
+    assert grounded("She passed the home study", read)
+    assert grounded("the week before 2 July 2024", read)  # a date said from the entry's time
+    assert not grounded("She passed it in Portland", read)  # a name the lines never say
+    assert not grounded("in 2019", read)  # a number they never say
+    assert grounded("", read)
