@@ -37,11 +37,13 @@ FILES = [LOCOMO / "conv-26.json", LOCOMO / "conv-30.json"]
 sys.path.insert(0, str(REPO))
 
 
-def readers(model, questions: int | None) -> list[dict]:
+def readers(model, questions: int | None, skip: set[str] = frozenset()) -> list[dict]:
     from memcli.eval.locomo import evaluate
 
     rows = []
     for mode, answer in (("evidence", "extract"), ("evidence", "generate"), ("agent", "generate")):
+        if mode in skip:
+            continue
         start = time.perf_counter()
         result = evaluate(FILES, mode=mode, categories={1, 2, 3, 4, 5}, questions=questions, model=model,
                           settings={"ask.answer": answer})
@@ -118,7 +120,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--questions", type=int, default=None, help="questions per conversation (default: all)")
     parser.add_argument("--sessions", type=int, default=3, help="sessions per conversation to consolidate")
-    parser.add_argument("--skip", default="", help="comma-separated parts to skip: readers, consolidation")
+    parser.add_argument("--skip", default="", help="comma-separated parts to skip: readers, consolidation, "
+                                                   "agent (the agent reader alone)")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args()
     if not os.environ.get("MEMCLI_MODEL"):
@@ -130,7 +133,7 @@ def main() -> int:
     report = {"model": model.describe()}
     skip = set(args.skip.split(","))
     if "readers" not in skip:
-        report["readers"] = readers(model, args.questions)
+        report["readers"] = readers(model, args.questions, skip)
     if "consolidation" not in skip:
         report["consolidation"] = consolidation(model, args.sessions)
     text = json.dumps(report, indent=1)

@@ -174,6 +174,8 @@ class LibraryIndex:
                 encoder = Encoder()
             except EncoderMissing as exc:
                 self.semantic_missing = exc.message
+                if self.on_warning:
+                    self.on_warning(f"evidence is ranked by words alone: {exc.message}")
                 return None
             folder = self.folder if self.path != ":memory:" else None  # the index's cache failed: memory too
             self._vectors = EntryVectors(self.store, folder, encoder, self.on_warning)

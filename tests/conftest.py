@@ -34,6 +34,9 @@ def isolated_env(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     # automatic consolidation is tested on its own; elsewhere an ingest only ingests
     monkeypatch.setenv("MEMCLI_AUTO_CONSOLIDATE", "false")
+    # the suite runs alone on its machine, where every core is fastest (the default, half the cores, is
+    # for machines shared with other work: tests/test_profile.py checks it)
+    monkeypatch.setenv("MEMCLI_THREADS", str(os.cpu_count() or 1))
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

@@ -38,7 +38,7 @@ def test_valid_rounds_cite_evidence_and_trace(cli, store, monkeypatch):
 
     def respond(step, messages, schema):
         if step == "answer":
-            return "Open Door Adoptions."
+            return "Open Door."
         rounds = sum(1 for m in messages if m["role"] == "assistant")
         if rounds == 0:
             return agent_round(calls=[("grep", {"pattern": "apply to"}), ("search", {"query": "agency"})])
@@ -49,7 +49,7 @@ def test_valid_rounds_cite_evidence_and_trace(cli, store, monkeypatch):
     result = cli("ask", QUESTION, "--json", "--budget", "120", "--trace")
     assert result.code == 0, result.stderr
     data = result.json
-    assert data["mode"] == "agent" and data["answer"] == "Open Door Adoptions."
+    assert data["mode"] == "agent" and data["answer"] == "Open Door."
     assert data["rounds"] == 2 and data["stop"] == "done"
     assert [c["name"] for c in data["tool_calls"][0]["tool_calls"]] == ["grep", "search"]
     assert data["tool_calls"][1]["relevant_snippets"] == [
@@ -65,7 +65,7 @@ def test_the_answer_reads_the_cited_lines_and_the_best_ranked_evidence(cli, stor
     applied = line_of(cli, "decided to apply")
     model = use_model(monkeypatch, lambda step, messages, schema: agent_round(
         snippets=[{"doc_id": "CURRENT", "start_line": applied, "end_line": applied}], done=True)
-        if step == "agent" else "Open Door Adoptions.")
+        if step == "agent" else "Open Door.")
     result = cli("ask", QUESTION, "--json", "--budget", "400", "--answer-context", "60")
     assert result.code == 0, result.stderr
     data = result.json
@@ -88,7 +88,7 @@ def test_the_answer_reads_the_cited_lines_and_the_best_ranked_evidence(cli, stor
 
 def test_first_prompt_has_catalog_question_and_a_search(cli, store, monkeypatch):
     model = use_model(monkeypatch, lambda step, messages, schema: agent_round(done=True)
-                      if step == "agent" else "x")
+                      if step == "agent" else "Open Door")
     assert cli("ask", QUESTION, "--json").code == 0
     opening = model.calls[0][1][1]["content"]
     assert "Catalog" in opening and QUESTION in opening and "Open Door" in opening

@@ -258,3 +258,21 @@ def test_a_write_failure_after_the_commit_point_says_it_will_be_completed(templa
         assert code == 5 and ("is committed and the next memcli command completes it" in err) is committed, err
         Memory(root).docs()  # the next command
         assert len(seq_counts(root)) == len(before) + committed
+
+
+def test_a_full_cache_never_fails_ask(template, tmp_path, monkeypatch):
+    """The cache (index, vectors, the embedding model's unpacked files) is disposable: a full cache disk
+    makes evidence slower or ranked by words alone, with a warning, never a failed question."""
+    import memcli.semantic.encoder as encoder
+
+    monkeypatch.setenv("MEMCLI_CACHE", str(tmp_path / "full-cache"))
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(encoder.tempfile, "mkstemp", full)
+    warned = []
+    found = Memory(fresh(template, tmp_path, "cache"), on_warning=warned.append).ask(
+        "Which adoption agency did Caroline apply to?", reader="evidence-only")
+    assert found.evidence and any("Open Door" in e.text for e in found.evidence)
+    assert any("ranked by words alone" in w and "No space left" in w for w in warned), warned

@@ -114,7 +114,7 @@ def test_memory_units_follow_days_and_keep_their_labels(tmp_path):
 def test_unit_blocks_are_invalidated_when_their_text_changes(cli, store_dir):
     assert cli("ingest", str(EXAMPLES / "caroline-and-priya.json"), "--no-auto").code == 0
     asked = cli("ask", "--kv-compose", "Where did Priya travel?", "--json")
-    assert asked.code == 0, asked.stderr
+    assert asked.code in (0, 1) and "tokens" in asked.json, asked.stderr  # 1: I don't know (it never travels)
     labels = {b["unit"] for b in cli("kv", "ls", "--json").json["blocks"]}
     windows = {label for label in labels if label.startswith("compose:window:CURRENT@")}
     assert windows and len(windows) == asked.json["tokens"]["units"]

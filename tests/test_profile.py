@@ -89,3 +89,18 @@ def test_status_shows_the_profile_and_extraction_warns_with_a_small_model(cli, m
 
     result = cli("ingest", EXAMPLES / "caroline-and-priya.json", "--extract")
     assert result.code == 0 and "needs a larger model" in result.stderr
+
+
+def test_threads_default_to_half_the_cores_and_a_setting_wins(monkeypatch):
+    """llama.cpp threads when none are set: half the cores, at least one (all cores collapse beside another busy
+    program: docs/benchmarks.md, "Threads"); model.threads / --threads set them."""
+    from memcli.config import Settings
+    from memcli.llm import runtime
+
+    for cores, wanted in ((1, 1), (2, 1), (8, 4), (None, 1)):
+        monkeypatch.setattr(runtime.os, "cpu_count", lambda cores=cores: cores)
+        assert runtime.default_threads() == wanted
+    monkeypatch.delenv("MEMCLI_THREADS", raising=False)
+    assert Settings.load(None, None).model_threads == 0  # 0: the default above
+    monkeypatch.setenv("MEMCLI_THREADS", "3")
+    assert Settings.load(None, None).model_threads == 3

@@ -13,8 +13,8 @@ app = typer.Typer(
     name="memcli",
     help="Local long-term memory for LLM agents, kept as plain Markdown files.\n\n"
          "Ingest transcripts into CURRENT, then read, grep and search the memory. "
-         "Exit codes: 0 ok, 1 no match or failure, 2 usage, 3 configuration or "
-         "model missing, 4 bad input, 130 interrupted.",
+         "Exit codes: 0 ok, 1 no match (or ask's I don't know) or failure, 2 usage, 3 configuration or "
+         "model missing, 4 bad input, 5 the store cannot be written, 130 interrupted.",
     add_completion=False,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},

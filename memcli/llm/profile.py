@@ -130,18 +130,24 @@ def decide(settings, model=None) -> Profile:
     return _by_size(n, path.name)
 
 
+def _by_profile(value, key: str, choices: tuple[str, ...], profile: Profile, capable: str, small: str) -> str:
+    """A setting that may be ``auto``: its value, or for ``auto`` the profile's choice."""
+    from memcli.errors import ConfigError
+
+    chosen = str(value).strip().lower()
+    if chosen == "auto":
+        return capable if profile.name == "capable" else small
+    if chosen not in choices:
+        raise ConfigError(f"{key} must be auto or one of {', '.join(choices)}, got {chosen!r}")
+    return chosen
+
+
 def reader_for(settings, profile: Profile) -> str:
     """ask's reader: the ``ask.reader`` setting, or for ``auto`` the profile's (capable: agent; small:
     evidence, the deterministic evidence and one answer call)."""
-    from memcli.errors import ConfigError
     from memcli.retrieve.ask import READERS
 
-    chosen = str(settings.ask_reader).strip().lower()
-    if chosen == "auto":
-        return "agent" if profile.name == "capable" else "evidence"
-    if chosen not in READERS:
-        raise ConfigError(f"ask.reader must be auto or one of {', '.join(READERS)}, got {chosen!r}")
-    return chosen
+    return _by_profile(settings.ask_reader, "ask.reader", READERS, profile, "agent", "evidence")
 
 
 ANSWERS = ("extract", "generate")
@@ -150,14 +156,7 @@ ANSWERS = ("extract", "generate")
 def answer_for(settings, profile: Profile) -> str:
     """How ask answers: the ``ask.answer`` setting, or for ``auto`` the profile's (capable: generate;
     small: extract, a span of the evidence the model only scores)."""
-    from memcli.errors import ConfigError
-
-    chosen = str(settings.ask_answer).strip().lower()
-    if chosen == "auto":
-        return "generate" if profile.name == "capable" else "extract"
-    if chosen not in ANSWERS:
-        raise ConfigError(f"ask.answer must be auto, extract or generate, got {chosen!r}")
-    return chosen
+    return _by_profile(settings.ask_answer, "ask.answer", ANSWERS, profile, "generate", "extract")
 
 
 def consolidates_with_model(settings, profile: Profile) -> bool:

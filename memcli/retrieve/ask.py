@@ -94,7 +94,7 @@ def respond(model: ChatModel, store, question: str, read: list[Evidence], librar
         picked = extract(model, question, library or Library(store), read, order or [], stats,
                          keep_evidence=keep_evidence)
         why = f"{picked.reason} ({picked.citation})" if picked.citation else picked.reason
-        return Said(picked.text, picked.abstained, why)
+        return Said(picked.text, picked.abstained, why, ttft_s=picked.ttft_s)
     written = generate(model, question, read, stats, keep_evidence=keep_evidence)
     if written is None:
         return Said(None, why="the model call failed")

@@ -90,6 +90,7 @@ class Extracted:
     citation: str | None = None  # doc:line of the chosen span
     candidates: list[Candidate] = field(default_factory=list)
     unknown: tuple[float, int] | None = None  # the model's (log-probability, tokens) of "I don't know"
+    ttft_s: float | None = None  # until the model had read the prompt (restore and prefill)
 
 
 def asks_when(question: str) -> bool:
@@ -139,10 +140,11 @@ def _names_in(question: str, people: set[str]) -> set[str]:
     return named
 
 
-def _about(entry: Entry, text: str, people: set[str]) -> bool:
+def _about(entry: Entry, people: set[str]) -> bool:
     """Whether an entry is one of ``people``'s or speaks of one of them (not only addressing them)."""
     if entry.meta.get("speaker") in people:
         return True
+    text = entry.text
     for match in _WORD.finditer(text):
         word = re.sub(r"['\u2019]s$", "", match.group())
         if len(word) < 3 or not any(p.lower().startswith(word.lower()) for p in people):
@@ -219,7 +221,7 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
     entries = {pick: library.doc(pick[0]).entries[pick[1]] for pick in lines}
     people = library.speakers()  # of the documents the evidence came from, not only of the lines read
     names = _names_in(question, people)
-    theirs = {pick for pick in lines if not names or _about(entries[pick], entries[pick].text, names)}
+    theirs = {pick for pick in lines if not names or _about(entries[pick], names)}
     if tuning.subject and not theirs:
         return [], f"nothing read is {' or '.join(sorted(names))}'s or about them"
     name_terms = {stem(n.lower()) for n in names}
@@ -281,7 +283,7 @@ def extract(model, question: str, library: Library, read: list[Evidence], order:
     found, reason = candidates(question, library, read, order, tuning)
     if not found:
         return Extracted(UNKNOWN, True, reason or "no candidates")
-    unknown = None
+    unknown, ttft = None, None
     if hasattr(model, "score"):
         messages, shared = prompt(question, read, keep_evidence)
         try:
@@ -291,10 +293,11 @@ def extract(model, question: str, library: Library, read: list[Evidence], order:
             stats.note_problem("answer", str(exc))
         else:
             stats.record(completion)
+            ttft = completion.ttft_s
             for c, logprobs in zip(found, scores):
                 c.logprob, c.tokens = (sum(logprobs), len(logprobs)) if logprobs else (-math.inf, 1)
             unknown = (sum(scores[-1]), len(scores[-1]))
     best, why = choose(found, unknown, tuning)
     if best is None:
-        return Extracted(UNKNOWN, True, why, candidates=found, unknown=unknown)
-    return Extracted(best.text, False, why, f"{best.doc}:{best.line}", found, unknown)
+        return Extracted(UNKNOWN, True, why, candidates=found, unknown=unknown, ttft_s=ttft)
+    return Extracted(best.text, False, why, f"{best.doc}:{best.line}", found, unknown, ttft)

