@@ -72,8 +72,8 @@ SETTINGS: tuple[Setting, ...] = (
             "small: evidence)"),
     Setting("ask.answer", "MEMCLI_ASK_ANSWER", "auto",
             "how ask answers: extract (a span of the evidence, scored by the model), generate (the model "
-            "writes it; an answer not grounded in the evidence becomes I don't know), or auto (small "
-            "model: extract; capable: generate)"),
+            "writes it; an answer not grounded in the evidence becomes I don't know), or auto (generate "
+            "with a capable model or one of 1B parameters or more, else extract)"),
     Setting("ask.max_rounds", "MEMCLI_ASK_MAX_ROUNDS", 7, "tool-calling rounds of ask's agentic reader"),
     Setting("ask.kv", "MEMCLI_ASK_KV", True,
             "ask keeps its shared prompt prefixes (instructions, catalog, evidence) as KV blocks (local model)"),

@@ -153,8 +153,8 @@ class Memory:
         return reader_for(self.settings, self.profile)
 
     def answer_style(self) -> str:
-        """How ask answers: the ``ask.answer`` setting, or for ``auto`` the profile's (small: extract;
-        capable: generate)."""
+        """How ask answers: the ``ask.answer`` setting, or for ``auto`` by the model (capable, or 1B
+        parameters or more: generate; smaller: extract)."""
         from memcli.llm.profile import answer_for
 
         return answer_for(self.settings, self.profile)

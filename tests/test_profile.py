@@ -104,3 +104,19 @@ def test_threads_default_to_half_the_cores_and_a_setting_wins(monkeypatch):
     assert Settings.load(None, None).model_threads == 0  # 0: the default above
     monkeypatch.setenv("MEMCLI_THREADS", "3")
     assert Settings.load(None, None).model_threads == 3
+
+
+def test_models_of_a_billion_parameters_or_more_write_their_answers():
+    from memcli.llm.profile import Profile, answer_for
+
+    class Auto:
+        ask_answer = "auto"
+
+    class Extract:
+        ask_answer = "extract"
+
+    assert answer_for(Auto, Profile("small", "", 135_000_000)) == "extract"
+    assert answer_for(Auto, Profile("small", "", 1_500_000_000)) == "generate"
+    assert answer_for(Auto, Profile("capable", "a server")) == "generate"
+    assert answer_for(Auto, Profile("small", "size unknown")) == "extract"
+    assert answer_for(Extract, Profile("capable", "", 8_000_000_000)) == "extract"
