@@ -231,19 +231,23 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
         return [], "no line read holds a word of the question"
     when = asks_when(question)
     out: list[Candidate] = []
-    seen: set[str] = set()
+    seen: dict[str, Candidate] = {}
     for at, pick in enumerate(lines):
         entry = entries[pick]
         for sentence in sentences(" ".join(entry.text.split())):
             overlap = len(wanted & term_set(sentence)) / len(wanted) if wanted else 0.0
             for clause in (c for c in _CLAUSE.split(sentence) if c.strip()):
                 for span in [dated(clause, entry.time)] if when else spans(clause, wanted, names | people):
-                    if not span or span.lower() in seen:
+                    if not span:
                         continue
-                    seen.add(span.lower())
-                    out.append(Candidate(span, pick[0], pick[1], entry, sentence, at, overlap, about=pick in theirs))
+                    if span.lower() in seen:  # said again: by the person asked about too, perhaps
+                        seen[span.lower()].about |= pick in theirs
+                        continue
                     if len(out) >= tuning.limit:
-                        return out, None
+                        continue
+                    seen[span.lower()] = Candidate(span, pick[0], pick[1], entry, sentence, at, overlap,
+                                                   about=pick in theirs)
+                    out.append(seen[span.lower()])
     return out, (None if out else "nothing read adds to the question")
 
 
