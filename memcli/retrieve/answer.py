@@ -9,6 +9,7 @@ label, no repeated 4-gram, one sentence.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 from memcli.llm.base import CallStats, ChatModel, Completion, ModelError
@@ -43,9 +44,18 @@ def _words(text: str) -> list[tuple[str, int]]:
     return [(m.group().lower(), m.start()) for m in re.finditer(r"[\w']+", text)]
 
 
+def spoken_date(when: str | None) -> str | None:
+    """``2023-05-07`` (or an ISO time starting so) -> ``7 May 2023``, as people write dates; None when it
+    is not a date."""
+    try:
+        day = dt.date.fromisoformat((when or "")[:10])
+    except ValueError:
+        return None
+    return f"{day.day} {_MONTHS[day.month - 1]} {day.year}"
+
+
 def _spoken_date(match: re.Match) -> str:
-    year, month, day = (int(g) for g in match.groups())
-    return f"{day} {_MONTHS[month - 1]} {year}" if 1 <= month <= 12 and 1 <= day <= 31 else match.group()
+    return spoken_date(match.group()) or match.group()
 
 
 def clean(text: str, labels: set[str] = frozenset()) -> str:

@@ -26,16 +26,15 @@ The constants are chosen by cross-validation on the two development conversation
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import re
 from dataclasses import dataclass, field
 
+from memcli.retrieve.answer import UNKNOWN, spoken_date
 from memcli.retrieve.evidence import Evidence, Library, sentences
 from memcli.store.format import Entry
 from memcli.terms import STOPWORDS, stem, term_set
 
-UNKNOWN = "I don't know"
 _CLAUSE = re.compile(r"\s*(?:[,;:()\u2014\u2013]|\s-\s)\s*")
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
 _WHEN = re.compile(r"^\W*when\b|\bwhat (?:year|date|month|day)\b|\bwhich (?:year|month|day)\b", re.I)
@@ -44,8 +43,6 @@ _EDGE_STOP = STOPWORDS | {  # what an answer neither starts nor ends with: funct
     "pretty", "quite", "lot", "lots", "got", "get", "gets", "getting", "might", "must", "rather", "instead",
     "even", "still", "already", "maybe", "probably", "actually", "finally", "super", "kind", "sort",
     "something", "anything", "everything", "one", "ones"}
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-           "November", "December")
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _RELATIVE = re.compile(r"\b(yesterday|today|tonight|this morning|last (?:week(?:end)?|month|year|night|"
                        + "|".join(_WEEKDAYS) + r")|(?:a|one|two|three|few) (?:days?|weeks?|months?|years?) ago)\b",
@@ -97,15 +94,6 @@ def asks_when(question: str) -> bool:
     return bool(_WHEN.search(question))
 
 
-def spoken_date(when: str | None) -> str | None:
-    """``2023-05-07T13:14`` -> ``7 May 2023``."""
-    try:
-        day = dt.date.fromisoformat((when or "")[:10])
-    except ValueError:
-        return None
-    return f"{day.day} {_MONTHS[day.month - 1]} {day.year}"
-
-
 def dated(clause: str, when: str | None) -> str | None:
     """The date a clause speaks of, said from its entry's time: the entry's date, or a relative date
     in the clause ("last week") said against it ("the week before 7 May 2023")."""
@@ -129,11 +117,16 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text)
 
 
+def _bare(word: str) -> str:
+    """A word without a possessive 's ("Ana's" -> "Ana")."""
+    return re.sub(r"['\u2019]s$", "", word)
+
+
 def _names_in(question: str, people: set[str]) -> set[str]:
     """The people (speakers) a question names, by their name or a short form of it ("Mel")."""
     named = set()
     for word in _words(question):
-        bare = re.sub(r"['\u2019]s$", "", word)
+        bare = _bare(word)
         if len(bare) < 3 or not bare[0].isupper():
             continue
         named.update(p for p in people if p.lower() == bare.lower() or (p.lower().startswith(bare.lower())))
@@ -146,7 +139,7 @@ def _about(entry: Entry, people: set[str]) -> bool:
         return True
     text = entry.text
     for match in _WORD.finditer(text):
-        word = re.sub(r"['\u2019]s$", "", match.group())
+        word = _bare(match.group())
         if len(word) < 3 or not any(p.lower().startswith(word.lower()) for p in people):
             continue
         before = re.split(r"[.!?,;:]", text[:match.start()])[-1].split()
@@ -164,7 +157,7 @@ def trim(clause: str, question_terms: frozenset[str], names: set[str]) -> str:
 
     def dull(match: re.Match) -> bool:
         word = match.group().lower()
-        bare = re.sub(r"['\u2019]s$", "", word)
+        bare = _bare(word)
         return (word in _EDGE_STOP or bare in lowered or stem(bare) in question_terms
                 or re.sub(r"['\u2019]\w+$", "", word) in _EDGE_STOP)
 
@@ -185,7 +178,7 @@ def spans(clause: str, question_terms: frozenset[str], names: set[str]) -> list[
     lowered = {n.lower() for n in names}
 
     def asked(match: re.Match) -> bool:
-        bare = re.sub(r"['’]s$", "", match.group().lower())
+        bare = _bare(match.group().lower())
         return bare in lowered or stem(bare) in question_terms
 
     def runs(cut) -> list[str]:
@@ -255,8 +248,13 @@ def score(candidate: Candidate, tuning: Tuning = DEFAULT) -> float:
     """A candidate's score: the model's log-probability of it over its length (``tuning.length``), plus
     its sentence's share of the question's words (``tuning.overlap``), less its entry's rank
     (``tuning.rank`` times log(1 + rank))."""
-    model = 0.0 if candidate.logprob is None else candidate.logprob / max(1, candidate.tokens) ** tuning.length
-    return model + tuning.overlap * candidate.overlap - tuning.rank * math.log1p(candidate.rank)
+    return (_likelihood(candidate.logprob, candidate.tokens, tuning) + tuning.overlap * candidate.overlap
+            - tuning.rank * math.log1p(candidate.rank))
+
+
+def _likelihood(logprob: float | None, tokens: int, tuning: Tuning) -> float:
+    """The model's part of a score: a log-probability over (tokens ** ``tuning.length``)."""
+    return 0.0 if logprob is None else logprob / max(1, tokens) ** tuning.length
 
 
 def choose(found: list[Candidate], unknown: tuple[float, int] | None,
@@ -269,10 +267,9 @@ def choose(found: list[Candidate], unknown: tuple[float, int] | None,
     best = max(found, key=lambda c: (score(c, tuning), -c.rank))
     if tuning.subject and not best.about:
         return None, "the best answer in the evidence is about someone else than the question's person"
-    if unknown is not None and best.logprob is not None:
-        said = Candidate("", "", 0, None, "", best.rank, best.overlap, unknown[0], unknown[1])
-        if score(said, tuning) - score(best, tuning) > tuning.margin:
-            return None, "the model finds no answer in the evidence likelier than none"
+    if unknown is not None and best.logprob is not None \
+            and _likelihood(*unknown, tuning) - _likelihood(best.logprob, best.tokens, tuning) > tuning.margin:
+        return None, "the model finds no answer in the evidence likelier than none"
     return best, "span of the evidence"
 
 
