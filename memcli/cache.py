@@ -32,9 +32,7 @@ def file_signatures(store: Store) -> dict[str, tuple[int, int]]:
     """(mtime_ns, size) of every document file of ``store``, by id: what the caches are keyed on."""
     out: dict[str, tuple[int, int]] = {}
     for doc_id in store.all_ids():
-        try:
-            st = store.doc_path(doc_id).stat()
-        except FileNotFoundError:
-            continue
-        out[doc_id] = (st.st_mtime_ns, st.st_size)
+        signature = store.signature(doc_id)
+        if signature is not None:
+            out[doc_id] = signature
     return out

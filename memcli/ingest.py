@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import IO
 
 from memcli.errors import InputError
+from memcli.privacy import scrub_many
 from memcli.results import Result
 from memcli.store import CURRENT_ID, Store
 from memcli.store.format import Entry
@@ -35,6 +36,8 @@ class IngestResult(Result):
     store: str
     warnings: list[str] = field(default_factory=list)
     rejected: list[dict] = field(default_factory=list)  # {where, reason} of records left out as bad input
+    redacted: int = 0  # secrets replaced by a [redacted:TYPE] placeholder before anything was written
+    private: int = 0  # <private> spans dropped
     consolidation: dict | None = None  # the automatic consolidation this ingest triggered
     extraction: dict | None = None  # model calls of --extract
 
@@ -46,7 +49,10 @@ def ingest_turns(store: Store, turns: list[Turn], *, source: str, fmt: str, igno
 
     ``consumed`` are fingerprints of input turns that ``turns`` (extracted
     facts) stand for: recorded as ingested so the same input is skipped next time.
+    Private spans and secrets are taken out of every text first (:mod:`memcli.privacy`); a turn that
+    was all private is recorded as ingested and not stored.
     """
+    scrubbed = scrub_many([t.text for t in turns])
     with store.writing() as txn:
         loaded = store.load(CURRENT_ID, strict=True) if store.current_path.exists() else None
         current = loaded.doc if loaded else new_current()
@@ -59,13 +65,18 @@ def ingest_turns(store: Store, turns: list[Turn], *, source: str, fmt: str, igno
         new_prints: list[str] = []
         tokens_added = 0
         first_seq = next_seq
-        for done, turn in enumerate(turns, 1):
+        redacted = private = 0
+        for done, (turn, clean) in enumerate(zip(turns, scrubbed, strict=True), 1):
             if turn.fingerprint in known or not known.isdisjoint(turn.aliases):
                 if progress:
                     progress(done)
                 continue
             known.add(turn.fingerprint)
-            entry = Entry({"seq": str(next_seq), **turn.meta()}, turn.text)
+            redacted, private = redacted + clean.secrets, private + clean.private
+            if not clean.text.strip():
+                new_prints.append(turn.fingerprint)
+                continue
+            entry = Entry({"seq": str(next_seq), **turn.meta()}, clean.text)
             line = entry.render()
             new_lines.append(line)
             new_prints.append(turn.fingerprint)
@@ -107,7 +118,7 @@ def ingest_turns(store: Store, turns: list[Turn], *, source: str, fmt: str, igno
         skipped=skipped, ignored=ignored,
         first_seq=first_seq if added else None, last_seq=next_seq - 1 if added else None,
         tokens_added=tokens_added, current_tokens=current_tokens,
-        current_entries=entries, store=str(store.root),
+        current_entries=entries, store=str(store.root), redacted=redacted, private=private,
     )
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from memcli.config import Settings
-from memcli.errors import ConfigError, InputError, StoreError, UsageError
+from memcli.errors import ConfigError, InputError, UsageError
 from memcli.ingest import IngestResult, ingest_turns, read_source
 from memcli.paths import PROJECT_STORE_DIRNAME, Resolved, resolve_config_file, resolve_store, store_cache_dir
 from memcli.results import Result
@@ -89,6 +89,7 @@ class Memory:
         self.store.lock_timeout = self.settings.store_lock_timeout
         self.verbose = verbose
         self._warn = on_warning or _python_warning
+        self.store.on_warning = self._warn
         self._chat_model = model
         self._own_model = model is None
         self._sequences = 0
@@ -117,6 +118,7 @@ class Memory:
         if self._missing:
             self.store = Store.open(self.where, create=True)
             self.store.lock_timeout = self.settings.store_lock_timeout
+            self.store.on_warning = self._warn
             self._missing = False
         return self.store
 
@@ -193,7 +195,7 @@ class Memory:
     def ingest(self, source: str | Path | IO | list, *, format: str | None = None, sample: str | None = None,
                conv: str | None = None, time: str | None = None, extract: bool | None = None,
                consolidate: bool = True, progress: Progress | None = None, on_consolidate=None,
-               name: str | None = None) -> IngestResult:
+               name: str | None = None, keep_harness: bool = False) -> IngestResult:
         """Append a transcript's turns to CURRENT (turns ingested before are skipped).
 
         ``source``: a path, an open file, or a list of :class:`memcli.turns.Turn`;
@@ -203,7 +205,10 @@ class Memory:
         ``consolidate.auto`` is off): here when that is quick (the deterministic path), else in a
         detached background process (``consolidate.background``; see :meth:`consolidation_status`);
         ``on_consolidate(reason)`` is told before it starts. ``name`` names an open file in messages
-        and entries (default: its own name).
+        and entries (default: its own name). ``keep_harness``: keep what an agent's harness wrote into
+        its session's messages (instruction files, context blocks, command wrappers), which is
+        otherwise taken out (:mod:`memcli.harness`). Private spans and secrets are never kept
+        (:mod:`memcli.privacy`).
         """
         from memcli.transcripts import FORMATS, fingerprint_turns, parse_input
         from memcli.turns import Parsed, parse_time
@@ -219,7 +224,7 @@ class Memory:
         else:
             raw, name = read_source(source, name, cfg.ingest_max_bytes)
             parsed = parse_input(raw, name, fmt=format, sample=sample, default_time=default_time, conv=conv,
-                                 max_entry_chars=cfg.ingest_max_entry_chars)
+                                 max_entry_chars=cfg.ingest_max_entry_chars, keep_harness=keep_harness)
         self._writable()
         if extract if extract is not None else cfg.ingest_extract:
             if self.profile.name == "small":
@@ -257,7 +262,7 @@ class Memory:
             return self.consolidate(progress=progress, reason=reason).to_dict()
         try:
             started = job.start_background(self.root, self._child_settings())
-        except StoreError:  # another consolidation got there first: it takes these entries too
+        except job.AlreadyRunning:  # another consolidation got there first: it takes these entries too
             started = {"already_running": True}
         return {"background": True, "reason": reason, **started}
 

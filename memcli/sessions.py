@@ -2,9 +2,10 @@
 and Claude.ai data exports (``conversations.json``).
 
 What becomes a memory: the user's and the assistant's text. Tool calls, tool results, reasoning,
-system and developer messages, and text blocks that are one whole ``<tag>...</tag>`` element (the
-context a harness injects: environment, instructions, command output) are skipped and counted as
-ignored. Every turn keeps its time and a ``ref`` back to the file and the message id (or line), so
+system and developer messages and ChatGPT messages addressed to a tool are skipped and counted as
+ignored; what the harness wrote into a message (instruction files, context blocks, slash-command
+wrappers, citation markers: :mod:`memcli.harness`) is taken out of it, and a message that held
+nothing else is ignored too (``keep_harness`` keeps it all). Every turn keeps its time and a ``ref`` back to the file and the message id (or line), so
 re-ingesting a session file that has grown adds only the new turns. A last line still being written
 (no newline yet, not JSON yet) is left for the next ingest.
 """
@@ -12,16 +13,21 @@ re-ingesting a session file that has grown adds only the new turns. A last line 
 from __future__ import annotations
 
 import json
-import re
 
 from memcli.errors import InputError
+from memcli.harness import clean
 from memcli.turns import Parsed, Turn, parse_time
 
-_INJECTED = re.compile(r"^\s*<([A-Za-z][\w-]*)(?:\s[^>]*)?>.*</\1>\s*$", re.S)
 _SNIFF_LINES = 20
 
 
-def _text_parts(content, kinds: tuple[str, ...]) -> str:
+def _joined(parts, keep_harness: bool) -> str:
+    """The text parts of one message, each cleaned of harness text (unless ``keep_harness``), joined."""
+    texts = [p if keep_harness else clean(p) for p in parts if isinstance(p, str)]
+    return "\n".join(t.strip() for t in texts if t.strip())
+
+
+def _text_parts(content, kinds: tuple[str, ...], keep_harness: bool) -> str:
     """The text of a message's content: a string, or the parts of the given types."""
     if isinstance(content, str):
         parts = [content]
@@ -30,8 +36,7 @@ def _text_parts(content, kinds: tuple[str, ...]) -> str:
                  if isinstance(p, dict) and p.get("type") in kinds and isinstance(p.get("text"), str)]
     else:
         parts = []
-    kept = [p.strip() for p in parts if p.strip() and not _INJECTED.match(p)]
-    return "\n".join(kept)
+    return _joined(parts, keep_harness)
 
 
 def _lines(text: str, rejected: list[tuple[str, str]]):
@@ -97,7 +102,7 @@ def sniff_claude_code(text: str, data) -> bool:
                                 and ("sessionId" in r or "uuid" in r) for r in _first_records(text))
 
 
-def parse_claude_code(text, data, source, *, default_time, conv=None, **_) -> Parsed:
+def parse_claude_code(text, data, source, *, default_time, conv=None, keep_harness=False, **_) -> Parsed:
     base = source.rsplit("/", 1)[-1]
     turns, ignored, rejected = [], 0, []
     for lineno, rec in _lines(text, rejected):
@@ -107,8 +112,8 @@ def parse_claude_code(text, data, source, *, default_time, conv=None, **_) -> Pa
                 or rec.get("isMeta"):
             ignored += 1
             continue
-        body = _text_parts(message.get("content"), ("text",))
-        if not body:  # tool calls, tool results, thinking
+        body = _text_parts(message.get("content"), ("text",), keep_harness)
+        if not body:  # tool calls, tool results, thinking, harness text
             ignored += 1
             continue
         where = f"line {lineno}"
@@ -136,7 +141,7 @@ def sniff_codex(text: str, data) -> bool:
                                 for r in _first_records(text))
 
 
-def parse_codex(text, data, source, *, default_time, conv=None, **_) -> Parsed:
+def parse_codex(text, data, source, *, default_time, conv=None, keep_harness=False, **_) -> Parsed:
     base = source.rsplit("/", 1)[-1]
     turns, ignored, rejected = [], 0, []
     session = None
@@ -151,7 +156,7 @@ def parse_codex(text, data, source, *, default_time, conv=None, **_) -> Parsed:
         if rec.get("type") != "response_item" or payload.get("type") != "message" or role not in ("user", "assistant"):
             ignored += 1  # reasoning, tool calls and outputs, events (which repeat the messages), metadata
             continue
-        body = _text_parts(payload.get("content"), ("input_text", "output_text", "text"))
+        body = _text_parts(payload.get("content"), ("input_text", "output_text", "text"), keep_harness)
         if not body:
             ignored += 1
             continue
@@ -219,21 +224,24 @@ def _branch(conversation: dict, source: str, where: str) -> list[dict]:
     return path[::-1]
 
 
-def parse_chatgpt(text, data, source, *, default_time, conv=None, **_) -> Parsed:
+def parse_chatgpt(text, data, source, *, default_time, conv=None, keep_harness=False, **_) -> Parsed:
     turns, ignored, rejected = [], 0, []
     for number, conversation in enumerate(_conversations(data, "mapping") or [], 1):
         found: list[Turn | None] = []
         if _kept(rejected, f"conversation {number}",
-                 lambda: _chatgpt_conversation(conversation, number, source, default_time, conv, found)):
+                 lambda: _chatgpt_conversation(conversation, number, source, default_time, conv, found,
+                                               keep_harness)):
             turns += [t for t in found if t is not None]
             ignored += sum(1 for t in found if t is None)
     return Parsed("chatgpt", turns, ignored, rejected)
 
 
 def _chatgpt_conversation(conversation: dict, number: int, source: str, default_time: str, conv,
-                          out: list[Turn | None]) -> None:
+                          out: list[Turn | None], keep_harness: bool) -> None:
     """The turns of one ChatGPT conversation along its current branch, appended to ``out`` (None for
-    each message that is not a memory); a broken conversation raises InputError."""
+    each message that is not a memory: not the user's or the assistant's, hidden, or an assistant
+    message addressed to a tool, such as an image generator's prompt); a broken conversation raises
+    InputError."""
     where = f"conversation {number}"
     cid = conversation.get("conversation_id") or conversation.get("id") or f"conversation-{number}"
     if not isinstance(cid, (str, int)):
@@ -251,8 +259,9 @@ def _chatgpt_conversation(conversation: dict, number: int, source: str, default_
         hidden = (message.get("metadata") or {}).get("is_visually_hidden_from_conversation") \
             if isinstance(message.get("metadata"), dict) else False
         parts = content.get("parts") if content.get("content_type") in ("text", "multimodal_text") else None
-        body = "\n".join(p.strip() for p in parts or [] if isinstance(p, str) and p.strip())
-        if role not in ("user", "assistant") or hidden or not body or _INJECTED.match(body):
+        body = _joined(parts if isinstance(parts, list) else [], keep_harness)
+        to_tool = message.get("recipient") not in (None, "all") and not keep_harness
+        if role not in ("user", "assistant") or hidden or not body or to_tool:
             out.append(None)
             continue
         when, given = _time(message.get("create_time"), source, f"{where}.create_time", start)
@@ -268,7 +277,7 @@ def sniff_claude_ai(text: str, data) -> bool:
     return _conversations(data, "chat_messages") is not None
 
 
-def parse_claude_ai(text, data, source, *, default_time, conv=None, **_) -> Parsed:
+def parse_claude_ai(text, data, source, *, default_time, conv=None, keep_harness=False, **_) -> Parsed:
     turns, ignored, rejected = [], 0, []
     for number, conversation in enumerate(_conversations(data, "chat_messages") or [], 1):
         where = f"conversation {number}"
@@ -282,7 +291,8 @@ def parse_claude_ai(text, data, source, *, default_time, conv=None, **_) -> Pars
                 rejected.append((f"{where}, message {index}", "a message is not an object"))
                 continue
             sender = message.get("sender")
-            body = _text_parts(message.get("content"), ("text",)) or _text_parts(message.get("text"), ())
+            body = (_text_parts(message.get("content"), ("text",), keep_harness)
+                    or _text_parts(message.get("text"), (), keep_harness))
             if sender not in ("human", "assistant") or not body:
                 ignored += 1
                 continue

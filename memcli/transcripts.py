@@ -324,9 +324,12 @@ def detect(text: str, name: str) -> tuple[str, object]:
 # ---------------------------------------------------------------- entry point
 
 def parse_input(raw: bytes, source: str, *, fmt: str | None = None, sample: str | None = None,
-                default_time: str, conv: str | None = None, max_entry_chars: int = MAX_ENTRY_CHARS) -> Parsed:
+                default_time: str, conv: str | None = None, max_entry_chars: int = MAX_ENTRY_CHARS,
+                keep_harness: bool = False) -> Parsed:
     """Decode and parse one input; ``source`` names it in messages ("-" for stdin). Every turn is
-    checked: text that is not Unicode, holds a NUL byte or is longer than ``max_entry_chars`` is bad input."""
+    checked: text that is not Unicode, holds a NUL byte or is longer than ``max_entry_chars`` is bad input.
+    Agent sessions lose what their harness wrote into the messages (:mod:`memcli.harness`) unless
+    ``keep_harness``."""
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -343,7 +346,8 @@ def parse_input(raw: bytes, source: str, *, fmt: str | None = None, sample: str 
     if sample is not None and fmt != "locomo":
         raise InputError(source, f"--sample applies to LoCoMo input, but this is {fmt}")
     try:
-        parsed = REGISTRY[fmt].parse(text, data, source, sample=sample, default_time=default_time, conv=conv)
+        parsed = REGISTRY[fmt].parse(text, data, source, sample=sample, default_time=default_time, conv=conv,
+                                     keep_harness=keep_harness)
     except RecursionError:
         raise InputError(source, "nested too deeply to be a transcript") from None
     if REGISTRY[fmt].keeps_going:  # a bad record costs itself, not the session

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,3 +88,17 @@ def snapshot(folder: Path) -> dict[str, bytes]:
         return {}
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
             if p.is_file() and p.name != ".lock"}
+
+
+@contextmanager
+def small_disk(tmp_path, size: str):
+    """A tmpfs of ``size`` (root can mount one here); skips where that is not allowed."""
+    mount = tmp_path / f"disk-{size}"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (the injected-error test covers these failures)")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)

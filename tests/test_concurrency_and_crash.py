@@ -113,24 +113,38 @@ for i in range(int(sys.argv[2])):
 print("ok")
 """
 
+INGESTER = r"""
+import json, pathlib, sys
+from memcli import Memory
+memory = Memory(sys.argv[1], settings={"search.semantic": False})
+for i in range(int(sys.argv[2])):
+    messages = [{"role": "user", "content": f"ingested round {i} note {j} about the harbour",
+                 "timestamp": "2024-05-01T10:00:00Z"} for j in range(2)]
+    path = pathlib.Path(sys.argv[1]).parent / f"ingest-{i}.json"
+    path.write_text(json.dumps({"messages": messages}))
+    memory.ingest(path, consolidate=False)
+print("ok")
+"""
 
-def test_readers_never_fail_beside_a_consolidating_writer(tmp_path, store_dir):
-    """Search and evidence questions in loops from two processes while a third ingests and consolidates: the
-    index is read as one snapshot, so no reader fails however the writes fall between its reads."""
+
+def test_readers_never_fail_beside_consolidating_and_ingesting_writers(tmp_path, store_dir):
+    """Search and evidence questions in loops from two processes while a third remembers and consolidates and
+    a fourth ingests files, 100 rounds each: the index is read as one snapshot and writers take turns, so no
+    command fails however the writes fall between its reads, and no entry is lost or doubled."""
     from memcli import Memory
 
     Memory(store_dir, create=True).remember("the writer starts", speaker="user")
     env = {**os.environ, "MEMCLI_CACHE": str(tmp_path / "cache")}  # one cache, shared as users share it
-    rounds = 60
+    rounds = 100
     procs = [subprocess.Popen([sys.executable, "-c", code, str(store_dir), str(n)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, env=env)
-             for code, n in ((WRITER, rounds), (READER, rounds), (READER, rounds))]
+             for code, n in ((WRITER, rounds), (INGESTER, rounds), (READER, rounds), (READER, rounds))]
     for proc in procs:
-        out, err = proc.communicate(timeout=600)
+        out, err = proc.communicate(timeout=900)
         assert proc.returncode == 0 and out.strip() == b"ok", err.decode()[-2000:]
     store = Store.open(Resolved(store_dir, "test"))
     seqs = sorted(e.seq for doc_id in store.all_ids() for _, e in store.load(doc_id).doc.entries())
-    assert seqs == list(range(1, rounds * 3 + 2))  # nothing lost or doubled
+    assert seqs == list(range(1, rounds * 5 + 2))  # nothing lost or doubled
 
 
 class _Pausing:

@@ -18,7 +18,7 @@ import time
 from contextlib import contextmanager
 
 import pytest
-from conftest import EXAMPLES, snapshot
+from conftest import EXAMPLES, small_disk, snapshot
 
 from memcli import Memory
 from memcli.consolidate import job
@@ -47,8 +47,9 @@ class Fault(Exception):
 
 
 @contextmanager
-def failing(monkeypatch, at: int, error: BaseException):
-    """Make the ``at``-th file operation of a commit (a staged write, the manifest, a rename) raise ``error``.
+def failing(monkeypatch, at: int, error: BaseException, onwards: bool = False):
+    """Make the ``at``-th file operation of a commit (a staged write, the manifest, a rename) raise ``error``
+    (with ``onwards``, that one and every later one: a disk that stays full).
     The consolidation job's status file (a courtesy whose write failures are ignored) is not counted."""
     calls = {"n": 0}
     real_replace, real_write = os.replace, atomic.write_file_synced
@@ -58,7 +59,7 @@ def failing(monkeypatch, at: int, error: BaseException):
             if job.STATUS in str(args[0]):
                 return real(*args, **kwargs)
             calls["n"] += 1
-            if calls["n"] == at:
+            if calls["n"] == at or (onwards and calls["n"] > at):
                 raise error
             return real(*args, **kwargs)
         return run
@@ -173,20 +174,6 @@ def test_symbolic_links_in_a_store_are_refused_never_followed(template, tmp_path
         assert "the top secret word" in secret.read_text() and secret.read_text().count("seq=") == 1
 
 
-@contextmanager
-def small_disk(tmp_path, size: str):
-    """A tmpfs of ``size`` (root can mount one here); skips where that is not allowed."""
-    mount = tmp_path / f"disk-{size}"
-    mount.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
-                      capture_output=True).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here (the injected-error test covers these failures)")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
-
-
 def test_a_full_disk_and_a_read_only_store_are_exit_5_and_lose_nothing(template, tmp_path, cli):
     with small_disk(tmp_path, "300k") as disk:
         root = disk / "store"
@@ -276,3 +263,48 @@ def test_a_full_cache_never_fails_ask(template, tmp_path, monkeypatch):
         "Which adoption agency did Caroline apply to?", reader="evidence-only")
     assert found.evidence and any("Open Door" in e.text for e in found.evidence)
     assert any("ranked by words alone" in w and "No space left" in w for w in warned), warned
+
+
+def test_reads_use_the_committed_state_when_a_pending_transaction_cannot_be_finished(template, tmp_path, monkeypatch):
+    """A committed change whose renames the disk refuses is read from the transaction folder (with a warning),
+    nothing is written, and the first command that can write completes it."""
+    root = fresh(template, tmp_path, "pending")
+    note = tmp_path / "note.txt"
+    note.write_text("the lighthouse keeper repainted the zeppelin hangar\n")
+    with failing(monkeypatch, 6, OSError(errno.ENOSPC, "No space left on device"), onwards=True), \
+            pytest.raises(StoreWriteError):
+        Memory(root).ingest(note, consolidate=False)
+    assert atomic.pending(root) and "zeppelin" not in (root / "CURRENT.md").read_text()
+    files = {p: p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and "kv" not in p.parts}
+    warned: list[str] = []
+    with failing(monkeypatch, 1, OSError(errno.EACCES, "Permission denied"), onwards=True):
+        memory = Memory(root, on_warning=warned.append)
+        assert [m.doc for m in memory.grep("zeppelin").matches] == ["CURRENT"]
+        assert any("zeppelin" in e.text for e in memory.ask("Who repainted the hangar?",
+                                                            reader="evidence-only").evidence)
+        assert memory.status().current_entries == len(seq_counts(root)) + 1
+    store_warnings = [w for w in warned if "committed change" in w]  # (the patched rename fails the cache too)
+    assert len(store_warnings) == 3 and all("reading it from" in w and "Permission denied" in w
+                                            for w in store_warnings), "\n".join(warned)
+    assert {p: p.read_bytes() for p in files} == files  # nothing written
+    Memory(root).docs()  # a command that can write completes it
+    assert not atomic.pending(root) and "zeppelin" in (root / "CURRENT.md").read_text()
+
+
+def test_a_read_only_store_with_a_pending_transaction_still_answers(template, tmp_path, cli, monkeypatch):
+    with small_disk(tmp_path, "2m") as disk:
+        root = disk / "store"
+        shutil.copytree(template, root)
+        note = tmp_path / "note.txt"
+        note.write_text("the lighthouse keeper repainted the zeppelin hangar\n")
+        with failing(monkeypatch, 6, OSError(errno.ENOSPC, "No space left on device"), onwards=True), \
+                pytest.raises(StoreWriteError):
+            Memory(root).ingest(note, consolidate=False)
+        assert subprocess.run(["mount", "-o", "remount,ro", str(disk)], capture_output=True).returncode == 0
+        for args in (("grep", "zeppelin"), ("ask", "Who repainted the hangar?", "--evidence-only"), ("docs",)):
+            done = cli("--store", root, *args, store=False)
+            assert done.code == 0 and "reading it from" in done.stderr and "Read-only" in done.stderr, done
+        assert "zeppelin" in cli("--store", root, "grep", "zeppelin", store=False).stdout
+        assert subprocess.run(["mount", "-o", "remount,rw", str(disk)], capture_output=True).returncode == 0
+        assert cli("--store", root, "status", store=False).code == 0 and not atomic.pending(root)
+        assert "zeppelin" in (root / "CURRENT.md").read_text()

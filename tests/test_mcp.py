@@ -9,7 +9,7 @@ import sys
 
 import anyio
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, small_disk
 
 from memcli import Memory
 from memcli.store.census import seq_counts
@@ -200,3 +200,21 @@ def test_read_only_over_a_missing_store_says_it_is_missing(tmp_path):
     done = run_memcli("--store", missing, "mcp", "--read-only", stdin=b"")
     assert done.code == 1 and "no memcli store at" in done.stderr and "lock" not in done.stderr
     assert not missing.exists()
+
+
+def test_writes_to_a_store_on_a_read_only_disk_fail_with_the_reason(store, tmp_path):
+    import shutil
+
+    with small_disk(tmp_path, "2m") as disk:
+        root = disk / "store"
+        shutil.copytree(store, root)
+        assert subprocess.run(["mount", "-o", "remount,ro", str(disk)], capture_output=True).returncode == 0
+
+        async def main():
+            async with session(root) as client:
+                for tool, args in (("consolidate", {}), ("remember", {"text": "a new fact"})):
+                    said = error(await client.call_tool(tool, args))
+                    assert "Read-only file system" in said and str(root) in said, (tool, said)
+                assert data(await client.call_tool("grep", {"pattern": "Priya"}))["count"] > 0
+
+        anyio.run(main)

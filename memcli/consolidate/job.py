@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from memcli.errors import StoreError
+from memcli.errors import StoreError, StoreWriteError
 from memcli.store.atomic import FILE_MODE, atomic_write
 from memcli.store.store import now_iso
 
@@ -37,6 +37,10 @@ LOG = "consolidation.log"
 BACKGROUND_NICE = 19  # a background model must not starve the user's foreground command
 
 
+class AlreadyRunning(StoreError):
+    """Another consolidation of the store holds the job lock."""
+
+
 def _open_lock(root: Path) -> int:
     try:
         return os.open(root / LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
@@ -44,7 +48,7 @@ def _open_lock(root: Path) -> int:
         if exc.errno == errno.ELOOP:
             raise StoreError(f"{root / LOCK} is a symbolic link; memcli does not follow links inside a store",
                              hint=f"remove {root / LOCK}; memcli makes it again") from None
-        raise
+        raise StoreWriteError.of(root / LOCK, exc, "open the consolidation lock") from None
 
 
 def _take(fd: int) -> None:
@@ -115,7 +119,7 @@ class Job:
             except OSError:
                 os.close(fd)
                 now = read_status(self.root) or {}
-                raise StoreError(f"a consolidation of {self.root} is already running ({describe(now)})",
+                raise AlreadyRunning(f"a consolidation of {self.root} is already running ({describe(now)})",
                                  hint="`memcli consolidate --wait` waits for it; `--stop` stops it") from None
             self.fd = fd
         try:
@@ -159,18 +163,25 @@ class Job:
 
 def start_background(root: Path, env_settings: dict[str, str]) -> dict:
     """Start ``memcli consolidate`` in a detached low-priority process holding the job lock; returns
-    {pid, log}. Raises StoreError when a consolidation is already running."""
+    {pid, log}. Raises :class:`AlreadyRunning` when a consolidation is already running, a
+    :class:`StoreWriteError` when the store is not writable."""
     fd = _open_lock(root)
     try:
         _take(fd)
     except OSError:
         os.close(fd)
-        raise StoreError(f"a consolidation of {root} is already running "
-                         f"({describe(read_status(root) or {})})") from None
+        raise AlreadyRunning(f"a consolidation of {root} is already running "
+                             f"({describe(read_status(root) or {})})") from None
     try:
-        atomic_write(root / STATUS, json.dumps({"state": "starting", "started": now_iso(), "background": True})
-                     + "\n")
-        log = os.open(root / LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
+        try:
+            atomic_write(root / STATUS, json.dumps({"state": "starting", "started": now_iso(), "background": True})
+                         + "\n")
+        except OSError as exc:
+            raise StoreWriteError.of(root / STATUS, exc) from None
+        try:
+            log = os.open(root / LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
+        except OSError as exc:
+            raise StoreWriteError.of(root / LOG, exc, "open") from None
         try:
             os.write(log, f"--- {now_iso()} background consolidation\n".encode())
             env = {**os.environ, **env_settings}

@@ -277,6 +277,24 @@ def recover(root: Path) -> str | None:
     return outcome
 
 
+def committed_view(root: Path) -> dict[Path, Path | None]:
+    """What a committed but unapplied transaction changes, for reading the committed state without
+    writing: each store file it writes, mapped to its staged copy, and each it deletes, mapped to None.
+    Empty when there is no manifest (staged files without one were never committed). Call with a lock
+    held, so no writer is between its commit point and its last rename."""
+    manifest = root / TXN_DIR / MANIFEST
+    if not manifest.exists():
+        return {}
+    view: dict[Path, Path | None] = {}
+    for op in _checked_ops(root, manifest):
+        dest = store_path(root, op["path"])
+        if op["op"] == "delete":
+            view[dest] = None
+        elif (root / TXN_DIR / op["staged"]).exists():  # absent: renamed already, the file is the new one
+            view[dest] = root / TXN_DIR / op["staged"]
+    return view
+
+
 def _apply(root: Path, ops: list[dict]) -> None:
     touched: set[Path] = set()
     # a test hook: widen the window between renames so fault-injection kills land inside it

@@ -11,7 +11,9 @@ Layout (directories 0700, files 0600)::
       .lock  .txn/      the inter-process lock and the transaction folder
 
 Every read holds the shared lock and every write the exclusive one; writes go
-through a :class:`~memcli.store.atomic.Transaction`.
+through a :class:`~memcli.store.atomic.Transaction`. A read first finishes an
+interrupted transaction; when it cannot (the disk refuses the renames), it reads
+the committed state as it stands in ``.txn/`` and warns, and writes nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -61,6 +63,9 @@ class Store:
         self.state_path = root / "state.json"
         self.ingested_path = root / "ingested.txt"
         self.index_dir: Path | None = None  # None: the per-store folder in the cache directory
+        self.on_warning: Callable[[str], None] | None = None  # told when a read works around a problem
+        # while a committed transaction cannot be applied: its files, read from .txn/ (None: deleted)
+        self._view: dict[Path, Path | None] = {}
 
     # ------------------------------------------------------------ opening
 
@@ -101,12 +106,43 @@ class Store:
 
     @contextmanager
     def reading(self) -> Iterator[Store]:
-        """Hold the shared lock; finish an interrupted transaction first if there is one."""
+        """Hold the shared lock; finish an interrupted transaction first if there is one. When it cannot
+        be finished (the store is not writable), read the committed state without writing, and warn."""
+        failure: StoreWriteError | None = None
         if atomic.pending(self.root):
-            with atomic.StoreLock(self.root, exclusive=True, timeout=self.lock_timeout):
-                atomic.recover(self.root)
+            try:
+                with atomic.StoreLock(self.root, exclusive=True, timeout=self.lock_timeout):
+                    atomic.recover(self.root)
+            except StoreWriteError as exc:
+                failure = exc
         with atomic.StoreLock(self.root, exclusive=False, timeout=self.lock_timeout):
-            yield self
+            self._view = atomic.committed_view(self.root) if failure is not None else {}
+            if failure is not None and self.on_warning is not None:
+                state = ("a committed change could not be applied; reading it from "
+                         f"{self.root / atomic.TXN_DIR}" if self._view else "an unfinished write could not be "
+                         "cleaned up; reading the committed state")
+                self.on_warning(f"{state} ({failure}); the next command that can write to the store finishes it")
+            try:
+                yield self
+            finally:
+                self._view = {}
+
+    def source(self, path: Path) -> Path | None:
+        """The file that holds ``path``'s committed content: ``path`` itself, its staged copy while a
+        committed transaction cannot be applied, or None when that transaction deletes it."""
+        return self._view.get(path, path)
+
+    def read_file(self, path: Path) -> bytes:
+        """The committed bytes of one of the store's files (``FileNotFoundError`` when it has none)."""
+        src = self.source(path)
+        if src is None:
+            raise FileNotFoundError(path)
+        return read_regular(src)
+
+    def has_file(self, path: Path) -> bool:
+        """Whether one of the store's files exists (as a regular file) in the committed state."""
+        src = self.source(path)
+        return src is not None and _regular(src)
 
     @contextmanager
     def writing(self) -> Iterator[atomic.Transaction]:
@@ -130,7 +166,7 @@ class Store:
 
     def read_state(self) -> dict:
         try:
-            return json.loads(read_regular(self.state_path).decode("utf-8"))
+            return json.loads(self.read_file(self.state_path).decode("utf-8"))
         except FileNotFoundError:
             return {"format": STORE_FORMAT, "next_seq": 1}
         except (OSError, ValueError) as exc:
@@ -138,7 +174,7 @@ class Store:
 
     def read_fingerprints(self) -> set[str]:
         try:
-            return set(read_regular(self.ingested_path).decode("utf-8", "replace").split())
+            return set(self.read_file(self.ingested_path).decode("utf-8", "replace").split())
         except FileNotFoundError:
             return set()
 
@@ -151,11 +187,12 @@ class Store:
         if self.docs_dir.is_symlink():
             return []
         try:
-            names = [p.name for p in self.docs_dir.iterdir()]
+            names = {p.name for p in self.docs_dir.iterdir()}
         except FileNotFoundError:
-            return []
+            names = set()
+        names |= {p.name for p in self._view if p.parent == self.docs_dir}
         return sorted(n[:-3] for n in names if n.endswith(".md") and DOC_ID_RE.match(n[:-3])
-                      and _regular(self.docs_dir / n))
+                      and self.has_file(self.docs_dir / n))
 
     def refused_files(self) -> list[str]:
         """Documents memcli will not read: symbolic links and special files where a document would be."""
@@ -192,7 +229,7 @@ class Store:
         """A document's raw text."""
         path = self.doc_path(doc_id)
         try:
-            data = read_regular(path)
+            data = self.read_file(path)
         except FileNotFoundError:
             raise NotFound(f"no document {doc_id!r} in {self.root}",
                            hint="`memcli docs` lists the documents") from None
@@ -218,7 +255,16 @@ class Store:
     def all_ids(self) -> list[str]:
         """Every document id, CURRENT last (when it exists: a person may have removed it)."""
         ids = self.doc_ids()
-        return [*ids, CURRENT_ID] if _regular(self.current_path) else ids
+        return [*ids, CURRENT_ID] if self.has_file(self.current_path) else ids
+
+    def signature(self, doc_id: str) -> tuple[int, int] | None:
+        """(mtime_ns, size) of a document's committed file, None when it has none: what caches key on."""
+        src = self.source(self.doc_path(doc_id))
+        try:
+            st = src.stat() if src is not None else None
+        except FileNotFoundError:
+            return None
+        return (st.st_mtime_ns, st.st_size) if st is not None else None
 
 
 def _regular(path: Path) -> bool:

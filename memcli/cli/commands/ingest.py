@@ -30,14 +30,22 @@ def ingest(
         "--extract/--raw", help="Let the model extract durable facts (default: ingest.extract, off: one entry per turn).")] = None,
     no_auto: Annotated[bool, typer.Option(
         "--no-auto", help="Do not consolidate afterwards, even if CURRENT crossed a threshold.")] = False,
+    keep_harness: Annotated[bool, typer.Option(
+        "--keep-harness", help="Keep what an agent's harness wrote into session messages (instruction files, "
+                               "context blocks, slash-command wrappers, citation markers); taken out by default.")
+    ] = False,
     json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
 ) -> None:
     """Append a transcript's turns to CURRENT, one entry per turn.
 
     Formats: LoCoMo (a conversation object or the locomo10.json sample list),
     chat messages (a JSON list of {role, content}, {"messages": [...]}, or
-    JSONL), and plain text or Markdown (one entry per paragraph). Turns already
-    ingested are skipped. Bad input changes nothing and exits with code 4.
+    JSONL), plain text or Markdown (one entry per paragraph), and agent
+    sessions: Claude Code, Codex, ChatGPT and Claude.ai exports, without the
+    text their harness adds (unless --keep-harness). Turns already ingested
+    are skipped. <private>...</private> spans are dropped and secrets (keys,
+    tokens, passwords) stored as [redacted:TYPE]. Bad input changes nothing
+    and exits with code 4.
 
     When CURRENT then reaches consolidate.threshold_tokens (5000) or its oldest
     entry was added more than consolidate.threshold_age seconds ago, it is
@@ -54,7 +62,7 @@ def ingest(
         result = mem.ingest(sys.stdin.buffer if file == "-" else file, format=fmt, sample=sample, conv=conv,
                             time=when, extract=extract, consolidate=not no_auto, progress=progress,
                             on_consolidate=lambda reason: out.info(f"memcli: consolidating: {reason}"),
-                            name="<stdin>" if file == "-" else None)
+                            name="<stdin>" if file == "-" else None, keep_harness=keep_harness)
     out.emit(result)
 
 
@@ -69,6 +77,10 @@ def _render(result: IngestResult, out: Output) -> None:
         out.write(f"skipped {result.skipped} turns already in memory")
     if result.ignored:
         out.write(f"ignored {result.ignored} system/tool messages")
+    if result.redacted or result.private:
+        out.write("kept out of memory: " + ", ".join(
+            part for part in (f"{result.redacted} secrets (stored as [redacted:TYPE])" if result.redacted else "",
+                              f"{result.private} <private> spans" if result.private else "") if part))
     if result.rejected:
         out.write(f"left out {len(result.rejected)} bad records: "
                   + "; ".join(f"{r['where']}: {r['reason']}" for r in result.rejected[:5])

@@ -1,0 +1,111 @@
+"""What memory never keeps: ``<private>...</private>`` spans (dropped) and secrets (API keys, tokens,
+private keys, passwords in URLs and assignments, high-entropy credentials), each replaced by a typed
+placeholder such as ``[redacted:aws-access-key]`` before anything is written.
+
+Secrets are found by Yelp's detect-secrets (its default plugins and filters, the ones it runs on a
+text file); this module only decides how much of the line a finding covers: the whole match of the
+plugin's pattern, the value it reported, or a private key's whole ``BEGIN``..``END`` block.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+
+PRIVATE = re.compile(r"<private>.*?(?:</private>|\Z)", re.S | re.I)  # an unclosed span runs to the end
+_KEY_BLOCK = re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----.*?(?:-----END[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\Z)",
+                        re.S)
+_ENTROPY = "high-entropy-string"
+_SCANNED_AS = "memory.txt"  # detect-secrets picks filters by file name; memory is plain text
+_lock = threading.Lock()  # detect-secrets keeps its settings in one global
+
+
+@dataclass
+class Scrubbed:
+    text: str
+    private: int = 0  # <private> spans dropped
+    secrets: int = 0  # secrets replaced by a placeholder
+
+
+def placeholder(kind: str) -> str:
+    """``[redacted:github-token]`` for detect-secrets' "GitHub Token"."""
+    return f"[redacted:{re.sub(r'[^a-z0-9]+', '-', kind.lower()).strip('-') or 'secret'}]"
+
+
+def scrub(text: str) -> Scrubbed:
+    """``text`` without its private spans and with its secrets replaced."""
+    return scrub_many([text])[0]
+
+
+def scrub_many(texts: list[str]) -> list[Scrubbed]:
+    """:func:`scrub` of each text (detect-secrets set up once for all of them)."""
+    from detect_secrets.core import scan
+    from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
+    from detect_secrets.settings import default_settings
+
+    out = []
+    with _lock, default_settings():
+        entropy = Base64HighEntropyString()
+        for text in texts:
+            kept, private = PRIVATE.subn("", text)
+            if private:
+                kept = re.sub(r"[ \t]{2,}", " ", kept).strip()
+            spans = _findings(kept, scan, entropy)
+            out.append(Scrubbed(_replace(kept, spans), private, len(spans)))
+    return out
+
+
+_TOKEN_CHARS = r"[A-Za-z0-9_\-+/=.~]"
+# a run of token characters an unquoted credential is made of; the separators around it are not
+_CANDIDATE = re.compile(r"[A-Za-z0-9_\-+/.~]{20,}={0,2}")
+
+
+def _findings(text: str, scan, entropy) -> list[tuple[int, int, str]]:
+    """(start, end, type) of each secret in ``text``, merged where they overlap."""
+    lines = text.split("\n")
+    starts = [0]
+    for line in lines[:-1]:
+        starts.append(starts[-1] + len(line) + 1)
+    numbered = [(n, line) for n, line in enumerate(lines, 1) if line.strip()]
+    spans: list[tuple[int, int, str]] = []
+    for secret in scan._process_line_based_plugins(numbered, filename=_SCANNED_AS) if numbered else ():
+        offset, line = starts[secret.line_number - 1], lines[secret.line_number - 1]
+        if secret.type == "Private Key":
+            block = _KEY_BLOCK.search(text, offset)
+            spans.append((block.start(), block.end(), secret.type) if block else (offset, offset + len(line),
+                                                                                secret.type))
+            continue
+        value = secret.secret_value or ""
+        for match in re.finditer(re.escape(value), line) if value else ():
+            start, end = match.start(), match.end()  # the whole token the value is part of (a prefix: ghp_...)
+            while start and re.match(_TOKEN_CHARS, line[start - 1]):
+                start -= 1
+            while end < len(line) and re.match(_TOKEN_CHARS, line[end]):
+                end += 1
+            while end > match.end() and line[end - 1] == ".":  # a sentence's full stop is not the token's
+                end -= 1
+            spans.append((offset + start, offset + end, secret.type))
+    # detect-secrets measures entropy only in quoted strings; a credential pasted bare is measured too
+    for match in _CANDIDATE.finditer(text):
+        token = match.group(0).rstrip(".")
+        if "://" in text[match.start():match.end() + 3] or not re.search(r"\d", token) \
+                or not re.search(r"[A-Za-z]", token):
+            continue
+        if entropy.calculate_shannon_entropy(token) > entropy.entropy_limit:
+            spans.append((match.start(), match.start() + len(token), _ENTROPY))
+    merged: list[list] = []
+    for start, end, kind in sorted(spans):
+        if merged and start < merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+            if merged[-1][2] == _ENTROPY:  # a detector that names the kind says more
+                merged[-1][2] = kind
+        else:
+            merged.append([start, end, kind])
+    return [tuple(m) for m in merged]
+
+
+def _replace(text: str, spans: list[tuple[int, int, str]]) -> str:
+    for start, end, kind in reversed(spans):
+        text = text[:start] + placeholder(kind) + text[end:]
+    return text
