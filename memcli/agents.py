@@ -1,11 +1,6 @@
-"""memcli in the agents people use: what registers the MCP server with each, and Claude Code's hook.
-
-``registration(agent, store)`` is the exact snippet or command for one agent, naming this Python
-and the store by absolute path (so it works from any directory and any PATH). ``claude_code_hook``
-handles one hook event that Claude Code sends as JSON on stdin: at session end or before a context
-compaction it ingests the transcript the event names; at session start it returns a short digest of
-what memory holds about the project in the working directory (Claude Code adds a SessionStart
-hook's stdout to the session's context).
+"""memcli in the agents people use: the file that registers the MCP server (and Claude Code's hooks,
+:mod:`memcli.hooks`) with each, naming this Python and the store by absolute path, so it works from
+any directory and any PATH.
 """
 
 from __future__ import annotations
@@ -13,13 +8,23 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from memcli.errors import InputError
+AGENTS = ("claude-code", "claude-code-hooks", "cursor", "vscode", "claude-desktop", "gemini", "opencode", "codex")
+HOOK_TIMEOUTS = {"SessionStart": 15, "PreCompact": 10, "SessionEnd": 10}  # seconds Claude Code waits at most
 
-AGENTS = ("claude-code", "cursor", "codex", "claude-desktop")
-SAVE_EVENTS = ("SessionEnd", "PreCompact", "Stop")
-DIGEST_BUDGET = 600  # tokens of evidence a session start gets
+
+@dataclass(frozen=True)
+class Registration:
+    """What registers memcli with one agent: ``text`` is a whole file the host reads as it is (JSON or
+    TOML, no comments), ``where`` says where it goes (printed apart, on stderr), ``data`` is the same
+    configuration as an object (``--json``)."""
+
+    agent: str
+    where: str
+    text: str
+    data: dict
 
 
 def server_command(store: Path, read_only: bool = False) -> list[str]:
@@ -27,71 +32,49 @@ def server_command(store: Path, read_only: bool = False) -> list[str]:
     return [sys.executable, "-m", "memcli", "--store", str(store), "mcp", *(["--read-only"] if read_only else [])]
 
 
-def hook_command(store: Path) -> str:
-    return shlex.join([sys.executable, "-m", "memcli", "--store", str(store), "hook", "claude-code"])
+def hook_command(store: Path | None) -> str:
+    """The hook's command: on ``store``, or (None) on the store of each session's project."""
+    return shlex.join([sys.executable, "-m", "memcli", *(["--store", str(store)] if store else []), "hook",
+                       "claude-code"])
 
 
-def registration(agent: str, store: Path, *, read_only: bool = False) -> str:
-    """What registers memcli's MCP server (on ``store``) with ``agent``, ready to paste or run."""
+def registration(agent: str, store: Path, *, read_only: bool = False, pinned: bool = True) -> Registration:
+    """What registers memcli's MCP server (on ``store``) with ``agent``, ready to save as the host's file.
+    ``pinned``: the store was named (--store, $MEMCLI_STORE), so hooks use it too; otherwise each
+    session goes to the store of its project (:func:`memcli.hooks.hook_store`)."""
     command, *args = server_command(store, read_only)
-    servers = {"mcpServers": {"memcli": {"command": command, "args": args}}}
-    if agent == "claude-code":
-        hooks = {"hooks": {event: [{"hooks": [{"type": "command", "command": hook_command(store)}]}]
-                           for event in ("SessionStart", "PreCompact", "SessionEnd")}}
-        return ("# register the server (add --scope user for every project):\n"
-                f"claude mcp add memcli -- {shlex.join([command, *args])}\n\n"
-                "# optional: save sessions to memory and recall the project at session start;\n"
-                "# merge into .claude/settings.json (or ~/.claude/settings.json):\n"
-                + json.dumps(hooks, indent=2))
-    if agent == "cursor":
-        return "// .cursor/mcp.json in the project (or ~/.cursor/mcp.json for all projects)\n" + \
-            json.dumps(servers, indent=2)
-    if agent == "claude-desktop":
-        return ("// claude_desktop_config.json (Settings > Developer > Edit Config; on macOS in\n"
-                "// ~/Library/Application Support/Claude/, on Windows in %APPDATA%\\Claude\\)\n"
-                + json.dumps(servers, indent=2))
-    if agent == "codex":
+    stdio = {"command": command, "args": args}
+    if agent in ("claude-code", "cursor", "claude-desktop", "gemini"):
+        where = {
+            "claude-code": f".mcp.json in the project (or run: claude mcp add --scope user memcli -- "
+                           f"{shlex.join([command, *args])}); the hooks: --print-config claude-code-hooks",
+            "cursor": ".cursor/mcp.json in the project (or ~/.cursor/mcp.json for all projects)",
+            "claude-desktop": "claude_desktop_config.json (Settings > Developer > Edit Config; macOS: "
+                              "~/Library/Application Support/Claude/, Windows: %APPDATA%\\Claude\\)",
+            "gemini": ".gemini/settings.json in the project (or ~/.gemini/settings.json); merge with what is there",
+        }[agent]
+        data = {"mcpServers": {"memcli": stdio}}
+    elif agent == "claude-code-hooks":
+        where = ".claude/settings.json in the project (or ~/.claude/settings.json); merge with what is there"
+        command = hook_command(store if pinned else None)
+        data = {"hooks": {event: [{"hooks": [{"type": "command", "command": command, "timeout": limit}]}]
+                          for event, limit in HOOK_TIMEOUTS.items()}}
+    elif agent == "vscode":
+        where = ".vscode/mcp.json in the workspace"
+        data = {"servers": {"memcli": {"type": "stdio", **stdio}}}
+    elif agent == "opencode":
+        where = "opencode.json in the project (or ~/.config/opencode/opencode.json); merge with what is there"
+        data = {"$schema": "https://opencode.ai/config.json",
+                "mcp": {"memcli": {"type": "local", "command": [command, *args], "enabled": True}}}
+    elif agent == "codex":
+        where = "~/.codex/config.toml (append)"
+        data = {"mcp_servers": {"memcli": stdio}}
+
         def toml(value: str) -> str:
             return json.dumps(value)  # a JSON string is a valid TOML basic string
 
-        return ("# ~/.codex/config.toml\n[mcp_servers.memcli]\n"
-                f"command = {toml(command)}\nargs = [{', '.join(map(toml, args))}]\n")
-    raise ValueError(agent)
-
-
-def read_hook_event(raw: str) -> dict:
-    """The hook's JSON object, checked."""
-    try:
-        event = json.loads(raw)
-    except ValueError as exc:
-        raise InputError("<hook stdin>", f"not JSON: {exc}") from None
-    except RecursionError:
-        raise InputError("<hook stdin>", "not a hook event: JSON nested too deeply") from None
-    if not isinstance(event, dict) or not isinstance(event.get("hook_event_name"), str):
-        raise InputError("<hook stdin>", "not a Claude Code hook event (no hook_event_name)")
-    return event
-
-
-def claude_code_hook(memory, event: dict) -> dict:
-    """Handle one Claude Code hook event; returns ``{event, action, ...}`` (``digest`` for a session start)."""
-    name = event["hook_event_name"]
-    if name in SAVE_EVENTS:
-        path = event.get("transcript_path")
-        if not isinstance(path, str) or not path:
-            raise InputError("<hook stdin>", f"{name} event without a transcript_path")
-        if "\x00" in path:
-            raise InputError("<hook stdin>", "the transcript_path holds a NUL byte", where="transcript_path")
-        done = memory.ingest(Path(path).expanduser(), format="claude-code")
-        return {"event": name, "action": "ingested", "added": done.added, "skipped": done.skipped,
-                "consolidation": done.consolidation}
-    if name == "SessionStart":
-        cwd = event.get("cwd") if isinstance(event.get("cwd"), str) else None
-        project = Path(cwd).name if cwd else ""
-        if not project or memory.status().entries == 0:
-            return {"event": name, "action": "digest", "digest": ""}
-        found = memory.ask(f"{project} project: what was decided, done and left to do",
-                           reader="evidence-only", budget=DIGEST_BUDGET)
-        lines = [f"Memory about {project} (memcli; cite as doc:lines, search more with the memory_search tool):"]
-        lines += [f"{e.citation}\n{e.text}" for e in found.evidence]
-        return {"event": name, "action": "digest", "digest": "\n".join(lines) if found.evidence else ""}
-    return {"event": name, "action": "ignored"}
+        return Registration(agent, where, f"[mcp_servers.memcli]\ncommand = {toml(command)}\n"
+                                          f"args = [{', '.join(map(toml, args))}]\n", data)
+    else:
+        raise ValueError(agent)
+    return Registration(agent, where, json.dumps(data, indent=2) + "\n", data)

@@ -15,6 +15,7 @@ def open_cache(path: Path | str, schema: str, version: str, tables: tuple[str, .
     """A SQLite cache file (or ``:memory:``), private to its user, emptied when its ``version`` (the
     code's and settings' that built it) is not the one wanted."""
     db = sqlite3.connect(path, timeout=30, isolation_level=None)
+    db.execute("PRAGMA secure_delete = ON")  # a deleted row (a forgotten entry's words) is overwritten, not left
     if path != ":memory:":
         try:
             os.chmod(path, 0o600)

@@ -18,6 +18,7 @@ reader, ``chat``, consolidation or extraction with the model), through
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -195,7 +196,7 @@ class Memory:
     def ingest(self, source: str | Path | IO | list, *, format: str | None = None, sample: str | None = None,
                conv: str | None = None, time: str | None = None, extract: bool | None = None,
                consolidate: bool = True, progress: Progress | None = None, on_consolidate=None,
-               name: str | None = None, keep_harness: bool = False) -> IngestResult:
+               name: str | None = None, keep_harness: bool = False, project: str | None = None) -> IngestResult:
         """Append a transcript's turns to CURRENT (turns ingested before are skipped).
 
         ``source``: a path, an open file, or a list of :class:`memcli.turns.Turn`;
@@ -208,7 +209,8 @@ class Memory:
         and entries (default: its own name). ``keep_harness``: keep what an agent's harness wrote into
         its session's messages (instruction files, context blocks, command wrappers), which is
         otherwise taken out (:mod:`memcli.harness`). Private spans and secrets are never kept
-        (:mod:`memcli.privacy`).
+        (:mod:`memcli.privacy`). ``project``: tag every turn ``project=`` (agent sessions in a store
+        several projects share; :mod:`memcli.hooks`).
         """
         from memcli.transcripts import FORMATS, fingerprint_turns, parse_input
         from memcli.turns import Parsed, parse_time
@@ -225,6 +227,9 @@ class Memory:
             raw, name = read_source(source, name, cfg.ingest_max_bytes)
             parsed = parse_input(raw, name, fmt=format, sample=sample, default_time=default_time, conv=conv,
                                  max_entry_chars=cfg.ingest_max_entry_chars, keep_harness=keep_harness)
+        if project:
+            for turn in parsed.turns:
+                turn.project = project
         self._writable()
         if extract if extract is not None else cfg.ingest_extract:
             if self.profile.name == "small":
@@ -353,6 +358,45 @@ class Memory:
         turn = Turn(text=text, time=when, speaker=speaker, source=source, conv=conv, time_given=time is not None)
         fingerprint_turns([turn], conv or "note", "note")
         return ingest_turns(self._writable(), [turn], source=source or "note", fmt="note")
+
+    def forget(self, targets: list[str] | tuple[str, ...] = (), *, conv: str | None = None, since: str | None = None,
+               until: str | None = None, grep: str | None = None, ignore_case: bool = False,
+               dry_run: bool = False):
+        """Take entries out of memory for good (see :mod:`memcli.forget`): ``targets`` are citations
+        (``doc:12-14``) and seqs (``17``, ``17-20``); ``conv``, ``since``/``until`` and ``grep`` narrow.
+        Returns a :class:`~memcli.forget.Forgotten`; with ``dry_run`` it lists what would go."""
+        from memcli.forget import Selection, forget, purge_caches
+
+        selection = Selection.parse(list(targets), conv=conv, since=since, until=until, grep=grep,
+                                    ignore_case=ignore_case)
+        if dry_run:
+            result, entries = forget(self.store, selection, dry_run=True)
+        else:
+            with self.store.reading():
+                idf = self.index.idf()  # names made again from what is left use the library's word weights
+            result, entries = forget(self._writable(), selection, idf=idf)
+        if entries:
+            try:
+                result.caches = purge_caches(self, entries, result.documents_changed + result.documents_removed)
+            except (OSError, sqlite3.Error) as exc:  # the caches are disposable: dropped whole instead
+                result.caches = {"dropped": self._drop_caches()}
+                result.warnings.append(f"the caches could not be cleaned ({exc}); they were removed and are "
+                                       "rebuilt when needed")
+        return result
+
+    def _drop_caches(self) -> list[str]:
+        """Remove this store's search index and vector cache files (rebuilt on the next question)."""
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+        folder = self._cache_dir or self.store.index_dir or store_cache_dir(self.store.root)
+        gone = []
+        for name in ("index.sqlite", "vectors.sqlite"):
+            for path in (folder / name, folder / f"{name}-journal"):
+                if path.exists():
+                    path.unlink()
+                    gone.append(str(path))
+        return gone
 
     def consolidate(self, *, split: int | None = None, merge: int | None = None, dry_run: bool = False,
                     llm: bool | None = None, progress: Progress | None = None, reason: str | None = None,

@@ -55,6 +55,11 @@ def resolve_store(flag: str | os.PathLike | None = None) -> Resolved:
     project = find_project_store()
     if project is not None:
         return Resolved(project, f"nearest {PROJECT_STORE_DIRNAME}/ (memcli init)")
+    return user_store()
+
+
+def user_store() -> Resolved:
+    """The user's own store, in the XDG data directory."""
     return _xdg("XDG_DATA_HOME", ".local/share")
 
 

@@ -3,8 +3,10 @@ private keys, passwords in URLs and assignments, high-entropy credentials), each
 placeholder such as ``[redacted:aws-access-key]`` before anything is written.
 
 Secrets are found by Yelp's detect-secrets (its default plugins and filters, the ones it runs on a
-text file); this module only decides how much of the line a finding covers: the whole match of the
-plugin's pattern, the value it reported, or a private key's whole ``BEGIN``..``END`` block.
+text file); this module only decides how much of the text a finding covers: the whole token the
+reported value is part of (a detector may report only a token's prefix, ``ghp``), or a private key's
+whole ``BEGIN``..``END`` block. It also measures the entropy of bare tokens, which detect-secrets
+measures only in quoted strings.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def scrub_many(texts: list[str]) -> list[Scrubbed]:
     return out
 
 
-_TOKEN_CHARS = r"[A-Za-z0-9_\-+/=.~]"
+_TOKEN_CHARS = r"[A-Za-z0-9_\-+/.~]"  # what a token is made of; '=' only ends one (base64 padding)
 # a run of token characters an unquoted credential is made of; the separators around it are not
 _CANDIDATE = re.compile(r"[A-Za-z0-9_\-+/.~]{20,}={0,2}")
 
@@ -81,7 +83,7 @@ def _findings(text: str, scan, entropy) -> list[tuple[int, int, str]]:
             start, end = match.start(), match.end()  # the whole token the value is part of (a prefix: ghp_...)
             while start and re.match(_TOKEN_CHARS, line[start - 1]):
                 start -= 1
-            while end < len(line) and re.match(_TOKEN_CHARS, line[end]):
+            while end < len(line) and (re.match(_TOKEN_CHARS, line[end]) or line[end] == "="):
                 end += 1
             while end > match.end() and line[end - 1] == ".":  # a sentence's full stop is not the token's
                 end -= 1

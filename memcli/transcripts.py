@@ -6,7 +6,7 @@ Supported shapes (detected, or forced with ``--format``):
   ``session_N_date_time``), a sample (``{"sample_id", "conversation", ...}``)
   or the ``locomo10.json`` list of samples;
 * ``chat``: a JSON list of ``{role, content}`` messages (optional ``name``,
-  ``timestamp``) or ``{"messages": [...]}``;
+  ``timestamp``) or ``{"messages": [...]}``, or of ``{speaker, text, time}`` messages;
 * ``jsonl``: one chat message per line;
 * ``text``: plain text or Markdown, one observation per paragraph.
 
@@ -46,7 +46,8 @@ def _is_locomo_sample(obj) -> bool:
 
 
 def _is_message(obj) -> bool:
-    return isinstance(obj, dict) and "role" in obj and "content" in obj
+    """A chat message: {role, content} (OpenAI's shape) or {speaker, text} (the one people write first)."""
+    return isinstance(obj, dict) and (("role" in obj and "content" in obj) or ("speaker" in obj and "text" in obj))
 
 
 # ---------------------------------------------------------------- LoCoMo
@@ -136,7 +137,9 @@ def _content_text(content, source: str, where: str) -> str:
 
 def _message_turn(message, source: str, where: str, default_time: str, conv: str | None) -> Turn | None:
     if not _is_message(message):
-        raise InputError(source, "not a {role, content} message", where=where)
+        raise InputError(source, "not a {role, content} or {speaker, text} message", where=where)
+    if "role" not in message:
+        return _spoken_turn(message, source, where, default_time, conv)
     if not isinstance(message["role"], str) or not message["role"].strip():
         raise InputError(source, f"role {str(message['role'])[:40]!r} is not a name", where=f"{where}.role")
     role = message["role"].strip().lower()
@@ -156,6 +159,19 @@ def _message_turn(message, source: str, where: str, default_time: str, conv: str
         source="AI" if role == "assistant" else None,
         ref=where, conv=conv, time_given=stamp is not None,
     )
+
+
+def _spoken_turn(message: dict, source: str, where: str, default_time: str, conv: str | None) -> Turn:
+    """A {speaker, text, time} message: the speaker is a person's name."""
+    speaker = message["speaker"]
+    if not isinstance(speaker, str) or not speaker.strip():
+        raise InputError(source, f"speaker {str(speaker)[:40]!r} is not a name", where=f"{where}.speaker")
+    text = _content_text(message["text"], source, where)
+    if not text:
+        raise InputError(source, "message has no text", where=where)
+    stamp = message.get("time", message.get("timestamp"))
+    when = parse_time(stamp, source, f"{where}.time") if stamp is not None else default_time
+    return Turn(text=text, time=when, speaker=speaker.strip(), ref=where, conv=conv, time_given=stamp is not None)
 
 
 def _messages(fmt: str, items, source: str, default_time: str, conv: str | None) -> Parsed:
@@ -277,7 +293,7 @@ REGISTRY: dict[str, TranscriptFormat] = {fmt.name: fmt for fmt in (
         _parse_locomo,
         lambda turn, base: ["locomo", turn.conv, turn.ref, turn.speaker, turn.text]),
     TranscriptFormat(
-        "chat", 'a JSON list of {role, content} messages, or {"messages": [...]}', (), True,
+        "chat", 'a JSON list of {role, content} or {speaker, text, time} messages, or {"messages": [...]}', (), True,
         lambda text, data: (isinstance(data, dict) and isinstance(data.get("messages"), list)) or (
             isinstance(data, list) and bool(data) and all(_is_message(m) for m in data)),
         _parse_chat, _message_identity("chat")),

@@ -25,12 +25,13 @@ class Turn:
     time_given: bool = True  # False when the time is the ingest's default
     fingerprint: str = ""
     uid: str | None = None  # the message's own id in its format, where it has a stable one (not stored)
+    project: str | None = None  # the project an agent session ran in (a store shared by projects)
     aliases: tuple[str, ...] = ()  # fingerprints it had under an earlier identity
 
     def meta(self) -> dict[str, str]:
         """Entry metadata in signature order (seq is added by the store)."""
         out = {"time": self.time}
-        for key in ("speaker", "source", "conv", "ref"):
+        for key in ("speaker", "source", "conv", "ref", "project"):
             value = getattr(self, key)
             if value:
                 out[key] = value

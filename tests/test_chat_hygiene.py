@@ -45,8 +45,8 @@ def test_chat_remembers_your_messages_and_not_the_small_models_replies(tmp_path)
         if turn["reply"].strip():
             assert turn["reply"].strip() not in current
     assert "source=AI" not in current
-    kept = piped_chat(store, "--max-tokens", "24", "--remember-replies", "--session", "other",
-                      messages=["Tell me about Caroline."])
+    kept = run_memcli("--json", "--store", store, "chat", "--max-tokens", "24", "--remember-replies", "--session",
+                      "other", stdin=b"Tell me about Caroline.\n", env=ENV)  # --json before the command works too
     assert kept.code == 0, kept.stderr
     reply = json.loads(kept.stdout.splitlines()[0])["reply"].strip()
     assert reply and "source=AI" in (store / "CURRENT.md").read_text()

@@ -83,6 +83,27 @@ def test_ingest_twice_adds_nothing_and_says_so(cli, store_dir):
     assert snapshot(store_dir) == before
 
 
+def test_the_speaker_text_time_shape_people_write_first_is_a_chat(cli, store_dir, tmp_path):
+    path = tmp_path / "notes.json"
+    path.write_text(json.dumps([{"speaker": "Ana", "text": "I moved to Lisbon in May", "time": "2024-05-02T10:00"},
+                                {"speaker": "Ben", "text": "How is the flat?"}]))
+    done = cli("ingest", path, "--json")
+    assert done.code == 0 and done.json["format"] == "chat" and done.json["added"] == 2, done.stderr
+    first, second = current_entries(store_dir)
+    assert (first.meta["speaker"], first.time, first.text) == ("Ana", "2024-05-02T10:00", "I moved to Lisbon in May")
+    assert second.meta["speaker"] == "Ben" and "source" not in second.meta
+    path.write_text(json.dumps([{"speaker": 7, "text": "x"}]))
+    bad = cli("ingest", path, "--json")
+    assert bad.code == 4 and "speaker" in bad.json["error"]["message"]
+
+
+def test_quiet_ingest_and_consolidate_print_nothing(cli, tmp_path):
+    for args in (("ingest", EXAMPLES / "chat-messages.json", "-q"), ("-q", "consolidate")):
+        done = cli(*args)
+        assert done.code == 0 and done.stdout == "" and done.stderr == "", done
+    assert cli("ingest", EXAMPLES / "chat-messages.json").stdout  # without -q it says what it did
+
+
 def test_ingest_chat_messages_shapes(cli, store_dir, tmp_path):
     result = cli("ingest", EXAMPLES / "chat-messages.json", "--json")
     assert result.code == 0, result.stderr

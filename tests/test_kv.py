@@ -360,3 +360,11 @@ def test_ask_restores_its_prompt_prefixes_from_blocks(cli, store_dir):
     off = json.loads(cli("ask", question, "--json", "--max-rounds", "1", "--no-kv").stdout)
     assert off["tokens"]["restored"] == 0 and off["answer"] == first["answer"]
     assert any((store_dir / "kv" / "blocks").rglob("*.kvb"))
+
+
+def test_kv_stats_and_verify_read_as_text_not_python(cli):
+    assert cli("ingest", EXAMPLES / "chat-messages.json").code == 0
+    for command in ("stats", "verify"):
+        done = cli("kv", command)
+        assert done.code == 0 and "{" not in done.stdout and "None" not in done.stdout, done.stdout
+    assert "bad: none" in cli("kv", "verify").stdout

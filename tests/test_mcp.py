@@ -16,7 +16,8 @@ from memcli.store.census import seq_counts
 
 pytest.importorskip("mcp")
 
-ALL_TOOLS = {"memory_search", "grep", "search", "list_docs", "read", "ask", "remember", "consolidate", "status"}
+ALL_TOOLS = {"memory_search", "grep", "search", "list_docs", "read", "ask", "remember", "consolidate", "forget",
+             "status"}
 
 
 def session(store, *extra: str):
@@ -113,15 +114,27 @@ def test_bad_calls_are_tool_errors_and_the_server_keeps_serving(store):
 
 
 def test_read_only_serves_no_writes(store):
+    from conftest import snapshot
+
+    Memory(store).consolidate(llm=False)
+    before = snapshot(store)
+
     async def main():
         async with session(store, "--read-only") as client:
             names = {t.name for t in (await client.list_tools()).tools}
-            assert names == ALL_TOOLS - {"remember", "consolidate"}
+            assert names == ALL_TOOLS - {"remember", "consolidate", "forget"}
             assert (await client.call_tool("remember", {"text": "a new fact"})).is_error
+            calls = [("memory_search", {"question": "Which agency?"}), ("grep", {"pattern": "Priya"}),
+                     ("search", {"query": "adoption"}), ("list_docs", {}), ("read", {"doc": "CURRENT"}),
+                     ("status", {}), ("ask", {"question": "Which agency did Caroline choose?"})]
+            for tool, args in calls:
+                await client.call_tool(tool, args)
+                assert snapshot(store) == before, tool  # byte for byte, after every call
+            await client.list_resources()
+            assert snapshot(store) == before
 
-    before = seq_counts(store)
     anyio.run(main)
-    assert seq_counts(store) == before
+    assert snapshot(store) == before and not (store / "kv").exists()
 
 
 def test_memory_text_is_data(store):
@@ -218,3 +231,66 @@ def test_writes_to_a_store_on_a_read_only_disk_fail_with_the_reason(store, tmp_p
                 assert data(await client.call_tool("grep", {"pattern": "Priya"}))["count"] > 0
 
         anyio.run(main)
+
+
+def test_forget_over_mcp_takes_the_entries_out_for_good(store):
+    async def main():
+        async with session(store) as client:
+            listed = data(await client.call_tool("forget", {"grep": "pottery", "dry_run": True}))
+            assert listed["count"] == 1 and "pottery" in listed["entries"][0]["text"]
+            assert data(await client.call_tool("grep", {"pattern": "pottery", "ignore_case": False}))["count"] == 1
+            gone = data(await client.call_tool("forget", {"targets": [listed["entries"][0]["doc"] + ":"
+                                                                      + str(listed["entries"][0]["line"])]}))
+            assert gone["count"] == 1
+            assert data(await client.call_tool("grep", {"pattern": "pottery", "ignore_case": False}))["count"] == 0
+            found = data(await client.call_tool("memory_search", {"question": "What class did Priya sign up for?"}))
+            assert not any("pottery" in e["text"] for e in found["evidence"])  # the server's warm state too
+            assert "say what to forget" in error(await client.call_tool("forget", {}))
+
+    anyio.run(main)
+    assert "pottery" not in (store / "CURRENT.md").read_text()
+
+
+def test_resources_list_every_document_a_page_at_a_time(store):
+    """resources/list names every document (CURRENT last) in pages with a cursor; an unknown document is
+    the SDK's resource-not-found error, not an internal error."""
+    Memory(store).consolidate(llm=False)
+    (template,) = [p for p in (store / "docs").glob("*.md")][:1] or [None]
+    text = template.read_text()
+    for n in range(130):  # many documents: more than a page
+        doc_id = f"copy-{n:03d}"
+        (store / "docs" / f"{doc_id}.md").write_text(text.replace(f"id: {template.stem}", f"id: {doc_id}", 1))
+    expected = sorted(p.stem for p in (store / "docs").glob("*.md")) + ["CURRENT"]
+
+    async def main():
+        async with session(store, "--read-only") as client:
+            names, cursor, pages = [], None, 0
+            while True:
+                page = await client.list_resources(cursor=cursor)
+                names += [r.name for r in page.resources]
+                assert all(str(r.uri) == f"memcli://docs/{r.name}" for r in page.resources)
+                pages += 1
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+            assert names == expected and pages == 2
+            text = (await client.read_resource(f"memcli://docs/{expected[0]}")).contents[0].text
+            assert text.startswith("---")
+            with pytest.raises(Exception) as missing:
+                await client.read_resource("memcli://docs/no-such-doc")
+            assert getattr(missing.value, "code", None) == -32602, missing.value  # not -32603
+
+    anyio.run(main)
+
+
+def test_memory_search_returns_evidence_best_first_with_its_rank(store):
+    Memory(store).consolidate(llm=False)  # evidence from several documents
+
+    async def main():
+        async with session(store, "--read-only") as client:
+            found = data(await client.call_tool("memory_search", {"question": "Which agency did Caroline choose?"}))
+            ranks = [e["rank"] for e in found["evidence"]]
+            assert ranks == list(range(1, len(ranks) + 1)) and len(ranks) > 1
+            assert "Open Door" in found["evidence"][0]["text"] or "agency" in found["evidence"][0]["text"].lower()
+
+    anyio.run(main)

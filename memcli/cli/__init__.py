@@ -18,6 +18,17 @@ def main(argv: list[str] | None = None) -> None:
 
         print(f"memcli {__version__}")
         sys.exit(0)
+    if (argv[:2] == ["hook", "claude-code"] or argv[2:4] == ["hook", "claude-code"] and argv[0] == "--store") \
+            and not sys.stdin.isatty():  # fast path: a session-end hook answers at once, without Typer
+        from memcli.hooks import quick
+
+        raw = sys.stdin.read()
+        code = quick(argv, raw)
+        if code is not None:
+            sys.exit(code)
+        import io
+
+        sys.stdin = io.StringIO(raw)  # the full command reads the same event
     sys.exit(run(argv))
 
 

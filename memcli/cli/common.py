@@ -38,14 +38,16 @@ def output(ctx: typer.Context, json: bool = False, quiet: bool = False, verbose:
     return out
 
 
-def memory(ctx: typer.Context, *, create: bool = False):
-    """The :class:`memcli.Memory` of this invocation: the store (flag > environment > nearest .memcli/ >
-    XDG), settings (defaults < config files < environment < global flags)."""
+def memory(ctx: typer.Context, *, create: bool = False, where=None):
+    """The :class:`memcli.Memory` of this invocation: the store (``where``, a
+    :class:`~memcli.paths.Resolved`, else flag > environment > nearest .memcli/ > XDG), settings
+    (defaults < config files < environment < global flags)."""
     from memcli.memory import Memory
 
     app = state(ctx)
     out = ctx.meta.get("memcli_output") or output(ctx)
-    return Memory(app.store, create=create, settings=app.overrides or None, verbose=app.verbose, on_warning=out.warn)
+    return Memory(where or app.store, create=create, settings=app.overrides or None, verbose=app.verbose,
+                  on_warning=out.warn)
 
 
 def overrides(ctx: typer.Context) -> dict:

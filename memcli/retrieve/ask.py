@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from memcli.errors import UsageError
 from memcli.llm.base import CallStats, ChatModel
 from memcli.results import Result, hidden
-from memcli.retrieve.evidence import Evidence
+from memcli.retrieve.evidence import Evidence, rank
 
 READERS = ("agent", "no-agent", "evidence", "evidence-only")
 
@@ -151,6 +151,7 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
             for step in found.trace if on_step else ():
                 on_step(step)
         result.evidence = found.evidence
+        rank(result.evidence, getattr(found, "order", None) or [])
         if model is not None and reader != "evidence-only":
             result.read = best_part(found.library, result.evidence, found.order, answer_context,
                                     count=model.count_tokens)  # what the model reads: whole entries

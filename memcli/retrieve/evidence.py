@@ -18,7 +18,7 @@ from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from memcli.results import Result
+from memcli.results import Result, omit_empty
 from memcli.store import CURRENT_ID, Store
 from memcli.store.format import Document, Entry, parse_entry, parse_heading
 from memcli.terms import term_set
@@ -35,6 +35,7 @@ class Evidence(Result):
     time: str | None = None
     text: str = ""
     tokens: int = 0
+    rank: int | None = omit_empty()  # 1 for the range holding the best-ranked entry (see :func:`rank`)
 
     @property
     def citation(self) -> str:
@@ -239,6 +240,19 @@ def assemble(library: Library, picks: list[tuple[str, int]], budget: int,
         chosen[doc_id] = picked
         used += cost
     return _ranges(library, chosen, count, focus, carry)
+
+
+def rank(evidence: list[Evidence], order: list[tuple[str, int]]) -> None:
+    """Number the ranges 1, 2, ... by their best-ranked entry in ``order`` (the reader's ranking, best
+    first); ranges holding no ranked entry come last, in document order. Evidence stays in document
+    order; ``rank`` says how good each range is."""
+    position: dict[tuple[str, int], int] = {}
+    for at, pick in enumerate(order):
+        position.setdefault(pick, at)
+    best = [min((position.get((e.doc, line), len(order)) for line in range(e.start_line, e.end_line + 1)),
+                default=len(order)) for e in evidence]
+    for number, index in enumerate(sorted(range(len(evidence)), key=lambda i: (best[i], i)), 1):
+        evidence[index].rank = number
 
 
 def best_part(library: Library | None, evidence: list[Evidence], order: list[tuple[str, int]],

@@ -145,6 +145,27 @@ class EntryVectors:
             raise
         return len(missing)
 
+    def forget(self, entries: list[Entry], doc_ids: list[str]) -> int:
+        """Drop the vectors of ``entries`` (their texts and sentences) and the cached rows of the documents
+        that held them (recomputed from what is left on the next refresh). Returns the vectors dropped."""
+        from memcli.retrieve.evidence import sentences, shown_text
+
+        model = self.encoder.name
+        keys = {_key(model, entry_text(e)) for e in entries}
+        keys.update(_key(model, part) for e in entries for part in sentences(shown_text(e)))
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            dropped = sum(self.db.execute("DELETE FROM texts WHERE key=?", (k,)).rowcount for k in keys)
+            self.db.executemany("DELETE FROM docs WHERE doc=?", ((d,) for d in doc_ids))
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self._signature = ()
+        self._sentences.clear()  # vectors read into memory so far may be the forgotten ones'
+        self._questions.clear()
+        return dropped
+
     def _load(self, doc_ids: list[str]) -> None:
         keys: list[tuple[str, int]] = []
         parts = []

@@ -22,6 +22,7 @@ import json
 import os
 import re
 import stat
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -64,8 +65,9 @@ class Store:
         self.ingested_path = root / "ingested.txt"
         self.index_dir: Path | None = None  # None: the per-store folder in the cache directory
         self.on_warning: Callable[[str], None] | None = None  # told when a read works around a problem
-        # while a committed transaction cannot be applied: its files, read from .txn/ (None: deleted)
-        self._view: dict[Path, Path | None] = {}
+        # while a committed transaction cannot be applied: its files, read from .txn/ (None: deleted);
+        # per thread (the MCP server reads on several), restored when a nested read ends
+        self._local = threading.local()
 
     # ------------------------------------------------------------ opening
 
@@ -116,7 +118,8 @@ class Store:
             except StoreWriteError as exc:
                 failure = exc
         with atomic.StoreLock(self.root, exclusive=False, timeout=self.lock_timeout):
-            self._view = atomic.committed_view(self.root) if failure is not None else {}
+            outer = self._view
+            self._local.view = atomic.committed_view(self.root) if failure is not None else {}
             if failure is not None and self.on_warning is not None:
                 state = ("a committed change could not be applied; reading it from "
                          f"{self.root / atomic.TXN_DIR}" if self._view else "an unfinished write could not be "
@@ -125,7 +128,11 @@ class Store:
             try:
                 yield self
             finally:
-                self._view = {}
+                self._local.view = outer
+
+    @property
+    def _view(self) -> dict[Path, Path | None]:
+        return getattr(self._local, "view", {})
 
     def source(self, path: Path) -> Path | None:
         """The file that holds ``path``'s committed content: ``path`` itself, its staged copy while a

@@ -1,3 +1,3 @@
 """Command modules; importing this package registers every command on the app."""
 
-from memcli.cli.commands import ask, chat, consolidate, doctor, evaluate, hook, ingest, kv, mcp, read, store  # noqa: F401
+from memcli.cli.commands import ask, chat, consolidate, doctor, evaluate, forget, hook, ingest, kv, mcp, read, store  # noqa: F401

@@ -64,7 +64,7 @@ def chat(
     for reason in talk.warnings:
         out.warn(f"KV block refused and rebuilt: {reason}")
     begin = talk.start_stats
-    interactive = sys.stdin.isatty() and not json
+    interactive = sys.stdin.isatty() and not out.json  # --json before or after the command
     if interactive or verbose or stats:
         print(f"memcli chat: session {talk.name} ({begin['resumed']}{', composed: approximate' if kv_compose else ''}), "
               f"memory {begin['memory_tokens']} tokens in {begin['memory_units']} blocks: "
@@ -94,7 +94,7 @@ def chat(
             reply, turn_stats = _streamed(talk, text, console)
         else:
             reply, turn_stats = talk.say(text)
-        if json:
+        if out.json:
             sys.stdout.write(jsonlib.dumps({"session": talk.name, "message": text, "reply": reply,
                                             "stats": turn_stats.to_dict()}, ensure_ascii=False) + "\n")
         elif not console:

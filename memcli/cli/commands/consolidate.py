@@ -105,6 +105,8 @@ def _render_job(report: JobReport, out: Output) -> None:
 
 @register(ConsolidationResult)
 def render_consolidation(result: ConsolidationResult, out: Output) -> None:
+    if out.quiet and not result.dry_run:  # a report of what was written: -q says nothing (a dry run's is its data)
+        return
     head = "dry run: would consolidate" if result.dry_run else "consolidated"
     if not result.flushes:
         out.write("CURRENT is empty: nothing to consolidate")

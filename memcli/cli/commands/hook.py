@@ -17,27 +17,47 @@ from memcli.errors import UsageError
 def hook(
     ctx: typer.Context,
     agent: Annotated[str, typer.Argument(metavar="AGENT", help="The agent sending the event: claude-code.")],
+    wait: Annotated[bool, typer.Option(
+        "--wait", help="Save the session before answering (default: a detached ingest, the hook answers at once).")
+    ] = False,
     json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
 ) -> None:
     """Handle one hook event an agent sends as JSON on stdin.
 
-    claude-code: SessionEnd, PreCompact and Stop ingest the session transcript
-    the event names (only turns not ingested before; the usual automatic
-    consolidation follows); SessionStart prints what memory holds about the
-    project in the event's working directory (Claude Code adds it to the
-    session's context). Other events are ignored. `memcli mcp --print-config
-    claude-code` prints the hook entries.
+    claude-code: SessionEnd, PreCompact and Stop save the session transcript
+    the event names (only turns not saved before; the usual automatic
+    consolidation follows) in a detached ingest, so the hook answers at once
+    (--wait: before answering). SessionStart prints what memory holds about
+    the event's project, best first, within 600 tokens (nothing when memory
+    holds nothing about it); Claude Code adds it to the session's context.
+    The store: --store or $MEMCLI_STORE, else the nearest .memcli/ above the
+    event's cwd, else your user store, with each entry tagged with its
+    project. Other events are ignored. `memcli mcp --print-config
+    claude-code-hooks` prints the hook entries.
     """
-    from memcli.agents import claude_code_hook, read_hook_event
+    from memcli.cli.common import state
+    from memcli.hooks import SAVE_EVENTS, digest, hook_store, read_hook_event, save, start_saving
 
     out = output(ctx, json, quiet, verbose)
     if agent != "claude-code":
         raise UsageError(f"unknown agent {agent!r} (agents with hooks: claude-code)")
     event = read_hook_event(sys.stdin.read())
-    done = claude_code_hook(memory(ctx, create=True), event)
-    if json:
+    name = event["hook_event_name"]
+    if name not in (*SAVE_EVENTS, "SessionStart"):
+        done = {"event": name, "action": "ignored"}
+    else:
+        where, project = hook_store(event, state(ctx).store)
+        if name == "SessionStart":
+            done = digest(memory(ctx, create=True, where=where), event, project)
+        elif wait:
+            done = save(memory(ctx, create=True, where=where), event, project)
+        else:
+            done = start_saving(event, where.path, project)
+    if out.json:
         typer.echo(jsonlib.dumps(done, ensure_ascii=False))
     elif done.get("digest"):
         out.write(done["digest"])
     elif done["action"] == "ingested":
-        out.info(f"memcli: {done['added']} new turns of the session saved to memory")
+        out.info(f"memcli: {done['added']} new turns of the session saved to memory ({done['store']})")
+    elif done["action"] == "saving":
+        out.info(f"memcli: saving the session to {done['store']} (process {done['pid']}, log {done['log']})")

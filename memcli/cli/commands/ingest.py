@@ -30,6 +30,8 @@ def ingest(
         "--extract/--raw", help="Let the model extract durable facts (default: ingest.extract, off: one entry per turn).")] = None,
     no_auto: Annotated[bool, typer.Option(
         "--no-auto", help="Do not consolidate afterwards, even if CURRENT crossed a threshold.")] = False,
+    project: Annotated[Optional[str], typer.Option(
+        "--project", help="Tag every entry project=NAME (agent sessions in a store several projects share).")] = None,
     keep_harness: Annotated[bool, typer.Option(
         "--keep-harness", help="Keep what an agent's harness wrote into session messages (instruction files, "
                                "context blocks, slash-command wrappers, citation markers); taken out by default.")
@@ -39,8 +41,9 @@ def ingest(
     """Append a transcript's turns to CURRENT, one entry per turn.
 
     Formats: LoCoMo (a conversation object or the locomo10.json sample list),
-    chat messages (a JSON list of {role, content}, {"messages": [...]}, or
-    JSONL), plain text or Markdown (one entry per paragraph), and agent
+    chat messages (a JSON list of {role, content} or {speaker, text, time}
+    messages, {"messages": [...]}, or JSONL), plain text or Markdown (one
+    entry per paragraph), and agent
     sessions: Claude Code, Codex, ChatGPT and Claude.ai exports, without the
     text their harness adds (unless --keep-harness). Turns already ingested
     are skipped. <private>...</private> spans are dropped and secrets (keys,
@@ -62,12 +65,15 @@ def ingest(
         result = mem.ingest(sys.stdin.buffer if file == "-" else file, format=fmt, sample=sample, conv=conv,
                             time=when, extract=extract, consolidate=not no_auto, progress=progress,
                             on_consolidate=lambda reason: out.info(f"memcli: consolidating: {reason}"),
-                            name="<stdin>" if file == "-" else None, keep_harness=keep_harness)
+                            name="<stdin>" if file == "-" else None, keep_harness=keep_harness,
+                            project=project)
     out.emit(result)
 
 
 @register(IngestResult)
 def _render(result: IngestResult, out: Output) -> None:
+    if out.quiet:  # a report of what was written: -q says nothing, the exit code does (--json has it all)
+        return
     if result.added:
         out.write(f"{result.source}: added {result.added} entries (seq {result.first_seq}-"
                   f"{result.last_seq}, {result.tokens_added} tokens) from {result.turns} {result.format} turns")

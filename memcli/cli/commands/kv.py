@@ -86,6 +86,17 @@ def _render(report: KVReport, out: Output) -> None:
             out.write(f"{key}:")
             items = value.items() if isinstance(value, dict) else enumerate(value)
             for k, v in items:
-                out.write(f"  {k}: {v}" if isinstance(value, dict) else f"  {v}")
+                out.write(f"  {k}: {_plain(v)}" if isinstance(value, dict) else f"  {_plain(v)}")
         else:
-            out.write(f"{key}: {value}")
+            out.write(f"{key}: {_plain(value)}")
+
+
+def _plain(value) -> str:
+    """A value as a person reads it: ``none`` for nothing, ``blocks 3, tokens 120`` for a record."""
+    if value is None or value == {} or value == []:
+        return "none"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_plain(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(_plain(v) for v in value)
+    return str(value)

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""How long Claude Code waits for `memcli hook claude-code` at the end of a session.
+
+    python benchmarks/bench_hook.py [--runs 10] [--session FILE]
+
+Each run copies the session file (default: tests/samples/claude-code-session.jsonl, grown to
+``--turns`` turns) and sends a ``SessionEnd`` event naming it to a fresh process, on a store that
+already holds the session (the common case: the hook fires again and again) and on an empty one.
+It measures the wall time until the hook process exits: the default (a detached ingest; the hook
+answers at once) against ``--wait`` (the ingest before answering, what the hook did before), side by
+side in alternating order; medians and the worst run are printed. Background ingests are waited for
+between runs, so they do not slow the next one. Run it alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SAMPLE = Path(__file__).resolve().parent.parent / "tests" / "samples" / "claude-code-session.jsonl"
+
+
+def grown(sample: Path, turns: int, out: Path) -> Path:
+    """The sample's records repeated with fresh ids until it holds ``turns`` user/assistant text turns."""
+    records = [json.loads(line) for line in sample.read_text().splitlines() if line.strip()]
+    lines, n = [], 0
+    while n < turns:
+        for rec in records:
+            rec = json.loads(json.dumps(rec))
+            if isinstance(rec.get("uuid"), str):
+                rec["uuid"] = f"{rec['uuid']}-{len(lines)}"
+            if rec.get("type") in ("user", "assistant") and isinstance((rec.get("message") or {}).get("content"), str):
+                rec["message"]["content"] += f" (turn {len(lines)})"
+                n += 1
+            lines.append(json.dumps(rec))
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+def run_hook(store: Path, session: Path, wait: bool, env: dict) -> float:
+    event = json.dumps({"session_id": "bench", "transcript_path": str(session), "cwd": str(store.parent),
+                        "hook_event_name": "SessionEnd"}).encode()
+    command = [sys.executable, "-m", "memcli", "--store", str(store), "hook", "claude-code", "--json",
+               *(["--wait"] if wait else [])]
+    start = time.perf_counter()
+    done = subprocess.run(command, input=event, capture_output=True, env=env)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"hook failed: {done.stderr.decode()[-500:]}")
+    reply = json.loads(done.stdout)
+    if reply.get("pid"):  # wait for the detached ingest before the next run
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                os.kill(reply["pid"], 0)
+            except OSError:
+                break
+            time.sleep(0.05)
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--session", type=Path, default=SAMPLE)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="memcli-bench-hook-"))
+    env = {**os.environ, "XDG_CACHE_HOME": str(work / "cache"), "XDG_DATA_HOME": str(work / "data"),
+           "MEMCLI_AUTO_CONSOLIDATE": "false"}
+    session = grown(args.session, args.turns, work / "session.jsonl")
+    times: dict[tuple[str, str], list[float]] = {}
+    try:
+        for run in range(args.runs):
+            for wait in ((False, True) if run % 2 == 0 else (True, False)):
+                mode = "--wait" if wait else "default"
+                for case in ("known session", "new session"):
+                    store = work / f"store-{mode}-{case.split()[0]}"
+                    if case == "new session":
+                        shutil.rmtree(store, ignore_errors=True)
+                    elif not store.exists():
+                        run_hook(store, session, True, env)
+                    times.setdefault((mode, case), []).append(run_hook(store, session, wait, env))
+        print(f"SessionEnd hook, {args.turns}-turn session, {args.runs} runs each (seconds until the hook exits)")
+        print(f"{'mode':<10} {'case':<14} {'median':>8} {'worst':>8}")
+        for (mode, case), values in sorted(times.items()):
+            print(f"{mode:<10} {case:<14} {statistics.median(values):>8.3f} {max(values):>8.3f}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,298 @@
+"""Forgetting: entries taken out of memory for good.
+
+An entry is chosen by what :class:`Selection` names (citations ``doc:start-end``, seqs, a conversation
+or session, a time range, a regular expression over its text; every criterion given must hold). The
+documents and CURRENT lose those lines in one transaction, as consolidation's changes are made (a
+crash leaves the old state or the new one); a topic document left without entries is removed. The
+update log records which seqs were forgotten, never their text. The ingest fingerprints stay, so
+ingesting the same file again does not bring the entries back.
+
+A document that keeps entries is renamed from what is left: a section that lost entries gets a new
+heading from its remaining ones (an emptied section goes), the title, summary and id are made again
+the way deterministic consolidation makes them (a new id moves the file), and every update log note
+naming an id that went is replaced; so a forgotten text leaves no trace in names either.
+
+After the commit the caches follow (:func:`purge_caches`): the search index re-indexes the changed
+documents with SQLite's ``secure_delete`` (the old rows are overwritten, not just unlinked), the
+vector cache drops the forgotten texts' vectors, and the KV store drops every block made from a
+changed document, chat's token caches and any chat session that holds a forgotten text or was
+computed over memory blocks that went.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memcli.errors import UsageError
+from memcli.results import Result
+from memcli.store import CURRENT_ID, Store
+from memcli.store.format import Entry
+from memcli.store.store import now_iso, refresh_token_count
+from memcli.turns import parse_time
+
+_CITATION = re.compile(r"^(?P<doc>[^:\s]+):(?P<start>\d+)(?:-(?P<end>\d+))?$")
+_SEQS = re.compile(r"^(?:seq[:=])?(?P<first>\d+)(?:-(?P<last>\d+))?$")
+
+
+@dataclass
+class Selection:
+    """What to forget. Targets (citations and seqs) add up; every other criterion narrows."""
+
+    citations: list[tuple[str, int, int]] = field(default_factory=list)  # (doc, first line, last line)
+    seqs: set[int] = field(default_factory=set)
+    conv: str | None = None  # a conversation or session id (the entries' conv)
+    since: str | None = None  # ISO times, inclusive
+    until: str | None = None
+    pattern: object | None = None  # a memcli.tools.Pattern (a time limit on the whole search)
+
+    @classmethod
+    def parse(cls, targets: list[str], *, conv: str | None = None, since: str | None = None,
+              until: str | None = None, grep: str | None = None, ignore_case: bool = False) -> Selection:
+        """From the command's words: ``doc:12-14`` citations and ``17`` / ``17-20`` / ``seq:17`` seqs."""
+        sel = cls(conv=conv or None)
+        for target in targets:
+            if (m := _SEQS.match(target)) is not None:
+                first, last = int(m["first"]), int(m["last"] or m["first"])
+                if last < first or last - first > 1_000_000:
+                    raise UsageError(f"bad seq range {target!r}")
+                sel.seqs.update(range(first, last + 1))
+            elif (m := _CITATION.match(target)) is not None:
+                first, last = int(m["start"]), int(m["end"] or m["start"])
+                if last < first:
+                    raise UsageError(f"bad line range {target!r}")
+                sel.citations.append((m["doc"], first, last))
+            else:
+                raise UsageError(f"{target!r} is neither a citation (doc:start-end) nor a seq (17, 17-20)")
+        sel.since = parse_time(since, "--since", "value") if since else None
+        sel.until = parse_time(until, "--until", "value") if until else None
+        if sel.until and re.fullmatch(r"\s*\d{4}-\d{2}-\d{2}\s*", until):  # a day: up to its end
+            sel.until = sel.until[:10] + "T23:59"
+        if grep is not None:
+            from memcli.tools import Pattern
+
+            sel.pattern = Pattern(grep, ignore_case=ignore_case)
+        if not (sel.citations or sel.seqs or sel.conv or sel.since or sel.until or sel.pattern):
+            raise UsageError("say what to forget: citations (doc:12-14), seqs, --conv, --since/--until or --grep")
+        return sel
+
+    def matches(self, doc_id: str, lineno: int, entry: Entry) -> bool:
+        if self.citations or self.seqs:
+            cited = any(doc == doc_id and first <= lineno <= last for doc, first, last in self.citations)
+            if not cited and entry.seq not in self.seqs:
+                return False
+        if self.conv is not None and entry.meta.get("conv") != self.conv:
+            return False
+        when = entry.time or ""
+        if (self.since and when < self.since) or (self.until and when > self.until):
+            return False
+        return self.pattern is None or next(iter(self.pattern.finditer(entry.text)), None) is not None
+
+
+@dataclass
+class Forgotten(Result):
+    """What a forget took out (or, with ``dry_run``, would take out)."""
+
+    dry_run: bool
+    count: int
+    seqs: list[int]
+    entries: list[dict]  # {doc, line, seq, time, speaker, conv, text}: shown by a dry run only
+    documents_changed: list[str]
+    documents_removed: list[str]
+    caches: dict = field(default_factory=dict)  # what each cache dropped
+    warnings: list[str] = field(default_factory=list)
+
+
+def forget(store: Store, selection: Selection, *, dry_run: bool = False,
+           idf: Callable[[str], float] = lambda term: 1.0) -> tuple[Forgotten, list[Entry]]:
+    """Take the selected entries out of the documents and CURRENT (one transaction). Returns the result
+    and the forgotten entries (for the caches; never stored). ``idf``: the library's, for new names."""
+    if dry_run:
+        with store.reading():
+            found = _find(store, selection)
+        return _result(found, True, [], []), []
+    with store.writing() as txn:
+        found = _find(store, selection)
+        changed, removed, renamed, edited = [], [], {}, {}
+        stamp = now_iso()
+        taken = set(store.all_ids())
+        for doc_id, (loaded, hits) in found.items():
+            doc = loaded.doc
+            drop = {lineno - doc.body_start for lineno, _ in hits}
+            doc.body = [line for i, line in enumerate(doc.body) if i not in drop]
+            if doc_id != CURRENT_ID and not any(True for _ in doc.entries()):
+                removed.append(doc_id)
+                continue
+            _log(doc, {"time": stamp, "op": "forget", "count": len(hits),
+                       "seqs": seq_ranges(sorted(e.seq for _, e in hits if e.seq is not None))})
+            if doc_id != CURRENT_ID:
+                new_id = _renamed(doc, idf, taken)
+                if new_id != doc_id:
+                    renamed[doc_id] = new_id
+            edited[doc_id] = doc
+            changed.append(renamed.get(doc_id, doc_id))
+        gone = {*removed, *renamed}
+        for doc_id in store.all_ids():
+            if doc_id in removed:
+                txn.delete(store.relpath(doc_id))
+                continue
+            doc = edited.get(doc_id) or store.load(doc_id, strict=True).doc
+            if _scrub_log(doc, gone) or doc_id in edited:  # a log note naming an id that went is rewritten too
+                refresh_token_count(doc)
+                if doc_id in renamed:
+                    txn.delete(store.relpath(doc_id))
+                txn.write(store.relpath(renamed.get(doc_id, doc_id)), doc.render())
+    entries = [entry for _, hits in found.values() for _, entry in hits]
+    return _result(found, False, changed, removed), entries
+
+
+def _log(doc, record: dict) -> None:
+    doc.meta["updated_time"] = record["time"]
+    if not isinstance(doc.meta.get("update_log"), list):
+        doc.meta["update_log"] = []
+    doc.meta["update_log"].append(record)
+
+
+def _scrub_log(doc, gone: set[str]) -> bool:
+    """Replace the names of documents that went in ``doc``'s update log notes; whether any was."""
+    changed = False
+    for record in doc.meta.get("update_log") or []:
+        if isinstance(record, dict) and isinstance(record.get("note"), str):
+            note = record["note"]
+            for doc_id in gone:
+                note = note.replace(doc_id, "a document since forgotten")
+            if note != record["note"]:
+                record["note"], changed = note, True
+    return changed
+
+
+def _renamed(doc, idf: Callable[[str], float], taken: set[str]) -> str:
+    """Headings, title, summary and id of a document made again from the entries it kept; its id."""
+    from memcli.consolidate.apply import deterministic_summary
+    from memcli.consolidate.draft import block_title, clean_title
+    from memcli.consolidate.layout import Layout
+    from memcli.consolidate.lexical import make_doc_id, salient_words, slug
+
+    layout = Layout.of(doc)
+    kept = []
+    for section in layout.sections:
+        entries = section.entries()
+        if not entries and not any(line.strip() for line in section.lines):
+            continue  # every entry of it went
+        if entries:
+            section.title, section.heading = block_title(entries, idf), None
+        kept.append(section)
+    layout.sections = kept
+    live = layout.live_entries()
+    speakers = [e.meta.get("speaker", "") for e in live]
+    words = salient_words((e.text for e in live), idf, 4, exclude=speakers)
+    people = sorted({s for s in speakers if s and s not in ("user", "assistant")})
+    title = clean_title(", ".join(words[:3]).capitalize() or "Notes") + (f" ({', '.join(people[:2])})" if people else "")
+    layout.title, layout.title_line = title, None
+    doc.body = layout.body()
+    doc.meta["summary"] = deterministic_summary(doc, idf)
+    old = str(doc.meta.get("id") or "")
+    if old.rsplit("-", 1)[0] == slug(title):  # the name still says what is left: kept
+        return old
+    new_id = make_doc_id(title, str(live[0].seq if live else 0), lambda c: c in taken)
+    taken.add(new_id)
+    doc.meta["id"] = new_id
+    return new_id
+
+
+def _find(store: Store, selection: Selection) -> dict:
+    """{doc id: (loaded document, [(line, entry)])} of the documents holding a selected entry."""
+    known = set(store.all_ids())
+    for doc, _, _ in selection.citations:
+        if doc not in known:
+            raise UsageError(f"no document {doc!r}", hint="`memcli docs` lists the documents")
+    found = {}
+    for doc_id in store.all_ids():
+        loaded = store.load(doc_id, strict=True)
+        hits = [(lineno, entry) for lineno, entry in loaded.doc.entries() if selection.matches(doc_id, lineno, entry)]
+        if hits:
+            found[doc_id] = (loaded, hits)
+    return found
+
+
+def _result(found: dict, dry_run: bool, changed: list[str], removed: list[str]) -> Forgotten:
+    hits = [(doc_id, lineno, e) for doc_id, (_, rows) in found.items() for lineno, e in rows]
+    shown = [{"doc": d, "line": n, "seq": e.seq, "time": e.time, "speaker": e.meta.get("speaker"),
+              "conv": e.meta.get("conv"), "text": e.text} for d, n, e in hits] if dry_run else []
+    return Forgotten(dry_run=dry_run, count=len(hits), seqs=sorted(e.seq for _, _, e in hits if e.seq is not None),
+                     entries=shown, documents_changed=changed if not dry_run else sorted(found),
+                     documents_removed=removed)
+
+
+def seq_ranges(seqs: list[int]) -> list[str]:
+    """[3, 4, 5, 9] -> ["3-5", "9"]: the update log's record of what went."""
+    out: list[list[int]] = []
+    for seq in seqs:
+        if out and seq == out[-1][1] + 1:
+            out[-1][1] = seq
+        else:
+            out.append([seq, seq])
+    return [f"{a}-{b}" if a != b else str(a) for a, b in out]
+
+
+def purge_caches(memory, entries: list[Entry], docs: list[str]) -> dict:
+    """After a forget of ``entries`` from ``docs``: the index re-indexed, the entries' vectors and
+    every KV block or chat cache that could hold their tokens dropped. Returns what each dropped."""
+    out: dict = {}
+    index = memory.index
+    with memory.store.reading():
+        out["index_documents"] = index.refresh()
+    vectors = index.vectors()
+    if vectors is not None:
+        out["vectors"] = vectors.forget(entries, docs)
+    elif index.path != ":memory:" and (index.folder / "vectors.sqlite").exists():
+        (index.folder / "vectors.sqlite").unlink()  # kept by a run with the semantic signal on: rebuilt by one
+        out["vectors"] = "cache removed"
+    out.update(_purge_kv(memory, [e.text for e in entries]))
+    return out
+
+
+def _purge_kv(memory, texts: list[str]) -> dict:
+    from memcli.kv import block_store, kv_root
+    from memcli.kv.context import stale_labels
+
+    root = kv_root(memory.store, memory.settings)
+    if not root.exists():
+        return {}
+    blocks = block_store(memory.store, memory.settings)
+    with memory.store.reading():
+        stale = stale_labels(memory.store, {b.header.unit for b in blocks.blocks()})
+    dropped, _ = blocks.invalidate(stale)
+    kept = {b.header.key for b in blocks.blocks()}
+    sessions = 0
+    for path in sorted((root / "sessions").glob("*.json")) if (root / "sessions").is_dir() else ():
+        saved = _session(path)
+        # a session said a forgotten text, or its state was computed over memory blocks that went
+        if saved is None or _holds_any(saved, texts) or not set(saved.get("memory_keys") or []) <= kept:
+            path.unlink(missing_ok=True)
+            if saved is not None and isinstance(saved.get("session_key"), str):
+                blocks.remove(saved["session_key"])
+            sessions += 1
+    units = 0
+    for path in (root / "units").glob("*.json") if (root / "units").is_dir() else ():
+        path.unlink(missing_ok=True)  # chat's token caches: rebuilt in milliseconds
+        units += 1
+    return {"kv_blocks": dropped, "chat_sessions": sessions, "unit_caches": units,
+            "orphan_summaries": blocks.orphans()}
+
+
+def _session(path: Path) -> dict | None:
+    """A chat session's saved state (None: unreadable, dropped to be safe: a session only restarts)."""
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _holds_any(saved: dict, texts: list[str]) -> bool:
+    said = " ".join(str(m.get("content", "")) for m in saved.get("messages") or [] if isinstance(m, dict))
+    return any(text and text in said for text in texts)

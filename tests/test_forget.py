@@ -1,0 +1,147 @@
+"""memcli forget: entries taken out of the documents, CURRENT, the search index, the vectors and the KV
+store for good, in one transaction, without their text in the update log, and not brought back by a
+re-ingest. Through the real command."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from conftest import EXAMPLES, snapshot
+
+from memcli import Memory
+from memcli.store.census import seq_counts
+
+SECRET_WORDS = ("zeppelin", "marmalade", "Ottoline")
+
+
+def two_sessions(tmp_path) -> tuple:
+    """Two agent sessions' worth of chat: the first says things the second never does."""
+    first = [{"role": "user", "content": f"Note {i}: the zeppelin hangar smells of marmalade, says Ottoline."}
+             for i in range(4)] + [{"role": "assistant", "content": "Ottoline keeps the zeppelin logbook."}]
+    second = [{"role": "user", "content": "The shop opens at nine on Saturdays."},
+              {"role": "assistant", "content": "Saturday opening noted: nine o'clock."}]
+    paths = []
+    for name, messages in (("first", first), ("second", second)):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"messages": messages}))
+        paths.append(path)
+    return paths
+
+
+def everything(store_dir, tmp_path) -> dict[str, bytes]:
+    """The store and its caches (not the embedding model's own files: its vocabulary holds every word)."""
+    cache = {name: data for name, data in snapshot(tmp_path / "xdg-cache").items() if "/models/" not in f"/{name}"}
+    return {**snapshot(store_dir), **cache}
+
+
+def test_forget_a_session_leaves_no_trace_and_a_reingest_adds_nothing(cli, tmp_path, store_dir):
+    first, second = two_sessions(tmp_path)
+    assert cli("ingest", first, "--conv", "session-1").code == 0
+    assert cli("ingest", second, "--conv", "session-2").code == 0
+    assert cli("consolidate").code == 0  # some of it in topic documents, some in CURRENT
+    assert cli("ingest", EXAMPLES / "chat-messages.json", "--conv", "session-1").code == 0
+    assert cli("ask", "Who keeps the zeppelin logbook?", "--evidence-only").code == 0  # index and vectors built
+    files = everything(store_dir, tmp_path)
+    assert any(b"zeppelin" in data for data in files.values())
+    before = seq_counts(store_dir)
+
+    listed = cli("forget", "--session", "session-1", "--dry-run", "--json")
+    assert listed.code == 0 and listed.json["count"] == 5 + 5 and everything(store_dir, tmp_path) == files
+    assert all(e["conv"] == "session-1" for e in listed.json["entries"])
+
+    done = cli("forget", "--session", "session-1", "--json")
+    assert done.code == 0 and done.json["count"] == 10, done.stderr
+    assert sorted(done.json["seqs"]) == sorted(e["seq"] for e in listed.json["entries"])
+    assert set(seq_counts(store_dir)) == set(before) - set(done.json["seqs"])
+    assert cli("ask", "Who keeps the zeppelin logbook?", "--evidence-only").code in (0, 1)  # caches rebuilt
+    leftover = {name for name, data in everything(store_dir, tmp_path).items()
+                for word in SECRET_WORDS if word.encode() in data}
+    assert not leftover
+    log = "".join(p.read_text() for p in store_dir.rglob("*.md"))
+    assert "op: forget" in log and "Ottoline" not in log
+    assert cli("grep", "Saturday").code == 0  # the other session is all there
+    again = cli("ingest", first, "--conv", "session-1", "--json")
+    assert again.code == 0 and again.json["added"] == 0  # its fingerprints stay: nothing comes back
+    assert cli("forget", "--session", "session-1").code == 1  # nothing left to forget
+
+
+def test_forget_by_citation_seq_time_and_pattern(cli, tmp_path, store_dir):
+    assert cli("ingest", EXAMPLES / "caroline-and-priya.json").code == 0
+    lines = cli("read", "CURRENT", "--json").json["lines"]
+    entries = [line for line in lines if "entry" in line]
+    first, second = entries[0], entries[1]
+    cited = cli("forget", f"CURRENT:{first['line']}", "--json")
+    assert cited.code == 0 and cited.json["seqs"] == [int(first["entry"]["meta"]["seq"])]
+    by_seq = cli("forget", second["entry"]["meta"]["seq"], "--json")
+    assert by_seq.code == 0 and by_seq.json["count"] == 1
+    narrowed = cli("forget", "--grep", "pottery", "--since", "2024-03-01", "--until", "2024-03-31", "--json")
+    assert narrowed.code == 0 and narrowed.json["count"] == 1
+    assert cli("grep", "pottery").code == 1
+    assert cli("forget", "--grep", "(unclosed").code == 2
+    assert cli("forget", "nonsense!").code == 2
+    assert cli("forget", "no-such-doc:1-3").code == 2
+    assert cli("forget").code == 2  # forgetting needs to be told what
+
+
+def test_a_topic_document_left_empty_is_removed(cli, tmp_path, store_dir):
+    first, second = two_sessions(tmp_path)
+    assert cli("ingest", first, "--conv", "only").code == 0
+    assert cli("consolidate").code == 0
+    assert list((store_dir / "docs").glob("*.md"))
+    done = cli("forget", "--conv", "only", "--json")
+    assert done.code == 0 and done.json["documents_removed"] and not list((store_dir / "docs").glob("*.md"))
+
+
+def test_forget_drops_the_kv_blocks_and_chat_sessions_that_hold_the_text(tmp_path):
+    from conftest import run_memcli
+
+    store = tmp_path / "store"
+    first, second = two_sessions(tmp_path)
+    assert run_memcli("--store", store, "ingest", first, "--conv", "s1").code == 0
+    assert run_memcli("--store", store, "ingest", second, "--conv", "s2").code == 0
+    chat = run_memcli("--store", store, "chat", "--max-tokens", "4", "--no-remember", "--session", "talk",
+                      stdin=b"What does the zeppelin hangar smell of?\n")
+    assert chat.code == 0, chat.stderr
+    sessions = list((store / "kv" / "sessions").glob("*.json"))
+    assert sessions and list((store / "kv" / "blocks").rglob("*.kvb"))
+    done = run_memcli("--store", store, "forget", "--conv", "s1", "--json")
+    assert done.code == 0, done.stderr
+    caches = done.json["caches"]
+    assert caches["kv_blocks"] >= 1 and caches["chat_sessions"] == 1
+    assert not list((store / "kv" / "sessions").glob("*.json")) and not list((store / "kv" / "units").glob("*"))
+    stale = run_memcli("--store", store, "kv", "prune", "--json")
+    assert stale.code == 0 and stale.json["stale_blocks"] == 0  # nothing made from the old documents is left
+
+
+def test_a_kill_during_forget_leaves_the_old_or_the_new_state(tmp_path):
+    template = tmp_path / "template"
+    first, second = two_sessions(tmp_path)
+    memory = Memory(template, create=True)
+    memory.ingest(first, conv="s1", consolidate=False)
+    memory.ingest(second, conv="s2", consolidate=False)
+    memory.consolidate(llm=False)
+    memory.ingest(EXAMPLES / "chat-messages.json", conv="s1", consolidate=False)
+    old = seq_counts(template)
+    env = {**os.environ, "MEMCLI_TEST_COMMIT_PAUSE": "0.05"}
+    rng = random.Random(11)
+    killed = 0
+    for trial in range(8):
+        root = tmp_path / f"kill-{trial}"
+        shutil.copytree(template, root)
+        proc = subprocess.Popen([sys.executable, "-m", "memcli", "--store", str(root), "forget", "--conv", "s1"],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.2, 1.2))
+        proc.send_signal(signal.SIGKILL)
+        killed += proc.wait() == -signal.SIGKILL
+        Memory(root).docs()  # the next command finishes or rolls back
+        now = seq_counts(root)
+        assert all(n == 1 for n in now.values()), trial
+        assert now == old or (set(now) < set(old) and len(old) - len(now) == 10), (trial, len(now))
+    assert killed >= 3  # most trials were killed before they finished (which state each left is timing)
