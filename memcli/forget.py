@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memcli.errors import UsageError
+from memcli.errors import StoreError, UsageError
 from memcli.results import Result
 from memcli.store import CURRENT_ID, Store
 from memcli.store.format import Entry
@@ -139,7 +139,10 @@ def forget(store: Store, selection: Selection, *, dry_run: bool = False,
             if doc_id in removed:
                 txn.delete(store.relpath(doc_id))
                 continue
-            doc = edited.get(doc_id) or store.load(doc_id, strict=True).doc
+            loaded = None if doc_id in edited else store.load(doc_id)
+            if loaded is not None and loaded.error:
+                continue  # a front matter memcli cannot read: left as it is (its entries were not selected)
+            doc = edited[doc_id] if loaded is None else loaded.doc
             if _scrub_log(doc, gone) or doc_id in edited:  # a log note naming an id that went is rewritten too
                 refresh_token_count(doc)
                 if doc_id in renamed:
@@ -211,8 +214,11 @@ def _find(store: Store, selection: Selection) -> dict:
             raise UsageError(f"no document {doc!r}", hint="`memcli docs` lists the documents")
     found = {}
     for doc_id in store.all_ids():
-        loaded = store.load(doc_id, strict=True)
+        loaded = store.load(doc_id)
         hits = [(lineno, entry) for lineno, entry in loaded.doc.entries() if selection.matches(doc_id, lineno, entry)]
+        if hits and loaded.error:
+            raise StoreError(f"{loaded.error}: this document holds entries to forget, and memcli does not rewrite "
+                             "a document whose front matter it cannot read", hint="repair its front matter first")
         if hits:
             found[doc_id] = (loaded, hits)
     return found

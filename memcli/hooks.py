@@ -60,7 +60,7 @@ def event_cwd(event: dict) -> Path | None:
 
 def project_root(cwd: Path) -> Path:
     """The project a working directory belongs to: the nearest folder holding ``.git``, else itself."""
-    here = cwd.absolute()
+    here = cwd.resolve()
     for folder in (here, *here.parents):
         if (folder / ".git").exists():
             return folder
@@ -85,7 +85,7 @@ def hook_store(event: dict, flag: str | None) -> tuple[Resolved, str | None]:
 
 def _inside(path: Path, folder: Path) -> bool:
     try:
-        path.absolute().relative_to(folder.absolute())
+        path.resolve().relative_to(folder.resolve())
         return True
     except ValueError:
         return False

@@ -24,7 +24,7 @@ def test_evidence_only_needs_no_model(cli, monkeypatch, tmp_path):
     refs = {r for item in data["evidence"] for r in item["refs"]}
     assert "D2:5" in refs  # the turn that answers it
     for item in data["evidence"]:
-        assert set(item) == {"doc", "start_line", "end_line", "seqs", "refs", "time", "text", "tokens"}
+        assert set(item) == {"doc", "start_line", "end_line", "seqs", "refs", "time", "text", "tokens", "rank"}
         read = cli("read", item["doc"], "--lines", f"{item['start_line']}-{item['end_line']}", "--json").json
         assert [int(line["entry"]["meta"]["seq"]) for line in read["lines"]] == item["seqs"]
     assert data["tokens"]["evidence"] <= 2000 and data["tokens"]["prompt"] == 0
