@@ -28,6 +28,7 @@ def repeated_4gram(text: str) -> bool:
     return len(grams) != len(set(grams))
 
 
+@pytest.mark.slow
 def test_real_default_model_answers_are_short_and_clean(tmp_path):
     memory = Memory(tmp_path / "store", create=True)
     memory.ingest(EXAMPLES / "caroline-and-priya.json")
@@ -107,6 +108,7 @@ def readme_store(tmp_path_factory):
         strict=True, reason="the default model picks the class she signed up for, not the bowls she makes "
                             "(docs/benchmarks.md, 'Extractive answers')")),
 ])
+@pytest.mark.slow
 def test_the_examples_questions_through_the_readmes_own_ask(readme_store, question, words):
     """The README's own ask command, with the real default model, on the shipped example's questions: the answer
     is a span of the line that says it (a date for "when")."""
@@ -119,6 +121,7 @@ def test_the_examples_questions_through_the_readmes_own_ask(readme_store, questi
     assert all(w.lower() in said.lower() for w in words), said
 
 
+@pytest.mark.slow
 def test_what_memory_cannot_answer_is_i_dont_know_with_exit_1(readme_store):
     from conftest import run_memcli
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from conftest import EXAMPLES
 
 from memcli.tokens import count_tokens
@@ -43,6 +44,7 @@ def test_budget_stdin_and_no_evidence(cli):
     assert text.stdout.startswith("CURRENT:") and "Open Door" in text.stdout
 
 
+@pytest.mark.slow
 def test_answer_with_the_real_default_model(cli):
     setup_store(cli)
     result = cli("ask", QUESTION, "--json", "--reader", "agent")

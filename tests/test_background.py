@@ -75,6 +75,7 @@ def test_background_consolidation_commits_the_ingest_first_and_can_be_waited_for
     assert memcli(root, "consolidate", "--wait").stdout.strip() == "no consolidation is running"
 
 
+@pytest.mark.slow
 def test_an_ingest_during_a_background_consolidation_is_kept(tmp_path):
     root = tmp_path / "store"
     env = {"MEMCLI_CONSOLIDATE_TOKENS": "300", "MEMCLI_CONSOLIDATE_BACKGROUND": "always",
@@ -135,6 +136,7 @@ def _kill_at_random_points(tmp_path, env, trials: int, horizon: float, seed: int
     return killed
 
 
+@pytest.mark.slow
 def test_background_consolidation_killed_at_random_points_loses_nothing(tmp_path):
     env = {"MEMCLI_CONSOLIDATE_TOKENS": "300", "MEMCLI_CONSOLIDATE_BACKGROUND": "always",
            "MEMCLI_TEST_COMMIT_PAUSE": "0.15"}  # about 3 s of flushes to land in

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import snapshot
 
 from memcli.paths import Resolved
@@ -127,6 +128,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_readers_never_fail_beside_consolidating_and_ingesting_writers(tmp_path, store_dir):
     """Search and evidence questions in loops from two processes while a third remembers and consolidates and
     a fourth ingests files, 100 rounds each: the index is read as one snapshot and writers take turns, so no

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from conftest import EXAMPLES
 from fakes import ScriptedModel
 
@@ -61,6 +62,7 @@ def test_extracted_ingest_is_skipped_when_repeated(tmp_path):
     assert parsed.turns[0].fingerprint in store.read_fingerprints()
 
 
+@pytest.mark.slow
 def test_extract_with_the_default_model_through_the_cli(cli, store_dir):
     result = cli("ingest", EXAMPLES / "chat-messages.json", "--extract", "--json")
     assert result.code == 0, result.stderr

@@ -71,6 +71,7 @@ def failing(monkeypatch, at: int, error: BaseException, onwards: bool = False):
     monkeypatch.setattr(atomic, "write_file_synced", real_write)
 
 
+@pytest.mark.slow
 def test_an_interrupt_at_every_step_of_a_commit_loses_and_duplicates_nothing(template, tmp_path, monkeypatch):
     expected = seq_counts(template)
     assert set(expected.values()) == {1}

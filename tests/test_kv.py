@@ -94,6 +94,7 @@ def test_blocks_from_other_settings_are_refused(tmp_path):
         small.load_chain(units + units)  # more than 256 tokens: refused before anything loads
 
 
+@pytest.mark.slow
 def test_corrupted_block_is_detected_and_rebuilt(tmp_path, cli, store_dir, monkeypatch):
     monkeypatch.setenv("MEMCLI_CHAT_MEMORY_TOKENS", MEMORY)
     assert cli("ingest", EXAMPLES / "caroline-and-priya.json").code == 0
@@ -208,6 +209,7 @@ def test_chat_resumed_in_a_new_process_prefills_only_the_new_message(tmp_path):
     assert "Which agency" not in (store / "CURRENT.md").read_text()
 
 
+@pytest.mark.slow
 def test_consolidation_invalidates_exactly_the_affected_blocks(cli, store_dir, monkeypatch):
     monkeypatch.setenv("MEMCLI_CHAT_MEMORY_TOKENS", "3000")
     assert cli("ingest", EXAMPLES / "caroline-and-priya.json").code == 0
@@ -286,6 +288,7 @@ def test_kv_verify_catches_a_wrong_state_with_a_valid_checksum(tmp_path):
     assert checking.stats.prefilled == len(units[1].tokens)  # rebuilt by prefill
 
 
+@pytest.mark.slow
 def test_composed_documents_restore_in_any_order_without_prefill(tmp_path):
     engine = open_engine(tmp_path / "blocks")
     header, first, second = units_for(engine)
@@ -348,6 +351,7 @@ def test_shared_prompt_prefixes_restore_exactly_in_a_fresh_context(tmp_path):
     assert other.ttft_s is not None and other.ttft_s > 0
 
 
+@pytest.mark.slow
 def test_ask_restores_its_prompt_prefixes_from_blocks(cli, store_dir):
     cli("ingest", str(EXAMPLES / "caroline-and-priya.json"), "--no-auto")
     question = "Which adoption agency did Caroline apply to?"  # answered: the model is called (and its prefixes kept)

@@ -282,6 +282,7 @@ def test_latent_selection_finds_the_unit_holding_the_answer(tmp_path):
     assert not summaries.path(keys[3]).exists() and summaries.path(keys[4]).exists()
 
 
+@pytest.mark.slow
 def test_warm_chat_start_reads_the_units_it_kept(tmp_path, monkeypatch):
     """Chat keeps its memory units as tokens by the store's file signatures: an unchanged store is not
     parsed or tokenized again; a changed document is."""
