@@ -175,9 +175,9 @@ def _scrub_log(doc, gone: set[str]) -> bool:
 def _renamed(doc, idf: Callable[[str], float], taken: set[str]) -> str:
     """Headings, title, summary and id of a document made again from the entries it kept; its id."""
     from memcli.consolidate.apply import deterministic_summary
-    from memcli.consolidate.draft import block_title, clean_title
+    from memcli.consolidate.draft import block_title, document_title
     from memcli.consolidate.layout import Layout
-    from memcli.consolidate.lexical import make_doc_id, salient_words, slug
+    from memcli.consolidate.lexical import make_doc_id, slug
 
     layout = Layout.of(doc)
     kept = []
@@ -190,10 +190,7 @@ def _renamed(doc, idf: Callable[[str], float], taken: set[str]) -> str:
         kept.append(section)
     layout.sections = kept
     live = layout.live_entries()
-    speakers = [e.meta.get("speaker", "") for e in live]
-    words = salient_words((e.text for e in live), idf, 4, exclude=speakers)
-    people = sorted({s for s in speakers if s and s not in ("user", "assistant")})
-    title = clean_title(", ".join(words[:3]).capitalize() or "Notes") + (f" ({', '.join(people[:2])})" if people else "")
+    title = document_title(live, idf)  # as consolidation titles a new document
     layout.title, layout.title_line = title, None
     doc.body = layout.body()
     doc.meta["summary"] = deterministic_summary(doc, idf)

@@ -70,17 +70,16 @@ def project_root(cwd: Path) -> Path:
 def hook_store(event: dict, flag: str | None) -> tuple[Resolved, str | None]:
     """The store an event's session goes to, and the project tag its turns carry there (None in a
     project store, where everything is the project's)."""
-    if flag or os.environ.get("MEMCLI_STORE"):
-        chosen = resolve_store(flag)
-    else:
-        cwd = event_cwd(event)
-        found = find_project_store(cwd) if cwd is not None and cwd.is_dir() else None
-        chosen = Resolved(found, f"nearest {PROJECT_STORE_DIRNAME}/ above the session's cwd") if found \
-            else resolve_store(None) if cwd is None else user_store()
     cwd = event_cwd(event)
-    in_project_store = chosen.path.name == PROJECT_STORE_DIRNAME and cwd is not None and \
-        _inside(cwd, chosen.path.parent)
-    return chosen, (str(project_root(cwd)) if cwd is not None and not in_project_store else None)
+    if flag or os.environ.get("MEMCLI_STORE") or cwd is None:
+        chosen = resolve_store(flag)
+    elif (found := find_project_store(cwd) if cwd.is_dir() else None) is not None:
+        chosen = Resolved(found, f"nearest {PROJECT_STORE_DIRNAME}/ above the session's cwd")
+    else:
+        chosen = user_store()
+    if cwd is None or (chosen.path.name == PROJECT_STORE_DIRNAME and _inside(cwd, chosen.path.parent)):
+        return chosen, None  # a project store: everything in it is the project's
+    return chosen, str(project_root(cwd))
 
 
 def _inside(path: Path, folder: Path) -> bool:

@@ -139,6 +139,15 @@ def block_title(entries: list[Entry], idf: Idf) -> str:
     return clean_title(f"{date} · {label}" if date else label)
 
 
+def document_title(entries: list[Entry], idf: Idf) -> str:
+    """``Adoption, agency, family (Caroline, Priya)``: a new document's title from its entries."""
+    speakers = [e.meta.get("speaker", "") for e in entries]
+    words = salient_words((e.text for e in entries), idf, 4, exclude=speakers)
+    people = sorted({s for s in speakers if s and s not in ("user", "assistant")})
+    label = ", ".join(words[:3]).capitalize() or "Notes"
+    return clean_title(label + (f" ({', '.join(people[:2])})" if people else ""))
+
+
 def deterministic_blocks(entries: list[Entry], idf: Idf, max_tokens: int = BLOCK_TOKENS) -> list[Block]:
     vectors = {e.seq: tfidf(term_counts([e.text]), idf) for e in entries}
     sessions: list[list[Entry]] = []

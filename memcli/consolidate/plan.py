@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from memcli.consolidate.draft import Block, clean_title, entry_line
-from memcli.consolidate.lexical import Vector, cosine, grounded, salient_words, term_counts, tfidf
+from memcli.consolidate.draft import Block, clean_title, document_title, entry_line
+from memcli.consolidate.lexical import Vector, cosine, grounded, term_counts, tfidf
 from memcli.consolidate.workspace import Workspace
 from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.prompts import PLAN_SYSTEM, plan_schema
@@ -45,11 +45,7 @@ class Planner:
 
     def _new_document(self, block: Block, title: str | None) -> None:
         if not title:
-            speakers = [e.meta.get("speaker", "") for e in block.entries]
-            words = salient_words((e.text for e in block.entries), self.ws.idf, 4, exclude=speakers)
-            people = sorted({s for s in speakers if s and s not in ("user", "assistant")})
-            label = ", ".join(words[:3]).capitalize() or "Notes"
-            title = clean_title(label + (f" ({', '.join(people[:2])})" if people else ""))
+            title = document_title(block.entries, self.ws.idf)
         doc_id = self.ws.new_id(title, str(block.seqs[0]))
         self.pending[doc_id] = [self.block_vector(block)]
         self.pending_titles[doc_id] = title
