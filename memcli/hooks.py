@@ -123,25 +123,15 @@ def save(memory, event: dict, project: str | None) -> dict:
 
 def digest(memory, event: dict, project: str | None) -> dict:
     """What memory holds about the session's project, best first within the budget ('' when nothing)."""
-    from memcli.retrieve.evidence import Library, assemble, rank
-    from memcli.retrieve.policy import ranked_entries
-
     name = event["hook_event_name"]
     cwd = event_cwd(event)
     label = Path(project).name if project else (cwd.name if cwd else "")
     if not memory.store.state_path.exists():
         return {"event": name, "action": "digest", "digest": ""}
     question = f"{label} project: what was decided, done and left to do"
-    with memory.store.reading():
-        library = Library(memory.store)
-        ranked = ranked_entries(library, memory.index, question)
-        mine = {(doc_id, line) for doc_id in memory.store.all_ids()
-                for line, entry in library.doc(doc_id).entries.items()
-                if project is None or entry.meta.get("project") == project}
-        picks = [pick for pick in ranked if pick in mine]
-        picks += sorted(mine - set(picks), key=lambda p: library.doc(p[0]).entries[p[1]].time or "", reverse=True)
-        evidence = assemble(library, picks, DIGEST_BUDGET)
-        rank(evidence, picks)
+    found = memory.ask(question, reader="evidence-only", budget=DIGEST_BUDGET,
+                       where={"project": project} if project else {}, recent=True)
+    evidence = found.evidence
     if not evidence:
         return {"event": name, "action": "digest", "digest": ""}
     lines = [f"Memory about {label or 'this project'} (memcli; cite as doc:lines, search more with the "

@@ -457,7 +457,8 @@ class Memory:
             answer_context: int | None = None, max_rounds: int | None = None, kv: bool | None = None,
             on_step: Callable[[dict], None] | None = None, keep_evidence: bool = True,
             progress: Progress | None = None, kv_compose: bool = False,
-            select: str | None = None, answer: str | None = None):
+            select: str | None = None, answer: str | None = None, where: dict[str, str] | None = None,
+            recent: bool = False):
         """Answer ``question`` from memory, citing the lines used; see :mod:`memcli.retrieve.ask`.
 
         ``reader``: ``agent`` | ``no-agent`` | ``evidence`` | ``evidence-only`` (no model, no answer);
@@ -468,17 +469,21 @@ class Memory:
         ``kv_compose``: answer from memory units placed as composed KV blocks, prefilling only the
         question (a local model; the evidence reader; :mod:`memcli.kv.composed_ask`); ``select``: how
         it picks the units, ``text``, ``latent`` or ``fused`` (default: the ``kv.select`` setting);
-        ``answer``: ``extract`` or ``generate`` (default: :meth:`answer_style`).
+        ``answer``: ``extract`` or ``generate`` (default: :meth:`answer_style`); ``where``: only entries
+        whose signature has these values (``{"project": "/home/me/app"}``; the evidence readers);
+        ``recent``: then the entries it keeps that the question does not rank, newest first.
         """
         from memcli.retrieve.ask import ask, check_options
 
         cfg = self.settings
+        if kv_compose and (where or recent):
+            raise UsageError("--where keeps to entries of the evidence readers, not --kv-compose")
         if kv_compose:
             return self._ask_composed(question, reader=reader, budget=budget, answer_context=answer_context,
                                       progress=progress, select=select or cfg.kv_select)
         if select is not None:
             raise UsageError("--select chooses the memory units of --kv-compose")
-        reader = reader or self.default_reader()
+        reader = reader or ("evidence" if where else self.default_reader())
         budget = budget if budget is not None else cfg.ask_budget
         reading = answer_context if answer_context is not None else cfg.ask_answer_context
         rounds = max_rounds if max_rounds is not None else cfg.ask_max_rounds
@@ -489,7 +494,7 @@ class Memory:
         loaded = time.perf_counter() - begin
         result = ask(self.store, self.index, model, question, reader=reader, budget=budget,
                      answer_context=reading, max_rounds=rounds, on_step=on_step, keep_evidence=keep_evidence,
-                     compact=cfg.ask_compact, answer=answer or self.answer_style())
+                     compact=cfg.ask_compact, answer=answer or self.answer_style(), where=where, recent=recent)
         result.timings = {"embed_s": round(embedding, 3), "model_load_s": round(loaded, 3), **result.timings,
                           "total_s": round(result.timings["total_s"] + loaded, 3)}
         cache = getattr(model, "prefix_cache", None)

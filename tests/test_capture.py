@@ -1,7 +1,8 @@
 """What goes into memory from an agent's session: the conversation, exactly; never the harness's own text
 (instruction files, context blocks, slash-command wrappers, tool-addressed messages, citation markers),
 never a <private> span, never a secret. Sessions here are written in the shapes the real tools write
-(Claude Code 2.x, Codex 0.5x-0.1xx rollouts, ChatGPT exports), through the real `memcli ingest`."""
+(Claude Code 2.x, Codex 0.5x-0.1xx rollouts, ChatGPT exports), and two files the real tools wrote, through the
+real `memcli ingest`."""
 
 from __future__ import annotations
 
@@ -169,3 +170,42 @@ def test_private_spans_and_secrets_are_never_stored(cli, tmp_path, store_dir):
     for name, secret in SECRETS.items():
         assert not [f for f, data in files.items() if secret.encode() in data], name
     assert cli("ingest", path, "--json").json["added"] == 0  # re-ingest brings nothing back
+
+
+SAMPLES = __import__("pathlib").Path(__file__).parent / "samples"
+
+
+def _record_text(path, line: int) -> str:
+    """The text parts of one record of a real file, read here without memcli: what must be stored, exactly."""
+    record = json.loads(path.read_text().splitlines()[line - 1])
+    message = record.get("payload") or record.get("message")
+    content = message["content"]
+    if isinstance(content, str):
+        return content
+    return "\n\n".join(part["text"] for part in content if part.get("type") in ("text", "input_text", "output_text"))
+
+
+@pytest.mark.parametrize("sample, turns, harness", [
+    # Codex 0.125.0 (codex-tui): a developer message of permissions/skills/plugins instructions, the AGENTS.md block
+    # and environment_context as the first user message, reasoning, shell calls and their output.
+    ("codex-0.125-codemie.jsonl", [("user", 6), ("assistant", 17), ("user", 22), ("assistant", 26)],
+     ["AGENTS.md instructions", "<INSTRUCTIONS>", "environment_context", "permissions instructions",
+      "skills_instructions", "Collaboration Mode", "exec_command", "call_id"]),
+    # Claude Code 2.0.76: the local-command caveat (isMeta), the /clear wrapper, its empty stdout element,
+    # thinking, tool calls and their results.
+    ("claude-code-2.0.76-codemie.jsonl", [("user", 3), ("user", 6), ("assistant", 8)],
+     ["Caveat: The messages below", "<command-name>", "<command-message>", "local-command-stdout", "tool_use_id"]),
+])
+def test_real_session_files_store_the_conversation_exactly(cli, store_dir, sample, turns, harness):
+    """Files written by the real tools (tests/samples/README.md names their source and licence)."""
+    path = SAMPLES / sample
+    assert cli("ingest", path, "--json").code == 0
+    lines = [line["entry"] for line in cli("read", "CURRENT", "--json").json["lines"] if "entry" in line]
+    assert [entry["meta"]["speaker"] for entry in lines] == [speaker for speaker, _ in turns]
+    expected = [_record_text(path, line) for _, line in turns]
+    if sample.startswith("claude-code"):
+        expected[0] = "/clear"  # the slash-command wrapper becomes the command itself
+    assert [entry["text"] for entry in lines] == [text.strip() for text in expected]
+    stored = "".join(p.read_text() for p in store_dir.rglob("*.md"))
+    assert not [word for word in harness if word in stored]
+    assert cli("ingest", path, "--json").json["added"] == 0

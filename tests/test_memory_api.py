@@ -72,3 +72,26 @@ def test_stored_token_counts_do_not_depend_on_a_model_loaded_before(tmp_path):
     plain, loaded = counts("plain", "none"), counts("loaded", "load")
     assert len(plain) > 2 and all(plain.values())  # CURRENT and several documents, each with its count
     assert loaded == plain
+
+
+def test_ask_where_keeps_to_entries_with_given_values(tmp_path, cli, store_dir):
+    memory = Memory(store_dir, create=True)
+    memory.remember("The kiln reached cone 6 after nine hours", conv="kiln", time="2024-03-01T10:00")
+    memory.remember("The kiln shelf cracked, order a new one", conv="kiln", time="2024-03-02T10:00")
+    memory.remember("The kiln in the garden shed is for sale", conv="garden", time="2024-03-03T10:00")
+    memory.remember("Tomatoes go in the raised bed", conv="garden", time="2024-03-04T10:00")
+    everything = memory.ask("kiln", reader="evidence-only")
+    assert "garden shed" in " ".join(e.text for e in everything.evidence)
+    kiln = memory.ask("kiln", reader="evidence-only", where={"conv": "kiln"})
+    assert kiln.evidence and "garden shed" not in " ".join(e.text for e in kiln.evidence)
+    # recent: the entries kept that the question's words miss follow, newest first
+    garden = memory.ask("kiln", reader="evidence-only", where={"conv": "garden"}, recent=True)
+    texts = [e.text for e in sorted(garden.evidence, key=lambda e: e.rank)]
+    assert "garden shed" in texts[0] and "Tomatoes" in " ".join(texts) and "cone 6" not in " ".join(texts)
+    assert not memory.ask("kiln", reader="evidence-only", where={"conv": "nowhere"}).evidence
+    with pytest.raises(UsageError):
+        memory.ask("kiln", reader="agent", where={"conv": "kiln"})
+    memory.close()
+    shown = cli("ask", "kiln", "--evidence-only", "--where", "conv=kiln", "--json")
+    assert shown.code == 0 and "garden shed" not in json.dumps(shown.json["evidence"])
+    assert cli("ask", "kiln", "--evidence-only", "--where", "conv").code == 2

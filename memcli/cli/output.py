@@ -52,9 +52,9 @@ class Output:
         sys.stdout.write(text + "\n")
 
     def table(self, title: str | None, columns: list[str], rows: list[list[str]]) -> None:
-        """A Rich table on a terminal; tab-separated lines when piped."""
+        """A Rich table on a terminal; tab-separated lines under a header line of the column names when piped."""
         if not self.stdout_tty:
-            for row in rows:
+            for row in [columns, *rows]:
                 self.write("\t".join(printable(cell, keep="") for cell in row))
             return
         from rich.table import Table

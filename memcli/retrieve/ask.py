@@ -108,14 +108,17 @@ def respond(model: ChatModel, store, question: str, read: list[Evidence], librar
 
 def ask(store, index, model: ChatModel | None, question: str, *, reader: str, budget: int, answer_context: int,
         max_rounds: int = 7, on_step: Callable[[dict], None] | None = None,
-        keep_evidence: bool = True, compact: bool | None = None, answer: str = "generate") -> AskResult:
+        keep_evidence: bool = True, compact: bool | None = None, answer: str = "generate",
+        where: dict[str, str] | None = None, recent: bool = False) -> AskResult:
     """Retrieve evidence for ``question`` with ``reader`` and answer from it (no answer for
     ``evidence-only``, which needs no model). ``on_step`` sees each round or retrieval step as it
     happens; ``keep_evidence``: the answer's evidence may be kept as a KV block (a local model);
     ``compact``: the evidence readers show entries as their sentences that hold a term of the
     question (default: the ranking's tuning); ``answer``: ``extract`` (a span of the evidence the model
     only scores, :mod:`memcli.retrieve.extractive`) or ``generate`` (the model writes it, checked
-    against the evidence by :func:`memcli.retrieve.answer.grounded`)."""
+    against the evidence by :func:`memcli.retrieve.answer.grounded`); ``where``, ``recent``: only
+    entries with these signature values, the unranked ones newest first (the evidence readers,
+    :func:`memcli.retrieve.policy.evidence_only`)."""
     from memcli.retrieve.evidence import best_part
 
     question = question.strip()
@@ -126,6 +129,8 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
         raise UsageError(f"the {reader} reader needs a model")
     if answer not in ("extract", "generate"):
         raise UsageError(f"unknown answer style {answer!r} (extract or generate)")
+    if (where or recent) and reader not in ("evidence", "evidence-only"):
+        raise UsageError("only the evidence readers keep to entries with given values (--where)")
     start = time.perf_counter()
     stats = CallStats()
     result = AskResult(question=question, mode=reader, answer=None, evidence=[])
@@ -146,7 +151,8 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
             else:
                 from memcli.retrieve.policy import evidence_only
 
-                found = evidence_only(store, index, question, budget=budget, compact=compact)
+                found = evidence_only(store, index, question, budget=budget, compact=compact, where=where,
+                                      recent=recent)
             result.tool_calls = found.trace
             for step in found.trace if on_step else ():
                 on_step(step)

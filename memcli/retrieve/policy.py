@@ -41,8 +41,10 @@ fills whatever budget their own choices leave.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from memcli.errors import UsageError
 from memcli.index import LibraryIndex
 from memcli.retrieve.evidence import WHOLE, DocLines, Evidence, Focus, Library, assemble
 from memcli.store import Store
@@ -262,14 +264,32 @@ def reply_to(doc: DocLines, line: int) -> int | None:
 
 
 def evidence_only(store: Store, index: LibraryIndex, question: str, *, budget: int, compact: bool | None = None,
-                  tuning: Tuning = DEFAULT, **options) -> Retrieval:
+                  tuning: Tuning = DEFAULT, where: Mapping[str, str] | None = None, recent: bool = False,
+                  **options) -> Retrieval:
     """The deterministic evidence for ``question`` within ``budget`` tokens; ``compact`` (default:
-    the tuning's): entries shown as their sentences that matter (:func:`focus`)."""
+    the tuning's): entries shown as their sentences that matter (:func:`focus`). ``where``: only
+    entries whose signature has these values (``{"project": "/home/me/app"}``); ``recent``: the
+    entries ``where`` keeps that the question does not rank come after the ranked ones, newest first
+    (what a digest of a project shows when its words are not the question's)."""
     library = Library(store)
     picks = ranked_entries(library, index, question, tuning=tuning, **options)
+    if where is not None:
+        kept = matching(library, store, where)
+        picks = [pick for pick in picks if pick in kept]
+        if recent:
+            rest = kept - set(picks)
+            picks += sorted(rest, key=lambda p: (library.doc(p[0]).entries[p[1]].time or "", p), reverse=True)
+    elif recent:
+        raise UsageError("recent follows the entries a where filter keeps")
     trace = [{"tool": "search", "query": question, "entries": len(picks)}]
     shown = focus(index, question, tuning) if (tuning.compact if compact is None else compact) else WHOLE
     return Retrieval(assemble(library, picks, budget, focus=shown), trace, picks, library)
+
+
+def matching(library: Library, store: Store, where: Mapping[str, str]) -> set[tuple[str, int]]:
+    """(doc, line) of every entry whose signature holds each ``where`` value."""
+    return {(doc_id, line) for doc_id in store.all_ids() for line, entry in library.doc(doc_id).entries.items()
+            if all(entry.meta.get(key) == value for key, value in where.items())}
 
 
 def focus(index: LibraryIndex, question: str, tuning: Tuning = DEFAULT) -> Focus:

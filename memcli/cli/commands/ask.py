@@ -51,6 +51,9 @@ def ask(
         "--answer", metavar="HOW", help="extract (a span of the evidence, scored by the model) or generate "
                                         "(written by the model, checked against the evidence); default: "
                                         "ask.answer (auto: extract for a small model).")] = None,
+    where: Annotated[Optional[list[str]], typer.Option(
+        "--where", metavar="KEY=VALUE", help="Only entries whose signature has this value (project=/home/me/app, "
+                                             "conv=..., speaker=...); repeatable; the evidence readers.")] = None,
     show_stats: Annotated[bool, typer.Option(
         "--stats", help="Print tokens prefilled and restored, time to first token and generation speed "
                         "on stderr.")] = False,
@@ -101,11 +104,17 @@ def ask(
     if question == "-":
         question = sys.stdin.read()
     reader = "evidence-only" if evidence_only else "no-agent" if no_agent else reader
+    values = {}
+    for item in where or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--where takes KEY=VALUE, not {item!r}")
+        values[key.strip()] = value
     with out.stages() as progress:
         result = memory(ctx).ask(question, reader=reader, budget=budget, answer_context=answer_context,
                                  max_rounds=max_rounds, kv=kv, on_step=_trace_round if trace else None,
                                  progress=progress, kv_compose=kv_compose, select=select,
-                                 answer=answer)
+                                 answer=answer, where=values or None)
     if result.problems:
         out.debug("model problems: " + "; ".join(result.problems))
     for warning in result.warnings:
