@@ -388,3 +388,48 @@ def test_replacements_retired_in_another_document_are_followed(cli, store_dir, t
     retired = {e.seq: e.meta["superseded_by"] for _, e, r in all_entries(store) if r}
     # seq 3 (assistant) repeats seq 1 (user): the user's words win; seq 2 then points past 3 to 1
     assert retired == {3: "1", 2: "1"}
+
+
+def _scopes(store_dir) -> list[tuple[str, set, set]]:
+    """(document, its speakers, its conversations) of every topic document."""
+    out = []
+    for path in sorted((store_dir / "docs").glob("*.md")):
+        entries = [e for e in map(parse_entry, path.read_text().splitlines()) if e is not None]
+        out.append((path.stem, {e.meta.get("speaker") for e in entries}, {e.meta.get("conv") for e in entries}))
+    return out
+
+
+def test_unrelated_conversations_never_share_a_document(cli, store_dir, tmp_path):
+    """A coding chat that borrows the example's words (home, light, family, week) is filed apart from
+    Caroline and Priya's conversation: no shared person, no shared conversation, no shared document."""
+    chat = [{"speaker": "user", "text": text, "time": f"2024-04-21T1{n % 10}:00"} if n % 2 == 0 else
+            {"speaker": "assistant", "text": text, "time": f"2024-04-21T1{n % 10}:30"}
+            for n, text in enumerate([
+                "Our Rust service at home keeps a light cache of the family accounts; it stalls every week.",
+                "Check the Postgres pool size: a light cache over a small pool stalls when the week's batch runs.",
+                "We deploy it on Kubernetes with a home-made Helm chart and a harbor registry for the images.",
+                "Set resource limits in the chart and pin the harbor image tags, then watch the pool metrics.",
+                "The family accounts table has 40 million rows and no index on the week column.",
+                "Add the index on the week column concurrently, then the weekly batch reads through it."])]
+    (tmp_path / "rust.json").write_text(json.dumps(chat))
+    assert cli("ingest", EXAMPLES / "caroline-and-priya.json").code == 0
+    assert cli("ingest", tmp_path / "rust.json", "--conv", "rust-service").code == 0
+    assert cli("consolidate", "--split", "5000").code == 0
+    scopes = _scopes(store_dir)
+    assert scopes
+    for doc, speakers, convs in scopes:
+        coding = {"user", "assistant"} & speakers
+        assert not (coding and speakers - {"user", "assistant"}), (doc, speakers)
+        assert not ("rust-service" in convs and len(convs) > 1), (doc, convs)
+    # and both conversations were filed
+    assert any("rust-service" in convs for _, _, convs in scopes)
+    assert any("Caroline" in speakers for _, speakers, _ in scopes)
+
+
+@needs_locomo
+def test_the_development_pair_consolidated_together_keeps_each_conversation_apart(cli, store_dir):
+    for name in ("conv-26", "conv-30"):
+        assert cli("ingest", LOCOMO / f"{name}.json", "--sample", name).code == 0
+    assert cli("consolidate").code == 0
+    scopes = _scopes(store_dir)
+    assert len(scopes) > 2 and all(len(convs) == 1 for _, _, convs in scopes), scopes

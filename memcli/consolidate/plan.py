@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from memcli.consolidate.draft import Block, clean_title, document_title, entry_line
 from memcli.consolidate.lexical import Vector, cosine, grounded, term_counts, tfidf
-from memcli.consolidate.workspace import Workspace
+from memcli.consolidate.workspace import Scope, Workspace
 from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.prompts import PLAN_SYSTEM, plan_schema
 from memcli.llm.structured import Invalid, ask_json
@@ -31,6 +31,7 @@ class Planner:
         self.threshold = route_similarity
         self.pending: dict[str, list[Vector]] = {}  # documents this flush creates -> their blocks' vectors
         self.pending_titles: dict[str, str] = {}
+        self.pending_scopes: dict[str, Scope] = {}
 
     def block_vector(self, block: Block) -> Vector:
         return tfidf(term_counts(e.text for e in block.entries), self.ws.idf)
@@ -49,12 +50,21 @@ class Planner:
         doc_id = self.ws.new_id(title, str(block.seqs[0]))
         self.pending[doc_id] = [self.block_vector(block)]
         self.pending_titles[doc_id] = title
+        self.pending_scopes[doc_id] = Scope.of(block.entries)
         block.target, block.new_title = doc_id, title
+
+    def fits(self, block: Block, doc_id: str) -> bool:
+        """Whether ``block`` may go into ``doc_id``: their scopes share a person or a conversation, and a
+        project (:class:`~memcli.consolidate.workspace.Scope`)."""
+        scope = self.pending_scopes.get(doc_id) or self.ws.scope(doc_id)
+        return Scope.of(block.entries).fits(scope)
 
     def _route(self, block: Block, candidates: list[str]) -> None:
         vector = self.block_vector(block)
-        scored = [(max((cosine(vector, part) for part in self.ws.profile(d)), default=0.0), d) for d in candidates]
-        scored += [(max(cosine(vector, v) for v in parts), d) for d, parts in self.pending.items()]
+        scored = [(max((cosine(vector, part) for part in self.ws.profile(d)), default=0.0), d) for d in candidates
+                  if self.fits(block, d)]
+        scored += [(max(cosine(vector, v) for v in parts), d) for d, parts in self.pending.items()
+                   if self.fits(block, d)]
         best = max(scored, default=(0.0, None), key=lambda sd: (sd[0], sd[1] or ""))
         if best[1] is not None and best[0] >= self.threshold:
             self._assign(block, best[1])
@@ -66,6 +76,7 @@ class Planner:
         if doc_id in self.pending:
             block.new_title = self.pending_titles[doc_id]
             self.pending[doc_id].append(self.block_vector(block))
+            self.pending_scopes[doc_id] = self.pending_scopes[doc_id] | Scope.of(block.entries)
 
     def plan_window(self, blocks: list[Block]) -> None:
         candidates = self._candidates(blocks)
@@ -77,6 +88,8 @@ class Planner:
                 self.stats.fell_back("plan")
         for index, block in enumerate(blocks):
             choice = (choices or {}).get(index)
+            if choice is not None and choice[0] != "new" and not self.fits(block, choice[0]):
+                choice = None  # the model chose another person's or project's document: routed by code
             if choice is None:
                 self._route(block, candidates)
             elif choice[0] == "new":

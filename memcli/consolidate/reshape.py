@@ -126,7 +126,7 @@ def merge_small(ws: Workspace, touched: list[str], *, merge_limit: int, split_li
     vectors = {d: _shape_vector(ws, d) for d in pool}
     sizes = {d: _size(ws, d) for d in pool}
     pairs = sorted(((cosine(vectors[a], vectors[b]), a, b) for i, a in enumerate(pool) for b in pool[i + 1:]
-                    if a in small or b in small), reverse=True)
+                    if (a in small or b in small) and ws.scope(a).fits(ws.scope(b))), reverse=True)
     group_of: dict[str, list[str]] = {}
     for score, a, b in pairs:
         if score < similarity:
@@ -139,7 +139,8 @@ def merge_small(ws: Workspace, touched: list[str], *, merge_limit: int, split_li
                 group_of[a] = group_of[b] = [a, b]
             continue
         group, newcomer = (ga, b) if ga is not None else (gb, a)
-        if len(group) < 4 and sum(sizes[d] for d in group) + sizes[newcomer] < split_limit:
+        if len(group) < 4 and sum(sizes[d] for d in group) + sizes[newcomer] < split_limit \
+                and all(ws.scope(d).fits(ws.scope(newcomer)) for d in group):
             group.append(newcomer)
             group_of[newcomer] = group
     groups = []

@@ -18,6 +18,34 @@ from memcli.store import CURRENT_ID, Store
 from memcli.store.format import Document, parse_entry, parse_heading
 
 
+@dataclass(frozen=True)
+class Scope:
+    """Whose and where entries are: consolidation puts two scopes in one document only when they share a
+    person (a speaker) or a conversation, and never entries of two projects, whatever their words share.
+    Entries with neither speaker nor conversation (notes) fit any scope of their project."""
+
+    speakers: frozenset[str] = frozenset()
+    convs: frozenset[str] = frozenset()
+    projects: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, entries) -> Scope:
+        entries = list(entries)
+        return cls(frozenset(e.meta["speaker"] for e in entries if e.meta.get("speaker")),
+                   frozenset(e.meta["conv"] for e in entries if e.meta.get("conv")),
+                   frozenset(e.meta["project"] for e in entries if e.meta.get("project")))
+
+    def fits(self, other: Scope) -> bool:
+        if self.projects != other.projects:
+            return False
+        if not (self.speakers or self.convs) or not (other.speakers or other.convs):
+            return True
+        return bool(self.speakers & other.speakers or self.convs & other.convs)
+
+    def __or__(self, other: Scope) -> Scope:
+        return Scope(self.speakers | other.speakers, self.convs | other.convs, self.projects | other.projects)
+
+
 @dataclass
 class Workspace:
     store: Store
@@ -31,6 +59,7 @@ class Workspace:
     def __post_init__(self) -> None:
         self.idf = self.index.idf()
         self._profiles: dict[str, list[Vector]] = {}
+        self._scopes: dict[str, Scope] = {}
 
     # ------------------------------------------------------------ documents
 
@@ -53,6 +82,7 @@ class Workspace:
         self.originals.setdefault(doc_id, None)
         self.created.add(doc_id)
         self._profiles.pop(doc_id, None)
+        self._scopes.pop(doc_id, None)
 
     def delete(self, doc_id: str) -> None:
         self.load(doc_id)
@@ -89,6 +119,14 @@ class Workspace:
 
     def forget_profile(self, doc_id: str) -> None:
         self._profiles.pop(doc_id, None)
+        self._scopes.pop(doc_id, None)
+
+    def scope(self, doc_id: str) -> Scope:
+        """The :class:`Scope` of a document's entries."""
+        if doc_id not in self._scopes:
+            doc = self.docs.get(doc_id) or self.store.load(doc_id).doc
+            self._scopes[doc_id] = Scope.of(entry for _, entry in doc.entries())
+        return self._scopes[doc_id]
 
     def candidates(self, texts: list[str], k: int) -> list[str]:
         """Existing documents most like ``texts`` (by the index), at most ``k``."""
