@@ -33,6 +33,8 @@ from pathlib import Path
 from memcli.eval.locomo import load_conversations, select
 from memcli.memory import Memory
 
+os.environ.setdefault("MEMCLI_VECTORS", "inline")  # questions rank with every vector, not a job's progress
+
 REPO = Path(__file__).resolve().parent.parent
 LOCOMO = REPO.parent / "shared" / "data" / "locomo"
 FILES = [LOCOMO / "conv-26.json", LOCOMO / "conv-30.json"]

@@ -36,6 +36,8 @@ from memcli.errors import StoreError, StoreWriteError  # noqa: E402
 from memcli.store import atomic  # noqa: E402
 from memcli.store.census import outside_snapshot, seq_counts  # noqa: E402
 
+os.environ.setdefault("MEMCLI_VECTORS", "inline")  # questions rank with every vector, not a job's progress
+
 SMALL_FLUSHES = {"consolidate.threshold_tokens": 400}
 
 

@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+os.environ.setdefault("MEMCLI_VECTORS", "inline")  # questions rank with every vector, not a job's progress
+
 REPO = Path(__file__).resolve().parent.parent
 LOCOMO = REPO.parent / "shared" / "data" / "locomo"
 FILES = [LOCOMO / "conv-26.json", LOCOMO / "conv-30.json"]

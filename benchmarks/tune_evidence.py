@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -36,6 +37,8 @@ from memcli.memory import Memory
 from memcli.retrieve.evidence import WHOLE, Library, assemble
 from memcli.retrieve.policy import DEFAULT, Tuning, dedupe, focus, fuse, lexical_scores, order
 from memcli.tokens import count_tokens
+
+os.environ.setdefault("MEMCLI_VECTORS", "inline")  # questions rank with every vector, not a job's progress
 
 LOCOMO = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo"
 FILES = [LOCOMO / "conv-26.json", LOCOMO / "conv-30.json"]

@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+os.environ.setdefault("MEMCLI_VECTORS", "inline")  # questions rank with every vector, not a job's progress
+
 REPO = Path(__file__).resolve().parent.parent
 LOCOMO = REPO.parent / "shared" / "data" / "locomo"
 CONVERSATIONS = ("conv-26", "conv-30")

@@ -45,6 +45,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("search.k", "MEMCLI_SEARCH_K", 10, "hits returned by search"),
     Setting("search.semantic", "MEMCLI_SEMANTIC", True,
             "evidence ranking adds a sentence-embedding signal (all-MiniLM-L6-v2 on the CPU) to the words"),
+    Setting("search.vectors", "MEMCLI_VECTORS", "background",
+            "when entries' vectors are computed: background (a detached job after each write; until it is done a "
+            "question ranks the entries it has not reached by their words) or inline (by the first question)"),
     Setting("grep.limit", "MEMCLI_GREP_LIMIT", 100, "matches returned by grep"),
     Setting("grep.timeout", "MEMCLI_GREP_TIMEOUT", 2.0,
             "seconds a regular expression may run over the whole store (grep, the agent's tools)"),

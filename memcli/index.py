@@ -123,15 +123,17 @@ class LibraryIndex:
     """The search index and catalog cache of one store."""
 
     def __init__(self, store: Store, partition_tokens: int, cache_dir: Path | None = None,
-                 on_warning: Callable[[str], None] | None = None, semantic: bool = False):
+                 on_warning: Callable[[str], None] | None = None, semantic: bool = False, inline: bool = True):
         """The index is a cache: when its folder or file cannot be used (read-only, disk full, damaged)
         it is kept in memory for this process instead; :attr:`warning` and ``on_warning`` say why.
-        ``semantic``: the entries' sentence vectors are kept beside it (:meth:`similarities`)."""
+        ``semantic``: the entries' sentence vectors are kept beside it (:meth:`similarities`); ``inline``:
+        a question computes the vectors that are missing (else they are the background job's,
+        :mod:`memcli.semantic.job`, and the entries without one rank by their words)."""
         self.store = store
         self.on_warning = on_warning
         self.partition_tokens = partition_tokens
         self.warning: str | None = None
-        self.semantic = semantic
+        self.semantic, self.inline = semantic, inline
         self.semantic_missing: str | None = None  # why the semantic signal is off, when it was wanted
         self._vectors = None
         folder = cache_dir or store.index_dir or store_cache_dir(store.root)
@@ -179,6 +181,7 @@ class LibraryIndex:
                 return None
             folder = self.folder if self.path != ":memory:" else None  # the index's cache failed: memory too
             self._vectors = EntryVectors(self.store, folder, encoder, self.on_warning)
+            self._vectors.inline = self.inline
         return self._vectors
 
     def similarities(self, text: str) -> dict[tuple[str, int], float]:

@@ -29,7 +29,7 @@ from memcli.config import Settings
 from memcli.errors import ConfigError, InputError, UsageError
 from memcli.ingest import IngestResult, ingest_turns, read_source
 from memcli.paths import PROJECT_STORE_DIRNAME, Resolved, resolve_config_file, resolve_store, store_cache_dir
-from memcli.results import Result
+from memcli.results import Result, omit_empty
 from memcli.store import CURRENT_ID, Store
 from memcli.store.store import now_iso
 
@@ -61,6 +61,27 @@ class StatusResult(Result):
     settings: dict
     config_file: str
     index_cache: str
+    vectors: dict | None = None  # entries without a vector (missing) and the vectors job (None: no semantic signal)
+
+
+@dataclass
+class EmbedResult(Result):
+    state: str  # done | off (no semantic signal)
+    entries: int | None = omit_empty()  # entries with a vector
+    seconds: float | None = omit_empty()
+    why: str | None = omit_empty()  # why there are no vectors (state off)
+    pid: int | None = omit_empty()  # the job's process (--worker)
+    started: str | None = omit_empty()
+    finished: str | None = omit_empty()
+    embedded: int | None = omit_empty()  # texts embedded by this run
+
+
+INLINE_TEXTS = 128  # texts a question embeds itself rather than leave to the job (~15-20 ms each here)
+
+
+def unembedded_note(count: int) -> str:
+    return (f"{count} entries have no vector yet and were ranked by their words alone; the background job "
+            "computes them (memcli status shows how far it is, memcli embed waits for it)")
 
 
 def _python_warning(message: str) -> None:
@@ -133,8 +154,12 @@ class Memory:
         if self._index is None:
             from memcli.index import LibraryIndex
 
+            when = self.settings.search_vectors
+            if when not in ("background", "inline"):
+                raise ConfigError(f"search.vectors is {when!r}; it is background or inline")
             self._index = LibraryIndex(self.store, self.settings.search_partition_tokens, cache_dir=self._cache_dir,
-                                       on_warning=self._warn, semantic=self.settings.search_semantic)
+                                       on_warning=self._warn, semantic=self.settings.search_semantic,
+                                       inline=when == "inline")
         return self._index
 
     @property
@@ -254,6 +279,8 @@ class Memory:
             if on_consolidate:
                 on_consolidate(reason)
             result.consolidation = self.start_consolidation(reason, progress=progress)
+        if result.added:
+            self._start_vectors()
         return result
 
     def start_consolidation(self, reason: str, *, progress: Progress | None = None) -> dict:
@@ -357,7 +384,10 @@ class Memory:
         when = parse_time(time, "time", "value") if time else now_iso("minutes")
         turn = Turn(text=text, time=when, speaker=speaker, source=source, conv=conv, time_given=time is not None)
         fingerprint_turns([turn], conv or "note", "note")
-        return ingest_turns(self._writable(), [turn], source=source or "note", fmt="note")
+        result = ingest_turns(self._writable(), [turn], source=source or "note", fmt="note")
+        if result.added:
+            self._start_vectors()
+        return result
 
     def forget(self, targets: list[str] | tuple[str, ...] = (), *, conv: str | None = None, since: str | None = None,
                until: str | None = None, grep: str | None = None, ignore_case: bool = False,
@@ -488,7 +518,7 @@ class Memory:
         reading = answer_context if answer_context is not None else cfg.ask_answer_context
         rounds = max_rounds if max_rounds is not None else cfg.ask_max_rounds
         check_options(reader=reader, budget=budget, answer_context=reading, max_rounds=rounds)
-        embedding = self.embed(progress)
+        embedding, unembedded = self._question_vectors(progress)
         begin = time.perf_counter()
         model = None if reader == "evidence-only" else self._ask_model(cfg.ask_kv if kv is None else kv)
         loaded = time.perf_counter() - begin
@@ -497,11 +527,14 @@ class Memory:
                      compact=cfg.ask_compact, answer=answer or self.answer_style(), where=where, recent=recent)
         result.timings = {"embed_s": round(embedding, 3), "model_load_s": round(loaded, 3), **result.timings,
                           "total_s": round(result.timings["total_s"] + loaded, 3)}
+        result.unembedded = unembedded
         cache = getattr(model, "prefix_cache", None)
         if cache is not None:
             cache.engine.blocks.evict(cfg.kv_budget_mb * 1024 * 1024)
             result.warnings = [f"KV blocks: {reason}" for reason in cache.engine.stats.refused]
             cache.engine.stats.refused.clear()
+        if unembedded:
+            result.warnings.append(unembedded_note(unembedded))
         return result
 
     def _ask_composed(self, question: str, *, reader: str | None, budget: int | None, answer_context: int | None,
@@ -527,7 +560,7 @@ class Memory:
         check_options(reader="evidence", budget=budget, answer_context=reading, max_rounds=1)
         if not question.strip():
             raise UsageError("the question is empty")
-        embedding = self.embed(progress)
+        embedding, unembedded = self._question_vectors(progress)
         begin = time.perf_counter()
         engine = self.kv_engine()
         loaded = time.perf_counter() - begin
@@ -537,20 +570,83 @@ class Memory:
                           "total_s": round(result.timings["total_s"] + loaded, 3)}
         engine.blocks.evict(cfg.kv_budget_mb * 1024 * 1024)
         result.warnings = [f"KV blocks: {reason}" for reason in engine.stats.refused]
+        if unembedded:
+            result.warnings.append(unembedded_note(unembedded))
         engine.stats.refused.clear()
         return result
 
     def embed(self, progress: Progress | None = None) -> float:
-        """Bring the entries' sentence vectors up to date (the semantic signal of the evidence
+        """Bring the entries' sentence vectors up to date now (the semantic signal of the evidence
         ranking; nothing to do when it is off or its model is missing); returns the seconds spent.
-        ``progress("embedding memory", done, total)`` follows the entries being embedded."""
+        ``progress("embedding memory", done, total)`` follows the texts being embedded. With another
+        process computing them (the background job), waits for it first."""
+        from memcli.semantic import job
+
         start = time.perf_counter()
         vectors = self.index.vectors()
         if vectors is not None:
+            while job.running(self.index.folder):
+                time.sleep(0.2)
             with self.store.reading():
                 vectors.refresh(on_progress=(lambda done, total: progress("embedding memory", done, total))
                                 if progress else None)
         return time.perf_counter() - start
+
+    def compute_vectors(self, progress: Progress | None = None) -> dict:
+        """The vectors job (:mod:`memcli.semantic.job`): every missing vector, under its lock, with
+        progress in the cache's ``vectors.json``; returns how it ended. Raises
+        :class:`memcli.semantic.job.AlreadyRunning` when another process runs it."""
+        from memcli.semantic import job
+
+        vectors = self.index.vectors()
+        if vectors is None:
+            return {"state": "off", "why": self.index.semantic_missing or "search.semantic is off"}
+        with self.store.reading():
+            return job.run(vectors, self.index.folder,
+                           (lambda done, total: progress("embedding memory", done, total)) if progress else None)
+
+    def vectors_status(self) -> dict | None:
+        """How far the entries' vectors are: ``{missing, job}`` (None: no semantic signal)."""
+        from memcli.semantic import job
+
+        vectors = self.index.vectors()
+        if vectors is None:
+            return None
+        with self.store.reading():
+            vectors.refresh(compute=False)
+        return {"missing": vectors.missing, "entries": len(vectors._keys),
+                "job": job.running(self.index.folder) or job.read_status(self.index.folder)}
+
+    def _question_vectors(self, progress: Progress | None) -> tuple[float, int]:
+        """What a question does about vectors: with ``search.vectors = inline`` computes the missing ones
+        (seconds spent, 0); else computes them only when they are a few (``INLINE_TEXTS``: a note, a
+        short session), otherwise starts the background job if none runs and returns (0, entries
+        without a vector)."""
+        if self.index.inline:
+            return self.embed(progress), 0
+        vectors = self.index.vectors()
+        if vectors is None:
+            return 0.0, 0
+        start = time.perf_counter()
+        with self.store.reading():
+            vectors.refresh(compute=False)
+            if vectors.missing_texts and vectors.missing_texts <= INLINE_TEXTS:
+                vectors.refresh()
+                return time.perf_counter() - start, 0
+        if vectors.missing:
+            self._start_vectors()
+        return 0.0, vectors.missing
+
+    def _start_vectors(self) -> None:
+        """Start the background vectors job after a write (``search.vectors = background``)."""
+        from memcli.semantic import job
+
+        if not self.settings.search_semantic or self.settings.search_vectors == "inline":
+            return
+        index = self.index
+        if index.semantic_missing or index.path == ":memory:":
+            return
+        job.start(self.root, index.folder)
 
     def _ask_model(self, kv: bool):
         """The model for ask; a local one keeps the shared prompt prefixes as KV blocks when ``kv``."""
@@ -583,7 +679,8 @@ class Memory:
             consolidation_due=due(self.store, self.settings), consolidation=self.consolidation_status(),
             profile=self.profile.to_dict(), reader=self.default_reader(),
             consolidate_llm=self.consolidates_with_model(), settings=self.settings.to_dict(),
-            config_file=str(resolve_config_file().path), index_cache=str(store_cache_dir(self.root)))
+            config_file=str(resolve_config_file().path), index_cache=str(store_cache_dir(self.root)),
+            vectors=self.vectors_status() if self.settings.search_semantic else None)
 
     # ------------------------------------------------------------ chat and KV blocks
 

@@ -35,6 +35,9 @@ def isolated_env(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     # automatic consolidation is tested on its own; elsewhere an ingest only ingests
     monkeypatch.setenv("MEMCLI_AUTO_CONSOLIDATE", "false")
+    # likewise the background vectors job (tests/test_vectors_job.py): elsewhere a question computes the
+    # vectors it needs, so what it ranks does not depend on how far a detached process got
+    monkeypatch.setenv("MEMCLI_VECTORS", "inline")
     # the suite runs alone on its machine, where every core is fastest (the default, half the cores, is
     # for machines shared with other work: tests/test_profile.py checks it)
     monkeypatch.setenv("MEMCLI_THREADS", str(os.cpu_count() or 1))

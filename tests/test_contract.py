@@ -11,7 +11,7 @@ from conftest import EXAMPLES, run_memcli
 
 from memcli import __version__
 
-COMMANDS = ["ingest", "docs", "read", "grep", "search", "init", "status", "consolidate", "doctor", "ask", "chat", "forget",
+COMMANDS = ["ingest", "docs", "read", "grep", "search", "init", "status", "embed", "consolidate", "doctor", "ask", "chat", "forget",
             "kv build", "kv ls", "kv stats", "kv verify", "kv prune", "eval locomo", "mcp", "hook"]
 
 

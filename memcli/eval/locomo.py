@@ -260,8 +260,9 @@ class Runner:
         """A fresh store of the conversation (ingested, and consolidated for ``--memory consolidated``)."""
         from memcli.memory import Memory
 
-        memory = Memory(work / "store", create=True, settings=self.overrides, model=self.model,
-                        cache_dir=work / "index")
+        # every question ranks with every entry's vector (not with what a background job reached so far)
+        memory = Memory(work / "store", create=True, settings={"search.vectors": "inline", **(self.overrides or {})},
+                        model=self.model, cache_dir=work / "index")
         memory.ingest(conv.source, format="locomo", sample=conv.sample_id, consolidate=False,
                       time="2000-01-01T00:00")  # LoCoMo sessions carry their own dates
         if self.memory == "consolidated":

@@ -44,6 +44,7 @@ class AskResult(Result):
     timings: dict = field(default_factory=dict)
     abstained: bool = False  # the answer is "I don't know": the evidence does not support one
     why: str | None = None  # how the answer was reached (or why none was given)
+    unembedded: int = 0  # entries ranked by their words alone: the background job has not reached them
     problems: list[str] = hidden(list)  # the model's rejected answers (first few), for -v
     warnings: list[str] = hidden(list)  # e.g. KV blocks refused and rebuilt
 

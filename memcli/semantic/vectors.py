@@ -26,6 +26,7 @@ from memcli.store.format import Entry
 
 VERSION = "2"  # 2: sentences of entries of several sentences
 QUESTIONS_KEPT = 1024  # questions' vectors kept in memory (1.5 KB each)
+CHUNK = 256  # texts embedded between two commits (a stopped job loses at most this many)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS info(key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS docs(doc TEXT PRIMARY KEY, mtime_ns INTEGER, size INTEGER, lines BLOB, vecs BLOB);
@@ -61,6 +62,11 @@ class EntryVectors:
         self._signature: tuple = ()
         self._questions: OrderedDict[str, np.ndarray] = OrderedDict()  # recent questions' vectors
         self._sentences: dict[bytes, np.ndarray] = {}  # sentence vectors read so far, by key
+        self.inline = True  # a question may embed what is missing (False: never; see refresh(compute=False))
+        self.missing = 0  # entries without a vector at the last refresh (only when refresh may not compute)
+        self.missing_texts = 0  # texts (entries and their sentences) without one then
+        self._version = -1
+        self.changed = False  # a document changed while the last refresh ran: the next one looks again
         self._keys: list[tuple[str, int]] = []
         self._matrix = np.zeros((0, encoder.dimensions), np.float32)
 
@@ -74,14 +80,17 @@ class EntryVectors:
     def close(self) -> None:
         self.db.close()
 
-    def refresh(self, on_progress: Callable[[int, int], None] | None = None) -> int:
-        """Bring the vectors up to date with the documents; returns how many texts were embedded."""
+    def refresh(self, on_progress: Callable[[int, int], None] | None = None, compute: bool = True) -> int:
+        """Bring the vectors up to date with the documents; returns how many texts were embedded.
+        ``compute=False``: embed nothing; entries whose text has no vector yet are left out of
+        :meth:`similarities` (ranked by their words alone) and counted in :attr:`missing`."""
         on_disk = file_signatures(self.store)
         signature = tuple(sorted(on_disk.items()))
-        if signature == self._signature:
-            return 0
+        version = self._data_version()
+        if signature == self._signature and (not self.missing or (not compute and version == self._version)):
+            return 0  # nothing changed: no document, and no vector another process (the job) stored
         try:
-            embedded = self._update(on_disk, on_progress)
+            embedded, extra = self._update(on_disk, on_progress, compute)
         except sqlite3.Error as exc:
             if self.path == ":memory:":
                 raise
@@ -89,19 +98,32 @@ class EntryVectors:
             self.db.close()
             self.path = ":memory:"
             self.db = self._connect(self.path)
-            embedded = self._update(on_disk, on_progress)
-        self._load(list(on_disk))
-        self._signature = signature
+            embedded, extra = self._update(on_disk, on_progress, compute)
+        self._load(list(on_disk), extra)
+        self._signature = signature if not self.changed else ()
+        self._version = self._data_version()
         return embedded
 
-    def _update(self, on_disk: dict[str, tuple[int, int]], on_progress) -> int:
+    def _data_version(self) -> int:
+        """SQLite's count of commits by other connections to the cache (the background job's)."""
+        try:
+            return self.db.execute("PRAGMA data_version").fetchone()[0]
+        except sqlite3.Error:
+            return -1
+
+    def _update(self, on_disk: dict[str, tuple[int, int]], on_progress,
+                compute: bool) -> tuple[int, dict[str, tuple[list[int], np.ndarray]]]:
+        """Embed what the changed documents need (in chunks, each stored as it is done, so a job that
+        is stopped resumes where it was), store each document whose entries all have vectors, and return
+        (texts embedded, the rows of documents still missing some, for this process)."""
         from memcli.retrieve.evidence import DocLines, sentences, shown_text
 
+        self.missing, self.missing_texts, self.changed = 0, 0, False
         cached = {d: (m, s) for d, m, s in self.db.execute("SELECT doc, mtime_ns, size FROM docs")}
         stale = [d for d, sig in on_disk.items() if cached.get(d) != sig]
         gone = [d for d in cached if d not in on_disk]
         if not stale and not gone:
-            return 0
+            return 0, {}
         parsed = {}
         parts: list[str] = []  # the sentences of entries of several sentences
         for doc_id in stale:
@@ -122,28 +144,67 @@ class EntryVectors:
             for key, blob in self.db.execute(f"SELECT key, vec FROM texts WHERE key IN ({marks})", chunk):
                 known[key] = np.frombuffer(blob, np.float16)
         missing = [k for k in keys if k not in known]
-        if missing:
-            vectors = self.encoder.encode([wanted[k] for k in missing],
-                                          on_batch=(lambda done: on_progress(done, len(missing))) if on_progress else None)
-            for key, vec in zip(missing, vectors.astype(np.float16)):
-                known[key] = vec
+        self.missing_texts = len(missing)
+        if not compute:
+            missing = []
+        embedded = 0
+        for at in range(0, len(missing), CHUNK):
+            chunk = missing[at:at + CHUNK]
+            base = embedded
+            vectors = self.encoder.encode(
+                [wanted[k] for k in chunk],
+                on_batch=(lambda done: on_progress(base + done, len(missing))) if on_progress else None)
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                if self._moved(on_disk, stale):  # a document changed (forgotten entries?): store nothing of it
+                    self.db.execute("ROLLBACK")
+                    self.changed = True
+                    break
+                self.db.executemany("INSERT OR REPLACE INTO texts VALUES(?, ?)",
+                                    ((k, v.tobytes()) for k, v in zip(chunk, vectors.astype(np.float16))))
+                self.db.execute("COMMIT")
+            except BaseException:
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
+                raise
+            known.update(zip(chunk, vectors.astype(np.float16)))
+            embedded += len(chunk)
+        extra: dict[str, tuple[list[int], np.ndarray]] = {}
+        complete = {}
+        for doc_id, rows in parsed.items():
+            have = [(line, text) for line, text in rows if _key(model, text) in known]
+            self.missing += len(rows) - len(have)
+            if len(have) == len(rows):
+                complete[doc_id] = rows
+            elif have:
+                extra[doc_id] = ([line for line, _ in have],
+                                 np.array([known[_key(model, t)] for _, t in have], np.float16))
         self.db.execute("BEGIN IMMEDIATE")
         try:
-            self.db.executemany("INSERT OR REPLACE INTO texts VALUES(?, ?)",
-                                ((k, known[k].tobytes()) for k in missing))
             for doc_id in gone:
                 self.db.execute("DELETE FROM docs WHERE doc=?", (doc_id,))
-            for doc_id, rows in parsed.items():
-                lines = np.array([line for line, _ in rows], np.int32)
-                matrix = np.array([known[_key(model, text)] for _, text in rows], np.float16).reshape(
-                    len(rows), self.encoder.dimensions)
-                self.db.execute("INSERT OR REPLACE INTO docs VALUES(?,?,?,?,?)",
-                                (doc_id, *on_disk[doc_id], lines.tobytes(), matrix.tobytes()))
+            if not self._moved(on_disk, list(complete)):
+                for doc_id, rows in complete.items():
+                    lines = np.array([line for line, _ in rows], np.int32)
+                    matrix = np.array([known[_key(model, text)] for _, text in rows], np.float16).reshape(
+                        len(rows), self.encoder.dimensions)
+                    self.db.execute("INSERT OR REPLACE INTO docs VALUES(?,?,?,?,?)",
+                                    (doc_id, *on_disk[doc_id], lines.tobytes(), matrix.tobytes()))
+            else:
+                self.changed = True
             self.db.execute("COMMIT")
         except BaseException:
-            self.db.execute("ROLLBACK")
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
             raise
-        return len(missing)
+        for doc_id in set(complete) if self.changed else ():
+            rows = complete[doc_id]
+            extra[doc_id] = ([line for line, _ in rows], np.array([known[_key(model, t)] for _, t in rows], np.float16))
+        return embedded, extra
+
+    def _moved(self, on_disk: dict[str, tuple[int, int]], doc_ids: list[str]) -> bool:
+        """Whether any of ``doc_ids`` changed on disk since ``on_disk`` was read."""
+        return any(self.store.signature(doc_id) != on_disk[doc_id] for doc_id in doc_ids)
 
     def forget(self, entries: list[Entry], doc_ids: list[str]) -> int:
         """Drop the vectors of ``entries`` (their texts and sentences) and the cached rows of the documents
@@ -166,23 +227,29 @@ class EntryVectors:
         self._questions.clear()
         return dropped
 
-    def _load(self, doc_ids: list[str]) -> None:
+    def _load(self, doc_ids: list[str], extra: dict[str, tuple[list[int], np.ndarray]] | None = None) -> None:
+        """The matrix of the documents' vectors: those stored, and ``extra`` (documents some of whose
+        entries have no vector yet: the ones that have)."""
         keys: list[tuple[str, int]] = []
         parts = []
-        wanted = set(doc_ids)
+        extra = extra or {}
+        wanted = set(doc_ids) - set(extra)
         for doc_id, lines, vecs in self.db.execute("SELECT doc, lines, vecs FROM docs ORDER BY doc"):
             if doc_id not in wanted:
                 continue
             numbers = np.frombuffer(lines, np.int32)
             keys.extend((doc_id, int(n)) for n in numbers)
             parts.append(np.frombuffer(vecs, np.float16).reshape(len(numbers), self.encoder.dimensions))
+        for doc_id, (lines, matrix) in sorted(extra.items()):
+            keys.extend((doc_id, line) for line in lines)
+            parts.append(matrix.reshape(len(lines), self.encoder.dimensions))
         self._keys = keys
         self._matrix = (np.concatenate(parts).astype(np.float32) if parts
                         else np.zeros((0, self.encoder.dimensions), np.float32))
 
     def similarities(self, text: str) -> dict[tuple[str, int], float]:
-        """Cosine similarity of ``text`` with every live entry, by (document, line)."""
-        self.refresh()
+        """Cosine similarity of ``text`` with every live entry that has a vector, by (document, line)."""
+        self.refresh(compute=self.inline)
         if not self._keys:
             return {}
         return dict(zip(self._keys, (self._matrix @ self.question(text)).tolist()))
@@ -215,6 +282,9 @@ class EntryVectors:
             for key, blob in self.db.execute(f"SELECT key, vec FROM texts WHERE key IN ({marks})", missing):
                 self._sentences[key] = np.frombuffer(blob, np.float16).astype(np.float32)
             new = [k for k in missing if k not in self._sentences]
+            if new and not self.inline:  # not computed for a question: such a sentence scores 0
+                return np.array([self._sentences.get(k, np.zeros(self.encoder.dimensions, np.float32))
+                                 for k in keys], np.float32).reshape(len(keys), self.encoder.dimensions)
             if new:
                 texts = dict(zip(keys, parts))
                 fresh = self.encoder.encode([texts[k] for k in new]).astype(np.float16)

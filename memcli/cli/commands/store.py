@@ -1,4 +1,4 @@
-"""memcli init | status."""
+"""memcli init | status | embed."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import typer
 from memcli.cli.app import app
 from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, memory, output, state
 from memcli.cli.output import Output, register
-from memcli.memory import InitResult, Memory, StatusResult
+from memcli.memory import EmbedResult, InitResult, Memory, StatusResult
 
 
 @app.command()
@@ -65,5 +65,57 @@ def _render_status(result: StatusResult, out: Output) -> None:
     p = result.profile
     out.write(f"model:        profile {p['name']} ({p['reason']}); ask reader {result.reader}, "
               f"consolidation {'with the model' if result.consolidate_llm else 'deterministic'}")
+    if result.vectors is not None:
+        from memcli.semantic.job import describe
+
+        job = result.vectors.get("job") or {}
+        out.write(f"vectors:      {describe(job, result.vectors['missing'])}")
     out.write(f"config file:  {result.config_file}")
     out.write(f"index cache:  {result.index_cache}")
+
+
+@app.command()
+def embed(
+    ctx: typer.Context,
+    worker: Annotated[bool, typer.Option("--worker", hidden=True)] = False,
+    index_dir: Annotated[Optional[Path], typer.Option("--index-dir", hidden=True)] = None,
+    json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
+) -> None:
+    """Compute the entries' vectors now (the semantic signal of ask's evidence).
+
+    After each write a background job computes them (search.vectors =
+    background); until it is done, a question ranks the entries it has not
+    reached by their words alone and says how many. `memcli status` shows
+    how far it is. This command waits for a running job, then computes
+    whatever is still missing, with a progress bar.
+    """
+    from memcli.memory import Memory
+    from memcli.semantic.job import AlreadyRunning
+
+    out = output(ctx, json, quiet, verbose)
+    if worker:  # the detached job a write started: its own lock; another job running is not an error
+        app_state = state(ctx)
+        mem = Memory(app_state.store, settings=app_state.overrides or None, cache_dir=index_dir,
+                     on_warning=out.warn)
+        try:
+            out.emit(EmbedResult(**mem.compute_vectors()))
+        except AlreadyRunning:
+            pass
+        return
+    mem = memory(ctx)
+    with out.stages() as progress:
+        seconds = mem.embed(progress)
+    status = mem.vectors_status()
+    if status is None:
+        out.emit(EmbedResult(state="off", why=mem.index.semantic_missing or "search.semantic is off"))
+        return
+    out.emit(EmbedResult(state="done", entries=status["entries"], seconds=round(seconds, 2)))
+
+
+@register(EmbedResult)
+def _render_embed(result: EmbedResult, out: Output) -> None:
+    if result.state == "off":
+        out.write(f"no vectors: {result.why}")
+    else:
+        out.write(f"vectors: {result.entries} entries"
+                  + (f" ({result.seconds} s)" if result.seconds is not None else ""))

@@ -1,0 +1,89 @@
+"""No cold wait: after a write the entries' vectors are computed by a detached job; a question in the meantime
+ranks the entries it has not reached by their words and says so; a killed job resumes where it stopped.
+Real processes, the real sentence-embedding model, a real LoCoMo conversation."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import LOCOMO, run_memcli
+
+BACKGROUND = {"MEMCLI_VECTORS": "background"}
+
+
+def texts_stored(folder: Path) -> int:
+    try:
+        with sqlite3.connect(folder / "vectors.sqlite", timeout=30) as db:
+            return db.execute("SELECT COUNT(*) FROM texts").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def cache_folder(store: Path) -> Path:
+    status = run_memcli("--store", store, "status", "--json", env=BACKGROUND)
+    return Path(status.json["index_cache"])
+
+
+def test_a_question_right_after_a_long_ingest_does_not_wait_for_vectors(tmp_path):
+    store = tmp_path / "s"
+    done = run_memcli("--store", store, "ingest", LOCOMO / "conv-26.json", "--sample", "conv-26", "--json",
+                      env=BACKGROUND)
+    assert done.code == 0 and done.json["added"] == 419
+    asked = run_memcli("--store", store, "ask", "What did Caroline research?", "--evidence-only", "--json",
+                       env=BACKGROUND)
+    assert asked.code == 0, asked.stderr
+    assert asked.json["evidence"] and asked.json["timings"]["embed_s"] == 0.0  # ranked without computing any
+    assert asked.json["unembedded"] > 0 and "no vector yet" in asked.stderr
+    status = run_memcli("--store", store, "status", "--json", env=BACKGROUND).json["vectors"]
+    assert status["missing"] > 0 or status["job"]["state"] in ("running", "done")
+    # memcli embed waits for the job (or finishes what it left); then every entry ranks with its vector
+    embedded = run_memcli("--store", store, "embed", "--json", env=BACKGROUND)
+    assert embedded.code == 0 and embedded.json == {**embedded.json, "state": "done", "entries": 419}
+    again = run_memcli("--store", store, "ask", "What did Caroline research?", "--evidence-only", "--json",
+                       env=BACKGROUND)
+    assert again.code == 0 and again.json["unembedded"] == 0 and "no vector yet" not in again.stderr
+    job = json.loads((cache_folder(store) / "vectors.json").read_text())
+    assert job["state"] == "done" and job["entries"] == 419
+
+
+def test_a_killed_job_resumes_from_its_last_chunk(tmp_path):
+    store = tmp_path / "s"
+    assert run_memcli("--store", store, "ingest", LOCOMO / "conv-26.json", "--sample", "conv-26",
+                      env={"MEMCLI_VECTORS": "inline"}).code == 0  # inline: no job is started by the ingest
+    folder = cache_folder(store)
+    worker = subprocess.Popen([sys.executable, "-m", "memcli", "--store", str(store), "embed", "--worker", "--json",
+                               "--index-dir", str(folder)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env={**os.environ, **BACKGROUND})
+    deadline = time.monotonic() + 300
+    while texts_stored(folder) < 256 and worker.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    worker.send_signal(signal.SIGKILL)
+    worker.wait()
+    kept = texts_stored(folder)
+    assert kept >= 256, "the first chunk was stored before the kill"
+    status = run_memcli("--store", store, "status", "--json", env=BACKGROUND).json["vectors"]
+    assert status["missing"] > 0 and (status["job"] or {}).get("state") != "done"
+    resumed = run_memcli("--store", store, "embed", "--worker", "--json", "--index-dir", folder, env=BACKGROUND)
+    assert resumed.code == 0, resumed.stderr
+    total = texts_stored(folder)
+    assert resumed.json["state"] == "done" and resumed.json["embedded"] == total - kept  # only what was missing
+    assert run_memcli("--store", store, "status", "--json", env=BACKGROUND).json["vectors"]["missing"] == 0
+
+
+def test_a_few_new_texts_are_embedded_by_the_question_itself(tmp_path):
+    """A short session leaves few texts to embed: the question computes them (no ranking by words alone)."""
+    store = tmp_path / "s"
+    chat = [{"speaker": "Ana", "text": "We adopted a greyhound called Biscuit.", "time": "2024-05-01T10:00"},
+            {"speaker": "Ben", "text": "Lovely! How is she settling in?", "time": "2024-05-01T10:01"}]
+    (tmp_path / "chat.json").write_text(json.dumps(chat))
+    assert run_memcli("--store", store, "ingest", tmp_path / "chat.json", env=BACKGROUND).code == 0
+    asked = run_memcli("--store", store, "ask", "Which pet dog does Ana have?", "--evidence-only", "--json",
+                       env=BACKGROUND)
+    assert asked.code == 0 and asked.json["unembedded"] == 0 and "Biscuit" in json.dumps(asked.json["evidence"])
