@@ -3,8 +3,8 @@
 Entries are copied exactly as they were in CURRENT (text and metadata); an
 entry replaced by a newer one moves under the document's ``## Superseded``
 heading with ``superseded_by=<seq>`` added to its signature. Summaries come
-from the model (one validated line) or, as the fallback, from the document's
-people and salient terms.
+from the model (one validated line) or, as the fallback, the document's most central
+sentences (extractive: each a sentence of one of its entries).
 """
 
 from __future__ import annotations
@@ -12,15 +12,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from memcli.consolidate.draft import Block, Draft, entry_line, exact_duplicates, resolve_chains
+from memcli.consolidate.draft import Block, Draft, clean_title, entry_line, exact_duplicates, resolve_chains
 from memcli.consolidate.layout import Layout, superseded_line
-from memcli.consolidate.lexical import grounded, normalized, salient_words
+from memcli.consolidate.lexical import cosine, grounded, normalized, term_counts, tfidf
 from memcli.consolidate.workspace import Workspace, doc_texts
 from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.prompts import SUMMARY_SCHEMA, SUMMARY_SYSTEM
 from memcli.llm.structured import Invalid, ask_json
+from memcli.retrieve.evidence import sentences
 from memcli.store.format import Document, Entry, parse_entry
 from memcli.store.store import now_iso, refresh_token_count
+from memcli.tokens import count_tokens
 
 
 def new_document(doc_id: str, title: str) -> Document:
@@ -117,15 +119,30 @@ def _retire_existing(layout: Layout, superseded: dict[int, int]) -> set[int]:
 
 # ---------------------------------------------------------------- summaries
 
+SUMMARY_TOKENS = 60  # an extractive summary's sentences fit this many tokens
+
+
 def deterministic_summary(doc: Document, idf: Callable[[str], float]) -> str:
+    """The document's most central sentences, in their order, within ``SUMMARY_TOKENS``: each a sentence
+    of one of its entries, chosen by the cosine of its tf-idf vector with the whole document's (a
+    sentence of three words or fewer says too little to stand for it)."""
     layout = Layout.of(doc)
     entries = layout.live_entries() or [e for e in map(parse_entry, layout.superseded) if e]
-    people = sorted({e.meta.get("speaker") for e in entries if e.meta.get("speaker")} - {"user", "assistant"})
-    words = salient_words(doc_texts(doc)[1:], idf, 6, exclude=people)
-    times = sorted(e.time[:10] for e in entries if e.time)
-    span = f" ({times[0]} to {times[-1]})" if times and times[0] != times[-1] else (f" ({times[0]})" if times else "")
-    head = ", ".join(people[:3])
-    return (f"{head}: " if head else "") + ", ".join(words) + span
+    found = [(at, part) for at, e in enumerate(entries) for part in sentences(" ".join(e.text.split()))
+             if len(part.split()) > 3]
+    if not found:
+        return clean_title(" ".join(" ".join(e.text.split()) for e in entries)[:120]) or "notes"
+    whole = tfidf(term_counts(e.text for e in entries), idf)
+    ranked = sorted(found, key=lambda item: (-cosine(tfidf(term_counts([item[1]]), idf), whole), item[0]))
+    chosen, size = [], 0
+    for at, part in ranked:
+        cost = count_tokens(part)
+        if size + cost <= SUMMARY_TOKENS:
+            chosen.append((at, part))
+            size += cost
+    if not chosen:  # every sentence is longer than the limit: the shortest stands alone
+        chosen = [min(ranked, key=lambda item: (count_tokens(item[1]), item[0]))]
+    return " ".join(part for _, part in sorted(chosen, key=lambda item: item[0]))
 
 
 def _summary_validator(doc: Document):

@@ -18,11 +18,16 @@ from memcli.store import CURRENT_ID, Store
 from memcli.store.format import Document, parse_entry, parse_heading
 
 
+ROLES = frozenset({"user", "assistant"})  # a session's roles, not people's names
+OWNER = "\x00owner"  # the party those roles stand for (no speaker can be named so)
+
+
 @dataclass(frozen=True)
 class Scope:
     """Whose and where entries are: consolidation puts two scopes in one document only when they share a
     person (a speaker) or a conversation, and never entries of two projects, whatever their words share.
-    Entries with neither speaker nor conversation (notes) fit any scope of their project."""
+    Entries with neither speaker nor conversation (notes) fit any scope of their project. The roles of an
+    agent or chat session (``user``, ``assistant``) are one party: the store's owner and their assistant."""
 
     speakers: frozenset[str] = frozenset()
     convs: frozenset[str] = frozenset()
@@ -31,7 +36,8 @@ class Scope:
     @classmethod
     def of(cls, entries) -> Scope:
         entries = list(entries)
-        return cls(frozenset(e.meta["speaker"] for e in entries if e.meta.get("speaker")),
+        return cls(frozenset(OWNER if e.meta["speaker"] in ROLES else e.meta["speaker"]
+                             for e in entries if e.meta.get("speaker")),
                    frozenset(e.meta["conv"] for e in entries if e.meta.get("conv")),
                    frozenset(e.meta["project"] for e in entries if e.meta.get("project")))
 
