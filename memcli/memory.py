@@ -585,11 +585,12 @@ class Memory:
         start = time.perf_counter()
         vectors = self.index.vectors()
         if vectors is not None:
-            while job.running(self.index.folder):
+            while (running := job.running(self.index.folder)) is not None:
+                if progress and running.get("total"):
+                    progress("embedding memory (background job)", running.get("done", 0), running["total"])
                 time.sleep(0.2)
-            with self.store.reading():
-                vectors.refresh(on_progress=(lambda done, total: progress("embedding memory", done, total))
-                                if progress else None)
+            vectors.refresh(on_progress=(lambda done, total: progress("embedding memory", done, total))
+                            if progress else None)
         return time.perf_counter() - start
 
     def compute_vectors(self, progress: Progress | None = None) -> dict:
@@ -601,9 +602,8 @@ class Memory:
         vectors = self.index.vectors()
         if vectors is None:
             return {"state": "off", "why": self.index.semantic_missing or "search.semantic is off"}
-        with self.store.reading():
-            return job.run(vectors, self.index.folder,
-                           (lambda done, total: progress("embedding memory", done, total)) if progress else None)
+        return job.run(vectors, self.index.folder,
+                       (lambda done, total: progress("embedding memory", done, total)) if progress else None)
 
     def vectors_status(self) -> dict | None:
         """How far the entries' vectors are: ``{missing, job}`` (None: no semantic signal)."""

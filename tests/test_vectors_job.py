@@ -87,3 +87,28 @@ def test_a_few_new_texts_are_embedded_by_the_question_itself(tmp_path):
     asked = run_memcli("--store", store, "ask", "Which pet dog does Ana have?", "--evidence-only", "--json",
                        env=BACKGROUND)
     assert asked.code == 0 and asked.json["unembedded"] == 0 and "Biscuit" in json.dumps(asked.json["evidence"])
+
+
+def test_writers_do_not_wait_for_the_job_and_it_covers_what_they_wrote(tmp_path):
+    """The job holds the store's lock only while it reads documents: an ingest that waits at most 2 s for
+    the lock succeeds while the job embeds, and the job's next pass embeds what that ingest added."""
+    store = tmp_path / "s"
+    assert run_memcli("--store", store, "ingest", LOCOMO / "conv-26.json", "--sample", "conv-26",
+                      env={"MEMCLI_VECTORS": "inline"}).code == 0
+    folder = cache_folder(store)
+    worker = subprocess.Popen([sys.executable, "-m", "memcli", "--store", str(store), "embed", "--worker", "--json",
+                               "--index-dir", str(folder)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env={**os.environ, **BACKGROUND})
+    deadline = time.monotonic() + 300
+    while texts_stored(folder) == 0 and worker.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    chat = [{"speaker": "Ana", "text": "The new kiln arrives on Friday.", "time": "2024-05-01T10:00"}]
+    (tmp_path / "chat.json").write_text(json.dumps(chat))
+    added = run_memcli("--store", store, "ingest", tmp_path / "chat.json", "--json",
+                       env={"MEMCLI_VECTORS": "inline", "MEMCLI_LOCK_TIMEOUT": "2"})
+    assert worker.poll() is None, "the job was still embedding"
+    assert added.code == 0 and added.json["added"] == 1, added.stderr
+    out, err = worker.communicate(timeout=600)
+    assert worker.returncode == 0, err
+    assert json.loads(out)["state"] == "done"
+    assert run_memcli("--store", store, "status", "--json", env=BACKGROUND).json["vectors"]["missing"] == 0

@@ -17,7 +17,6 @@ from memcli.index import LibraryIndex
 from memcli.store import CURRENT_ID, Store
 from memcli.store.format import Document, parse_entry, parse_heading
 
-
 ROLES = frozenset({"user", "assistant"})  # a session's roles, not people's names
 OWNER = "\x00owner"  # the party those roles stand for (no speaker can be named so)
 

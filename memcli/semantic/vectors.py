@@ -126,13 +126,17 @@ class EntryVectors:
             return 0, {}
         parsed = {}
         parts: list[str] = []  # the sentences of entries of several sentences
-        for doc_id in stale:
-            doc = DocLines(doc_id, self.store.load(doc_id).doc)
-            parsed[doc_id] = [(line, entry_text(doc.entries[line])) for line in doc.lines]
-            for line in doc.lines:
-                split = sentences(shown_text(doc.entries[line]))
-                if len(split) > 1:
-                    parts.extend(split)
+        with self.store.reading():  # the store's shared lock only while reading it, never while embedding
+            for doc_id in stale:
+                if self.store.signature(doc_id) != on_disk[doc_id]:
+                    self.changed = True  # changed since the signatures were read: the next refresh sees it
+                    continue
+                doc = DocLines(doc_id, self.store.load(doc_id).doc)
+                parsed[doc_id] = [(line, entry_text(doc.entries[line])) for line in doc.lines]
+                for line in doc.lines:
+                    split = sentences(shown_text(doc.entries[line]))
+                    if len(split) > 1:
+                        parts.extend(split)
         model = self.encoder.name
         wanted = {_key(model, text): text for rows in parsed.values() for _, text in rows}
         wanted.update((_key(model, text), text) for text in parts)
@@ -156,7 +160,7 @@ class EntryVectors:
                 on_batch=(lambda done: on_progress(base + done, len(missing))) if on_progress else None)
             self.db.execute("BEGIN IMMEDIATE")
             try:
-                if self._moved(on_disk, stale):  # a document changed (forgotten entries?): store nothing of it
+                if self._moved(on_disk, list(parsed)):  # a document changed (forgotten entries?): store nothing of it
                     self.db.execute("ROLLBACK")
                     self.changed = True
                     break

@@ -109,7 +109,15 @@ class Store:
     @contextmanager
     def reading(self) -> Iterator[Store]:
         """Hold the shared lock; finish an interrupted transaction first if there is one. When it cannot
-        be finished (the store is not writable), read the committed state without writing, and warn."""
+        be finished (the store is not writable), read the committed state without writing, and warn.
+        Nested in a reading of the same thread, it only reads on under the lock that one holds."""
+        if getattr(self._local, "depth", 0):
+            self._local.depth += 1
+            try:
+                yield self
+            finally:
+                self._local.depth -= 1
+            return
         failure: StoreWriteError | None = None
         if atomic.pending(self.root):
             try:
@@ -125,10 +133,12 @@ class Store:
                          f"{self.root / atomic.TXN_DIR}" if self._view else "an unfinished write could not be "
                          "cleaned up; reading the committed state")
                 self.on_warning(f"{state} ({failure}); the next command that can write to the store finishes it")
+            self._local.depth = 1
             try:
                 yield self
             finally:
                 self._local.view = outer
+                self._local.depth = 0
 
     @property
     def _view(self) -> dict[Path, Path | None]:
