@@ -26,6 +26,7 @@ import argparse
 import itertools
 import json
 import math
+import os
 import shutil
 import sys
 import tempfile
@@ -42,12 +43,15 @@ from memcli.retrieve.evidence import Library, best_part
 from memcli.retrieve.extractive import DEFAULT, UNKNOWN, Tuning, candidates, choose
 from memcli.retrieve.policy import evidence_only
 
+os.environ.setdefault("MEMCLI_VECTORS", "inline")  # questions rank with every vector, not a job's progress
+
 LOCOMO = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo"
 FILES = [LOCOMO / "conv-26.json", LOCOMO / "conv-30.json"]
 GRID = {
     "overlap": [1.0, 2.0, 4.0, 8.0, 16.0, 32.0],
     "length": [0.0, 0.5, 1.0],
     "rank": [0.0, 0.3, 1.0, 2.0, 4.0],
+    "echo": [0.0, 1.0, 2.0, 4.0],
     "margin": [math.inf, 4.0, 2.0, 1.0, 0.5, 0.0],
     "support": [False, True],
     "subject": [False, True],
@@ -82,7 +86,7 @@ def collect(model, cfg, conv, picked, limit: int) -> list[dict]:
                         tuning = Tuning(subject=subject, support=support, limit=limit)
                         found_c, reason = candidates(question, library, read, found.order or [], tuning)
                         per_rule[f"{subject:d}{support:d}"] = (
-                            [[c.text, c.rank, c.overlap] for c in found_c], reason)
+                            [[c.text, c.rank, c.overlap, c.echo] for c in found_c], reason)
                         texts += [c.text for c in found_c if c.text not in texts]
                 scores = {}
                 if texts and read:
@@ -113,9 +117,9 @@ def answer(row: dict, tuning: Tuning) -> str:
     supported, reason = row["rules"]["11" if tuning.subject else "01"]
     if tuning.support and not supported and reason and "word of the question" in reason:
         return UNKNOWN
-    about = {text for text, _, _ in theirs}
+    about = {text for text, *_ in theirs}
     found = [Candidate(text, "", 0, None, "", rank, overlap, *row["scores"].get(text, (-math.inf, 1)),
-                       about=text in about) for text, rank, overlap in listed]
+                       about=text in about, echo=echo) for text, rank, overlap, echo in listed]
     unknown = row["scores"].get(UNKNOWN)
     best, _why = choose(found, tuple(unknown) if unknown else None, tuning)
     return UNKNOWN if best is None else best.text

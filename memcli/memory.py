@@ -384,10 +384,8 @@ class Memory:
         when = parse_time(time, "time", "value") if time else now_iso("minutes")
         turn = Turn(text=text, time=when, speaker=speaker, source=source, conv=conv, time_given=time is not None)
         fingerprint_turns([turn], conv or "note", "note")
-        result = ingest_turns(self._writable(), [turn], source=source or "note", fmt="note")
-        if result.added:
-            self._start_vectors()
-        return result
+        # no vectors job for one note: the next question embeds it (Memory._question_vectors)
+        return ingest_turns(self._writable(), [turn], source=source or "note", fmt="note")
 
     def forget(self, targets: list[str] | tuple[str, ...] = (), *, conv: str | None = None, since: str | None = None,
                until: str | None = None, grep: str | None = None, ignore_case: bool = False,

@@ -56,6 +56,7 @@ class Tuning:
     overlap: float = 4.0  # weight of the share of the question's words the candidate's sentence holds
     length: float = 1.0  # the model's score is its log-probability over (tokens ** length): 1 a mean, 0 a sum
     rank: float = 2.0  # weight of log(1 + the rank of the candidate's entry), taken off its score
+    echo: float = 0.0  # weight of the share of the candidate's own words that only repeat the question's
     margin: float = math.inf  # abstain when "I don't know" is likelier than the best candidate by more
     support: bool = True  # abstain when no sentence read holds a word of the question (names aside)
     subject: bool = True  # a question naming a known speaker: the best answer must be theirs or about them
@@ -77,6 +78,7 @@ class Candidate:
     logprob: float | None = None  # the model's log-probability of the span as the answer (summed over its tokens)
     tokens: int = 1  # its tokens
     about: bool = True  # its line is the person's the question names, or about them
+    echo: float = 0.0  # share of its own words that are the question's (a span that repeats the question)
 
 
 @dataclass
@@ -239,17 +241,24 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
                     if len(out) >= tuning.limit:
                         continue
                     seen[span.lower()] = Candidate(span, pick[0], pick[1], entry, sentence, at, overlap,
-                                                   about=pick in theirs)
+                                                   about=pick in theirs, echo=echo(span, wanted))
                     out.append(seen[span.lower()])
     return out, (None if out else "nothing read adds to the question")
+
+
+def echo(span: str, wanted: frozenset[str]) -> float:
+    """The share of ``span``'s words that are the question's (``wanted``): an answer is what its
+    sentence adds to the question, so a span made of the question's words answers little."""
+    own = term_set(span)
+    return len(own & wanted) / len(own) if own else 0.0
 
 
 def score(candidate: Candidate, tuning: Tuning = DEFAULT) -> float:
     """A candidate's score: the model's log-probability of it over its length (``tuning.length``), plus
     its sentence's share of the question's words (``tuning.overlap``), less its entry's rank
-    (``tuning.rank`` times log(1 + rank))."""
+    (``tuning.rank`` times log(1 + rank)) and its share of words repeating the question (``tuning.echo``)."""
     return (_likelihood(candidate.logprob, candidate.tokens, tuning) + tuning.overlap * candidate.overlap
-            - tuning.rank * math.log1p(candidate.rank))
+            - tuning.rank * math.log1p(candidate.rank) - tuning.echo * candidate.echo)
 
 
 def _likelihood(logprob: float | None, tokens: int, tuning: Tuning) -> float:
