@@ -86,7 +86,7 @@ def collect(model, cfg, conv, picked, limit: int) -> list[dict]:
                         tuning = Tuning(subject=subject, support=support, limit=limit)
                         found_c, reason = candidates(question, library, read, found.order or [], tuning)
                         per_rule[f"{subject:d}{support:d}"] = (
-                            [[c.text, c.rank, c.overlap, c.echo] for c in found_c], reason)
+                            [[c.text, c.rank, c.overlap, c.echo, c.about] for c in found_c], reason)
                         texts += [c.text for c in found_c if c.text not in texts]
                 scores = {}
                 if texts and read:
@@ -106,8 +106,8 @@ def collect(model, cfg, conv, picked, limit: int) -> list[dict]:
 
 def answer(row: dict, tuning: Tuning) -> str:
     """What :func:`memcli.retrieve.extractive.extract` answers under ``tuning``, from a row's candidates
-    and scores: every line's candidates (rule "00"), marked ``about`` when they are among the candidates
-    of the person's own lines (rule "10"); the subject and support rules' refusals from their lists."""
+    and scores: every line's candidates (rule "00"), each ``about`` as the subject rule's list (rule "10")
+    marks it; the subject and support rules' refusals from their lists."""
     from memcli.retrieve.extractive import Candidate
 
     listed, _ = row["rules"]["00"]
@@ -117,9 +117,9 @@ def answer(row: dict, tuning: Tuning) -> str:
     supported, reason = row["rules"]["11" if tuning.subject else "01"]
     if tuning.support and not supported and reason and "word of the question" in reason:
         return UNKNOWN
-    about = {text for text, *_ in theirs}
+    about = {text for text, *_, mine in theirs if mine}
     found = [Candidate(text, "", 0, None, "", rank, overlap, *row["scores"].get(text, (-math.inf, 1)),
-                       about=text in about, echo=echo) for text, rank, overlap, echo in listed]
+                       about=text in about, echo=echo) for text, rank, overlap, echo, _ in listed]
     unknown = row["scores"].get(UNKNOWN)
     best, _why = choose(found, tuple(unknown) if unknown else None, tuning)
     return UNKNOWN if best is None else best.text
