@@ -612,7 +612,7 @@ class Memory:
             return None
         with self.store.reading():
             vectors.refresh(compute=False)
-        return {"missing": vectors.missing, "entries": len(vectors._keys),
+        return {"missing": vectors.missing, "entries": vectors.entries,
                 "job": job.running(self.index.folder) or job.read_status(self.index.folder)}
 
     def _question_vectors(self, progress: Progress | None) -> tuple[float, int]:

@@ -111,9 +111,10 @@ def run(vectors, folder: Path, on_progress: Callable[[int, int], None] | None = 
             status.update(state="stopped", finished=now_iso(), error=str(exc) or type(exc).__name__)
             _write(folder, status)
             raise
-        status.update(state="done", finished=now_iso(), embedded=embedded, entries=len(vectors._keys),
+        status.update(state="done", finished=now_iso(), embedded=embedded, entries=vectors.entries,
                       seconds=round(time.perf_counter() - begin, 2))
-        status.pop("done", None), status.pop("total", None)
+        for key in ("done", "total"):
+            status.pop(key, None)
         _write(folder, status)
         return status
     finally:

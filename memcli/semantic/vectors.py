@@ -80,6 +80,11 @@ class EntryVectors:
     def close(self) -> None:
         self.db.close()
 
+    @property
+    def entries(self) -> int:
+        """Entries with a vector, as of the last refresh."""
+        return len(self._keys)
+
     def refresh(self, on_progress: Callable[[int, int], None] | None = None, compute: bool = True) -> int:
         """Bring the vectors up to date with the documents; returns how many texts were embedded.
         ``compute=False``: embed nothing; entries whose text has no vector yet are left out of
