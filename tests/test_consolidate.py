@@ -433,3 +433,29 @@ def test_the_development_pair_consolidated_together_keeps_each_conversation_apar
     assert cli("consolidate").code == 0
     scopes = _scopes(store_dir)
     assert len(scopes) > 2 and all(len(convs) == 1 for _, _, convs in scopes), scopes
+
+
+def test_titles_hold_no_stop_word_or_markup_and_summaries_are_entry_sentences(cli, store_dir):
+    """Deterministic names and summaries, on the example and two real agent sessions filed together."""
+    from conftest import REPO
+
+    from memcli.retrieve.evidence import sentences
+    from memcli.terms import STOPWORDS
+
+    for path in (EXAMPLES / "caroline-and-priya.json", REPO / "tests" / "samples" / "codex-0.125-codemie.jsonl",
+                 REPO / "tests" / "samples" / "claude-code-2.0.76-codemie.jsonl"):
+        assert cli("ingest", path).code == 0
+    assert cli("consolidate").code == 0
+    store = open_store(store_dir)
+    assert store.doc_ids()
+    for doc_id in store.doc_ids():
+        doc = store.load(doc_id).doc
+        title = next(line[2:] for _, line in doc.lines() if line.startswith("# "))
+        named = re.sub(r"\(.*?\)", "", title)  # the people in parentheses are names, not topic words
+        assert not re.search(r"[<>\[\]{}`|\ue000-\uf8ff]", title + doc_id), (doc_id, title)
+        assert not {w.lower() for w in re.findall(r"[A-Za-z']+", named)} & STOPWORDS, (doc_id, title)
+        rest = " ".join(str(doc.meta["summary"]).split())
+        own = {" ".join(s.split()) for _, e in doc.entries() for s in sentences(" ".join(e.text.split()))}
+        for sentence in sorted(own, key=len, reverse=True):
+            rest = rest.replace(sentence, " ")
+        assert not rest.strip(), (doc_id, doc.meta["summary"])
