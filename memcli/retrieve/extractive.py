@@ -56,7 +56,7 @@ class Tuning:
     overlap: float = 4.0  # weight of the share of the question's words the candidate's sentence holds
     length: float = 1.0  # the model's score is its log-probability over (tokens ** length): 1 a mean, 0 a sum
     rank: float = 2.0  # weight of log(1 + the rank of the candidate's entry), taken off its score
-    echo: float = 0.0  # weight of the share of the candidate's own words that only repeat the question's
+    echo: float = 0.0  # weight of the share of its own words that repeat the question (measured: off, docs/benchmarks.md)
     margin: float = math.inf  # abstain when "I don't know" is likelier than the best candidate by more
     support: bool = True  # abstain when no sentence read holds a word of the question (names aside)
     subject: bool = True  # a question naming a known speaker: the best answer must be theirs or about them
