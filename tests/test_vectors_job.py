@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import LOCOMO, run_memcli
 
 BACKGROUND = {"MEMCLI_VECTORS": "background"}
@@ -53,6 +54,7 @@ def test_a_question_right_after_a_long_ingest_does_not_wait_for_vectors(tmp_path
     assert job["state"] == "done" and job["entries"] == 419
 
 
+@pytest.mark.slow
 def test_a_killed_job_resumes_from_its_last_chunk(tmp_path):
     store = tmp_path / "s"
     assert run_memcli("--store", store, "ingest", LOCOMO / "conv-26.json", "--sample", "conv-26",
@@ -89,6 +91,7 @@ def test_a_few_new_texts_are_embedded_by_the_question_itself(tmp_path):
     assert asked.code == 0 and asked.json["unembedded"] == 0 and "Biscuit" in json.dumps(asked.json["evidence"])
 
 
+@pytest.mark.slow
 def test_writers_do_not_wait_for_the_job_and_it_covers_what_they_wrote(tmp_path):
     """The job holds the store's lock only while it reads documents: an ingest that waits at most 2 s for
     the lock succeeds while the job embeds, and the job's next pass embeds what that ingest added."""
