@@ -18,7 +18,6 @@ committed is simply still in CURRENT.
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import os
 import signal
@@ -27,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from memcli import joblock
 from memcli.errors import StoreError, StoreWriteError
 from memcli.store.atomic import FILE_MODE, atomic_write
 from memcli.store.store import now_iso
@@ -51,41 +51,15 @@ def _open_lock(root: Path) -> int:
         raise StoreWriteError.of(root / LOCK, exc, "open the consolidation lock") from None
 
 
-def _take(fd: int) -> None:
-    """The job lock, exclusively, or OSError when a job holds it. ``running`` probes the lock with a
-    shared lock for an instant, so a refusal is retried for a moment before it counts."""
-    for attempt in range(20):
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except OSError:
-            if attempt == 19:
-                raise
-            time.sleep(0.01)
-
-
 def read_status(root: Path) -> dict | None:
-    try:
-        with open(root / STATUS, "rb") as fh:
-            data = json.loads(fh.read(65536).decode("utf-8"))
-        return data if isinstance(data, dict) else None
-    except (OSError, ValueError):
-        return None
+    return joblock.read_status(root / STATUS)
 
 
 def running(root: Path) -> dict | None:
     """The status of the consolidation running on this store now, or None."""
-    try:
-        fd = os.open(root / LOCK, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
+    if not joblock.held(root / LOCK):
         return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return read_status(root) or {"state": "running"}
-    finally:
-        os.close(fd)
-    return None
+    return read_status(root) or {"state": "running"}
 
 
 def describe(status: dict) -> str:
@@ -115,7 +89,7 @@ class Job:
         if self.fd is None:
             fd = _open_lock(self.root)
             try:
-                _take(fd)
+                joblock.take(fd)
             except OSError:
                 os.close(fd)
                 now = read_status(self.root) or {}
@@ -167,7 +141,7 @@ def start_background(root: Path, env_settings: dict[str, str]) -> dict:
     :class:`StoreWriteError` when the store is not writable."""
     fd = _open_lock(root)
     try:
-        _take(fd)
+        joblock.take(fd)
     except OSError:
         os.close(fd)
         raise AlreadyRunning(f"a consolidation of {root} is already running "
@@ -232,7 +206,7 @@ def stop(root: Path, timeout: float = 60.0) -> dict | None:
     if final.get("state") in ("starting", "running"):  # stopped before it could say so (still loading)
         fd = _open_lock(root)
         try:
-            _take(fd)  # and no new consolidation has started since
+            joblock.take(fd)  # and no new consolidation has started since
             final = {**final, "state": "stopped", "ended": now_iso()}
             atomic_write(root / STATUS, json.dumps(final) + "\n")
         except OSError:

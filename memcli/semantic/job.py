@@ -13,7 +13,6 @@ question waits for them.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import subprocess
@@ -22,6 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from memcli import joblock
 from memcli.errors import StoreError
 from memcli.store.atomic import FILE_MODE, atomic_write
 from memcli.store.store import now_iso
@@ -38,25 +38,14 @@ class AlreadyRunning(StoreError):
 
 
 def read_status(folder: Path) -> dict | None:
-    try:
-        return json.loads((folder / STATUS).read_text())
-    except (OSError, ValueError):
-        return None
+    return joblock.read_status(folder / STATUS)
 
 
 def running(folder: Path) -> dict | None:
     """The running job's status, or None when no job holds the lock."""
-    try:
-        fd = os.open(folder / LOCK, os.O_RDONLY)
-    except OSError:
+    if not joblock.held(folder / LOCK):
         return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return read_status(folder) or {"state": "running"}
-    finally:
-        os.close(fd)
-    return None
+    return read_status(folder) or {"state": "running"}
 
 
 def start(store_root: Path, folder: Path) -> int | None:
@@ -84,8 +73,8 @@ def run(vectors, folder: Path, on_progress: Callable[[int, int], None] | None = 
     fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, FILE_MODE)
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            joblock.take(fd)
+        except OSError:
             raise AlreadyRunning("vectors are being computed by another process",
                                  hint="memcli status shows how far it is") from None
         status = {"state": "running", "pid": os.getpid(), "started": now_iso(), "done": 0, "total": 0}
