@@ -31,9 +31,4 @@ def open_cache(path: Path | str, schema: str, version: str, tables: tuple[str, .
 
 def file_signatures(store: Store) -> dict[str, tuple[int, int]]:
     """(mtime_ns, size) of every document file of ``store``, by id: what the caches are keyed on."""
-    out: dict[str, tuple[int, int]] = {}
-    for doc_id in store.all_ids():
-        signature = store.signature(doc_id)
-        if signature is not None:
-            out[doc_id] = signature
-    return out
+    return store.signatures()

@@ -10,19 +10,20 @@ The index lives in the cache directory (``paths.store_cache_dir``) as SQLite:
 per-document rows of partitions and postings keyed by the document's file
 size and mtime. Every search stats the documents and re-indexes only those
 that changed, so repeated searches over a large library do not re-tokenize it.
-Scoring is rank-bm25's BM25Okapi (``get_batch_scores``) fed with corpus
-statistics from the index, over the partitions that contain a query term.
+Scoring is rank-bm25's BM25Okapi arithmetic (``get_batch_scores``) in numpy, fed with
+corpus statistics from the index, over the partitions that contain a query term.
 """
 
 from __future__ import annotations
 
 import array
 import sqlite3
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from math import log
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memcli.cache import file_signatures, open_cache
 from memcli.paths import ensure_private_dir, store_cache_dir
@@ -32,8 +33,12 @@ from memcli.store.format import Document, parse_entry, parse_heading
 from memcli.terms import terms
 from memcli.tokens import count_tokens
 
-INDEX_VERSION = 2
+if TYPE_CHECKING:
+    import numpy as np
+
+INDEX_VERSION = 5  # 5: document frequencies, totals and the documents' people kept per term and document
 K1, B, EPSILON = 1.5, 0.75, 0.25  # rank-bm25's BM25Okapi defaults
+LENGTHS_READ_ALONE = 2000  # candidate partitions whose lengths a search reads alone rather than all of them
 
 # ---------------------------------------------------------------- partitions
 
@@ -115,8 +120,14 @@ CREATE TABLE IF NOT EXISTS parts(pid INTEGER PRIMARY KEY, doc TEXT, start INTEGE
 CREATE INDEX IF NOT EXISTS parts_doc ON parts(doc);
 CREATE TABLE IF NOT EXISTS postings(term TEXT, doc TEXT, pids BLOB, tfs BLOB);
 CREATE INDEX IF NOT EXISTS postings_term ON postings(term);
-CREATE INDEX IF NOT EXISTS postings_doc ON postings(doc);
+CREATE INDEX IF NOT EXISTS postings_doc_term ON postings(doc, term);
+CREATE TABLE IF NOT EXISTS dfs(term TEXT PRIMARY KEY, df INTEGER);
+CREATE TABLE IF NOT EXISTS totals(name TEXT PRIMARY KEY, value INTEGER);
+CREATE TABLE IF NOT EXISTS doc_people(doc TEXT, kind TEXT, value TEXT);
+CREATE INDEX IF NOT EXISTS doc_people_value ON doc_people(kind, value);
+CREATE INDEX IF NOT EXISTS doc_people_doc ON doc_people(doc);
 """
+PEOPLE = ("speaker", "conv", "project")  # what the people table keeps of each document's entries
 
 
 class LibraryIndex:
@@ -136,6 +147,11 @@ class LibraryIndex:
         self.semantic, self.inline = semantic, inline
         self.semantic_missing: str | None = None  # why the semantic signal is off, when it was wanted
         self._vectors = None
+        self._changes = 0  # commits of this connection that changed the index (see _lengths)
+        self._length_cache: tuple | None = None  # (version, partition lengths by id)
+        self._idf_cache: tuple | None = None  # (version, idf by term)
+        self._people_cache: tuple | None = None  # (version, speakers, documents without some values)
+        self.parsed: OrderedDict = OrderedDict()  # documents the evidence reader parsed (retrieve.evidence.Library)
         folder = cache_dir or store.index_dir or store_cache_dir(store.root)
         self.folder = folder
         self.path: Path | str = folder / "index.sqlite"
@@ -146,6 +162,7 @@ class LibraryIndex:
             self.db = self._in_memory(exc)
 
     def _in_memory(self, exc: Exception) -> sqlite3.Connection:
+        self._length_cache = self._idf_cache = self._people_cache = None
         self.warning = (f"the search index cache {self.path} cannot be used ({exc}); "
                         "searching without it (slower, nothing is lost)")
         if self.on_warning:
@@ -154,7 +171,8 @@ class LibraryIndex:
         return self._connect()
 
     def _connect(self) -> sqlite3.Connection:
-        return open_cache(self.path, _SCHEMA, f"{INDEX_VERSION}:{self.partition_tokens}", ("docs", "parts", "postings"))
+        return open_cache(self.path, _SCHEMA, f"{INDEX_VERSION}:{self.partition_tokens}",
+                          ("docs", "parts", "postings", "dfs", "doc_people", "totals"))
 
     def close(self) -> None:
         self.db.close()
@@ -229,16 +247,27 @@ class LibraryIndex:
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
+        finally:
+            self._changes += 1
         return len(stale) + len(gone)
 
     def _drop(self, doc_id: str) -> None:
-        for table in ("docs", "parts", "postings"):
+        counts = self.db.execute("SELECT length(pids) / 8, term FROM postings WHERE doc=?", (doc_id,)).fetchall()
+        self.db.executemany("UPDATE dfs SET df = df - ? WHERE term=?", counts)
+        self.db.execute("DELETE FROM dfs WHERE df <= 0")
+        parts, length = self.db.execute("SELECT COUNT(*), COALESCE(SUM(len), 0) FROM parts WHERE doc=?",
+                                        (doc_id,)).fetchone()
+        self._count(-parts, -length)
+        for table in ("docs", "parts", "postings", "doc_people"):
             self.db.execute(f"DELETE FROM {table} WHERE doc=?", (doc_id,))
 
     def _add(self, doc_id: str, sig: tuple[int, int]) -> None:
         loaded = self.store.load(doc_id)
         doc = loaded.doc
-        entries = sum(1 for _ in doc.entries())
+        live = [entry for _, entry in doc.entries()]
+        entries = len(live)
+        self.db.executemany("INSERT INTO doc_people VALUES(?,?,?)", sorted(
+            {(doc_id, kind, e.meta[kind]) for e in live for kind in PEOPLE if e.meta.get(kind)}))
         summary = str(doc.meta.get("summary") or "")
         tokens = doc.meta.get("token_count")
         if not isinstance(tokens, int):
@@ -248,8 +277,10 @@ class LibraryIndex:
             doc_id, sig[0], sig[1], summary, tokens,
             str(updated) if updated is not None else None, entries, loaded.error))
         postings: dict[str, tuple[array.array, array.array]] = {}
+        added = added_len = 0
         for part in partitions(doc, self.partition_tokens):
             words = terms(part.text)
+            added, added_len = added + 1, added_len + len(words)
             cur = self.db.execute("INSERT INTO parts(doc, start, end, heading, len) VALUES(?,?,?,?,?)",
                                   (doc_id, part.start, part.end, part.heading, len(words)))
             pid = cur.lastrowid
@@ -259,6 +290,88 @@ class LibraryIndex:
                 tfs.append(tf)
         self.db.executemany("INSERT INTO postings VALUES(?,?,?,?)", (
             (term, doc_id, ids.tobytes(), tfs.tobytes()) for term, (ids, tfs) in postings.items()))
+        self.db.executemany("INSERT INTO dfs VALUES(?,?) ON CONFLICT(term) DO UPDATE SET df = df + excluded.df",
+                            ((term, len(ids)) for term, (ids, _) in postings.items()))
+        self._count(added, added_len)
+
+    def _count(self, parts: int, length: int) -> None:
+        """Add to the library's number of partitions and their total length in terms."""
+        self.db.executemany("INSERT INTO totals VALUES(?,?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+                            (("parts", parts), ("length", length)))
+
+    def _totals(self) -> tuple[int, int]:
+        """(partitions, their total length in terms) of the library."""
+        found = dict(self.db.execute("SELECT name, value FROM totals"))
+        return found.get("parts", 0), found.get("length", 0)
+
+    # ------------------------------------------------------------ people
+
+    def people(self, docs: set[str] | None = None) -> dict[str, tuple[frozenset[str], frozenset[str], frozenset[str]]]:
+        """(speakers, conversations, projects) of the entries of ``docs`` (default: every document), as
+        last refreshed."""
+        found: dict[str, dict[str, set[str]]] = {}
+        if docs is None:
+            rows = self.db.execute("SELECT doc, kind, value FROM doc_people")
+            found = {doc: {} for (doc,) in self.db.execute("SELECT doc FROM docs")}
+        else:
+            rows = self._in("SELECT doc, kind, value FROM doc_people WHERE doc IN ({})", docs)
+            found = {doc: {} for doc in docs}
+        for doc, kind, value in rows:
+            found.setdefault(doc, {}).setdefault(kind, set()).add(value)
+        return {doc: tuple(frozenset(kinds.get(kind, ())) for kind in PEOPLE) for doc, kinds in found.items()}
+
+    def docs_with(self, kind: str, values) -> set[str]:
+        """Documents with an entry whose ``kind`` (speaker, conv, project) is one of ``values``."""
+        return {doc for (doc,) in self._in(f"SELECT DISTINCT doc FROM doc_people WHERE kind='{kind}' AND value IN ({{}})",
+                                           values)}
+
+    def values_in(self, kind: str, docs) -> set[str]:
+        """The ``kind`` values (speakers, conversations, projects) of the entries of ``docs``."""
+        return {v for (v,) in self._in(f"SELECT DISTINCT value FROM doc_people WHERE kind='{kind}' AND doc IN ({{}})",
+                                       docs)}
+
+    def speakers(self) -> set[str]:
+        """Every speaker in the library (kept while the index is unchanged)."""
+        version = self._version()
+        if self._people_cache is None or self._people_cache[0] != version:
+            self._people_cache = (version, {v for (v,) in self.db.execute(
+                "SELECT DISTINCT value FROM doc_people WHERE kind='speaker'")}, {})
+        return self._people_cache[1]
+
+    def docs_without(self, kind: str, allowed=frozenset()) -> set[str]:
+        """Documents none of whose entries has a ``kind`` value outside ``allowed`` (no speaker but
+        ``user``/``assistant``, say), kept while the index is unchanged."""
+        self.speakers()  # the cache's version
+        key = (kind, tuple(sorted(allowed)))
+        known = self._people_cache[2]
+        if key not in known:
+            marks = ",".join("?" * len(key[1]))
+            outside = f" AND value NOT IN ({marks})" if marks else ""
+            known[key] = {doc for (doc,) in self.db.execute(
+                f"SELECT doc FROM docs EXCEPT SELECT doc FROM doc_people WHERE kind=?{outside}", (kind, *key[1]))}
+        return known[key]
+
+    def doc_ids(self) -> set[str]:
+        """Every document the index holds (CURRENT included), as last refreshed."""
+        return {doc for (doc,) in self.db.execute("SELECT doc FROM docs")}
+
+    def load_error(self, doc_id: str) -> tuple[bool, str | None]:
+        """(whether the index holds ``doc_id``, the error its front matter gave when it was indexed)."""
+        row = self.db.execute("SELECT error FROM docs WHERE doc=?", (doc_id,)).fetchone()
+        return (row is not None, row[0] if row is not None else None)
+
+    def document_count(self) -> int:
+        (count,) = self.db.execute("SELECT COUNT(*) FROM docs").fetchone()
+        return count
+
+    def _in(self, sql: str, values) -> list[tuple]:
+        """Rows of ``sql`` whose ``IN ({})`` takes ``values``, in chunks SQLite's parameter limit allows."""
+        values = list(values)
+        out: list[tuple] = []
+        for start in range(0, len(values), 900):
+            chunk = values[start:start + 900]
+            out += self.db.execute(sql.format(",".join("?" * len(chunk))), chunk).fetchall()
+        return out
 
     # ------------------------------------------------------------ catalog
 
@@ -271,27 +384,34 @@ class LibraryIndex:
 
     # ------------------------------------------------------------ statistics
 
-    def idf(self) -> Callable[[str], float]:
-        """A smoothed inverse partition frequency over the whole library (cached per term).
+    def idf(self, refresh: bool = True) -> Callable[[str], float]:
+        """A smoothed inverse partition frequency over the whole library (cached per term while the
+        index is unchanged). ``refresh=False``: the index as last refreshed.
 
         ``log(1 + N / (1 + df))``: positive for every term, so similarity
         weights never flip sign on very common words.
         """
-        self.refresh()
+        if refresh:
+            self.refresh()
+        version = self._version()
+        if self._idf_cache is None or self._idf_cache[0] != version:
+            self._idf_cache = (version, {})
+        cache = self._idf_cache[1]
         (n_parts,) = self.db.execute("SELECT COUNT(*) FROM parts").fetchone()
-        cache: dict[str, float] = {}
 
         def lookup(term: str) -> float:
             if term not in cache:
-                df = sum(len(ids) // 8 for (ids,) in self.db.execute(
-                    "SELECT pids FROM postings WHERE term=?", (term,)))
+                row = self.db.execute("SELECT df FROM dfs WHERE term=?", (term,)).fetchone()
+                df = row[0] if row else 0
                 cache[term] = log(1 + (n_parts + 1) / (1 + df))
             return cache[term]
 
         return lookup
 
-    def candidate_docs(self, query_terms: list[str], k: int, exclude: set[str] = frozenset()) -> list[str]:
-        """Ids of the ``k`` documents whose best partition ranks highest for ``query_terms``.
+    def candidate_docs(self, query_terms: list[str], k: int, exclude: set[str] = frozenset(),
+                       among: set[str] | None = None) -> list[str]:
+        """Ids of the ``k`` documents whose best partition ranks highest for ``query_terms``; ``among``:
+        only these documents are searched (their postings alone are read).
 
         Uses the index as last refreshed: callers that change no file in between
         (a consolidation flush) refresh once instead of stat-ing the library per call.
@@ -299,7 +419,9 @@ class LibraryIndex:
         if not query_terms or k < 1:
             return []
         best: dict[str, float] = {}
-        for hit in self.search(" ".join(query_terms), k * 4, refresh=False):
+        if among is not None and not among:
+            return []
+        for hit in self.search(" ".join(query_terms), k * 4, refresh=False, snippets=False, among=among):
             if hit.doc != CURRENT_ID and hit.doc not in exclude:
                 best[hit.doc] = max(best.get(hit.doc, 0.0), hit.score)
         return [d for d, _ in sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:k]]
@@ -311,14 +433,13 @@ class LibraryIndex:
         row = self.db.execute("SELECT value FROM info WHERE key='avg_idf'").fetchone()
         if row is not None:
             return float(row[0]), False
-        by_term: Counter = Counter()
-        for term, ids in self.db.execute("SELECT term, pids FROM postings"):
-            by_term[term] += len(ids) // 8  # 8-byte partition ids
-        idfs = [log(n_parts - df + 0.5) - log(df + 0.5) for df in by_term.values()]
+        idfs = [log(n_parts - df + 0.5) - log(df + 0.5) for (df,) in self.db.execute("SELECT df FROM dfs")]
         return (sum(idfs) / len(idfs) if idfs else 0.0), True
 
-    def search(self, query: str, k: int, doc: str | None = None, refresh: bool = True) -> list[Hit]:
-        """The ``k`` best partitions for ``query`` (optionally within one document).
+    def search(self, query: str, k: int, doc: str | None = None, refresh: bool = True,
+               snippets: bool = True, among: set[str] | None = None) -> list[Hit]:
+        """The ``k`` best partitions for ``query`` (optionally within one document); ``snippets=False``:
+        hits without their best line (a ranking that reads the entries itself does not read it twice).
 
         The index is read in one read transaction, so it is one snapshot even while another process
         re-indexes a document between two of the reads."""
@@ -332,7 +453,7 @@ class LibraryIndex:
         if own:
             self.db.execute("BEGIN")
         try:
-            found = self._search(query_terms, k, doc, fresh)
+            found = self._search(query_terms, k, doc, fresh, among)
         finally:
             if own:
                 self.db.execute("COMMIT")
@@ -345,33 +466,44 @@ class LibraryIndex:
         texts: dict[str, str] = {}
         hits = []
         for score, (doc_id, start, end, heading, _) in found:
+            if not snippets:
+                hits.append(Hit(doc_id, heading, start, end, float(score), ""))
+                continue
             if doc_id not in texts:
                 texts[doc_id] = self.store.read_text(doc_id)
             hits.append(Hit(doc=doc_id, heading=heading, start_line=start, end_line=end,
                             score=float(score), snippet=_snippet(texts[doc_id], start, end, wanted)))
         return hits
 
-    def _search(self, query_terms: list[str], k: int, doc: str | None, fresh: list[float]) -> list[tuple]:
-        """(score, (doc, start, end, heading, len)) of the ``k`` best partitions, read from the index."""
-        from rank_bm25 import BM25Okapi
+    def _search(self, query_terms: list[str], k: int, doc: str | None, fresh: list[float],
+                among: set[str] | None = None) -> list[tuple]:
+        """(score, (doc, start, end, heading, len)) of the ``k`` best partitions, read from the index.
 
-        n_parts, total_len = self.db.execute("SELECT COUNT(*), COALESCE(SUM(len), 0) FROM parts").fetchone()
+        rank-bm25's BM25Okapi arithmetic (``get_batch_scores``, term by term in the query's order),
+        done in numpy over the partitions that hold a query term: a Python loop over their postings
+        cost more than the rest of a question at 10^4 entries."""
+        import numpy as np  # not at import: `memcli --help` stays light
+        n_parts, total_len = self._totals()
         if not n_parts:
             return []
         unique = sorted(set(query_terms))
         marks = ",".join("?" * len(unique))
-        freqs: dict[int, dict[str, int]] = {}
-        df: Counter = Counter()
-        for term, _doc, ids_blob, tfs_blob in self.db.execute(
-                f"SELECT term, doc, pids, tfs FROM postings WHERE term IN ({marks})", unique):
-            ids, tfs = array.array("q"), array.array("i")
-            ids.frombytes(ids_blob)
-            tfs.frombytes(tfs_blob)
-            df[term] += len(ids)
-            for pid, tf in zip(ids, tfs):
-                freqs.setdefault(pid, {})[term] = tf
-        if not freqs:
+        found: dict[str, tuple[list, list]] = {}
+        rows = f"SELECT term, doc, pids, tfs FROM postings WHERE term IN ({marks})"
+        if among is not None:  # the documents' own postings, through a temporary table of their ids
+            self.db.execute("CREATE TEMP TABLE IF NOT EXISTS among(doc TEXT PRIMARY KEY)")
+            self.db.execute("DELETE FROM temp.among")
+            self.db.executemany("INSERT OR IGNORE INTO temp.among VALUES(?)", ((d,) for d in among))
+            rows = (f"SELECT p.term, p.doc, p.pids, p.tfs FROM temp.among a CROSS JOIN postings p "
+                    f"ON p.doc = a.doc WHERE p.term IN ({marks})")  # document by document: (doc, term)
+        for term, _doc, ids_blob, tfs_blob in self.db.execute(rows, unique):
+            ids, tfs = found.setdefault(term, ([], []))
+            ids.append(np.frombuffer(ids_blob, np.int64))
+            tfs.append(np.frombuffer(tfs_blob, np.int32))
+        if not found:
             return []
+        postings = {t: (np.concatenate(ids), np.concatenate(tfs).astype(np.float64)) for t, (ids, tfs) in found.items()}
+        df = dict(self.db.execute(f"SELECT term, df FROM dfs WHERE term IN ({marks})", unique))
         idf = {t: log(n_parts - n + 0.5) - log(n + 0.5) for t, n in df.items()}
         if any(v < 0 for v in idf.values()):  # rank-bm25's floor for very common terms
             average, computed = self._average_idf(n_parts)
@@ -379,28 +511,58 @@ class LibraryIndex:
                 fresh.append(average)
             floor = EPSILON * average
             idf = {t: (floor if v < 0 else v) for t, v in idf.items()}
-
-        pids = list(freqs)
-        meta = {}
-        for start in range(0, len(pids), 900):
-            chunk = pids[start:start + 900]
-            for row in self.db.execute(
-                    f"SELECT pid, doc, start, end, heading, len FROM parts WHERE pid IN ({','.join('?' * len(chunk))})",
-                    chunk):
-                meta[row[0]] = row[1:]
+        pids = np.unique(np.concatenate([ids for ids, _ in postings.values()]))
         if doc is not None:
-            pids = [p for p in pids if meta[p][0] == doc]
-            if not pids:
+            own = np.array([p for (p,) in self.db.execute("SELECT pid FROM parts WHERE doc=?", (doc,))], np.int64)
+            pids = pids[np.isin(pids, own)]
+            if not len(pids):
                 return []
-        scorer = BM25Okapi.__new__(BM25Okapi)  # statistics come from the index, not a corpus
-        scorer.k1, scorer.b, scorer.epsilon = K1, B, EPSILON
-        scorer.avgdl = total_len / n_parts
-        scorer.idf = idf
-        scorer.doc_freqs = [freqs[p] for p in pids]
-        scorer.doc_len = [meta[p][4] for p in pids]
-        scores = scorer.get_batch_scores(query_terms, list(range(len(pids))))
-        ranked = sorted(zip(scores, pids), key=lambda sp: (-sp[0], sp[1]))[:k]
-        return [(score, meta[p]) for score, p in ranked]
+        doc_len = self._lengths_of(pids)
+        avgdl = total_len / n_parts
+        scores = np.zeros(len(pids))
+        for term in query_terms:
+            if term not in postings:
+                continue  # rank-bm25 adds 0 for it
+            ids, tfs = postings[term]
+            at = np.searchsorted(pids, ids)
+            keep = (at < len(pids)) & (pids[np.minimum(at, len(pids) - 1)] == ids)
+            q_freq = np.zeros(len(pids))
+            q_freq[at[keep]] = tfs[keep]
+            scores += idf[term] * (q_freq * (K1 + 1) / (q_freq + K1 * (1 - B + B * doc_len / avgdl)))
+        best = np.lexsort((pids, -scores))[:k]
+        chosen = pids[best].tolist()
+        meta = {row[0]: row[1:] for row in self.db.execute(
+            f"SELECT pid, doc, start, end, heading, len FROM parts WHERE pid IN ({','.join('?' * len(chosen))})",
+            chosen)}
+        return [(float(scores[at]), meta[pid]) for at, pid in zip(best.tolist(), chosen)]
+
+    def _version(self) -> tuple[int, int]:
+        """Changes by this connection and commits by others: equal while the index is unchanged."""
+        return self._changes, self.db.execute("PRAGMA data_version").fetchone()[0]
+
+    def _lengths_of(self, pids: np.ndarray) -> np.ndarray:
+        """The lengths in terms of partitions ``pids`` (sorted): from every partition's length, kept while
+        the index is unchanged (by this connection or another: SQLite's data_version), or read for just
+        these when that is out of date and they are few (a search among a few documents)."""
+        import numpy as np
+
+        version = self._version()
+        if self._length_cache is not None and self._length_cache[0] == version:
+            return self._length_cache[1][pids].astype(np.float64)
+        if len(pids) <= LENGTHS_READ_ALONE:
+            found: dict[int, int] = {}
+            ids = pids.tolist()
+            for start in range(0, len(ids), 900):
+                chunk = ids[start:start + 900]
+                found.update(self.db.execute(
+                    f"SELECT pid, len FROM parts WHERE pid IN ({','.join('?' * len(chunk))})", chunk))
+            return np.array([found[p] for p in ids], np.float64)
+        rows = self.db.execute("SELECT pid, len FROM parts").fetchall()
+        lengths = np.zeros(max((p for p, _ in rows), default=0) + 1, np.int64)
+        table = np.array(rows, np.int64).reshape(-1, 2)
+        lengths[table[:, 0]] = table[:, 1]
+        self._length_cache = (version, lengths)
+        return lengths[pids].astype(np.float64)
 
 
 def _snippet(text: str, start: int, end: int, wanted: set[str], width: int = 240) -> str:

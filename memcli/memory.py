@@ -522,7 +522,9 @@ class Memory:
         loaded = time.perf_counter() - begin
         result = ask(self.store, self.index, model, question, reader=reader, budget=budget,
                      answer_context=reading, max_rounds=rounds, on_step=on_step, keep_evidence=keep_evidence,
-                     compact=cfg.ask_compact, answer=answer or self.answer_style(), where=where, recent=recent)
+                     compact=cfg.ask_compact, where=where, recent=recent,
+                     answer=answer or ("generate" if reader == "evidence-only" else self.answer_style()))
+        # (no model answers the evidence-only reader: its profile, read from the GGUF, is not needed)
         result.timings = {"embed_s": round(embedding, 3), "model_load_s": round(loaded, 3), **result.timings,
                           "total_s": round(result.timings["total_s"] + loaded, 3)}
         result.unembedded = unembedded

@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 
 from memcli.errors import InputError
 
+ROLES = frozenset({"user", "assistant"})  # the speakers of an agent or chat session: roles, not people's names
+
 
 @dataclass
 class Turn:

@@ -20,6 +20,7 @@ from memcli.llm.prompts import REWRITE_SYSTEM, rewrite_schema
 from memcli.llm.structured import Invalid, ask_json
 from memcli.store.format import Entry
 from memcli.tokens import count_tokens
+from memcli.turns import ROLES
 
 Idf = Callable[[str], float]
 BLOCK_TOKENS = 500  # the deterministic path cuts sessions into blocks of about this size
@@ -80,16 +81,20 @@ def windows(entries: list[Entry], window_tokens: int) -> list[list[Entry]]:
 
 
 def exact_duplicates(entries: list[Entry]) -> dict[int, int]:
-    """seq -> the seq that supersedes it, for entries with the same normalized text."""
+    """seq -> the seq that supersedes it, for entries with the same normalized text said by the same
+    party in the same project: the same speaker, or the owner (notes, and the ``user`` and
+    ``assistant`` of a session); the same words said by two people are two facts."""
     def rank(e: Entry) -> tuple[int, int]:
         return (0 if e.meta.get("source") == "AI" else 1, e.seq)
 
-    best: dict[str, Entry] = {}
+    best: dict[tuple, Entry] = {}
     out: dict[int, int] = {}
     for entry in entries:
-        key = normalized(entry.text)
-        if not key:
+        text = normalized(entry.text)
+        if not text:
             continue
+        speaker = entry.meta.get("speaker")
+        key = (None if speaker in ROLES else speaker, entry.meta.get("project"), text)
         other = best.get(key)
         if other is None:
             best[key] = entry
@@ -143,7 +148,7 @@ def document_title(entries: list[Entry], idf: Idf) -> str:
     """``Adoption, agency, family (Caroline, Priya)``: a new document's title from its entries."""
     speakers = [e.meta.get("speaker", "") for e in entries]
     words = salient_words((e.text for e in entries), idf, 4, exclude=speakers)
-    people = sorted({s for s in speakers if s and s not in ("user", "assistant")})
+    people = sorted({s for s in speakers if s and s not in ROLES})
     label = ", ".join(words[:3]).capitalize() or "Notes"
     return clean_title(label + (f" ({', '.join(people[:2])})" if people else ""))
 

@@ -39,7 +39,7 @@ class Planner:
     def _candidates(self, blocks: list[Block]) -> list[str]:
         found: list[str] = []
         for block in blocks:
-            for doc_id in self.ws.candidates([e.text for e in block.entries], self.k):
+            for doc_id in self.ws.candidates([e.text for e in block.entries], self.k, Scope.of(block.entries)):
                 if doc_id not in found:
                     found.append(doc_id)
         return found[: self.k * 2]

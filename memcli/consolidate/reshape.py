@@ -120,7 +120,7 @@ def merge_small(ws: Workspace, touched: list[str], *, merge_limit: int, split_li
     for doc_id in small:
         doc = ws.docs[doc_id]
         for other in ws.candidates([str(doc.meta.get("summary") or ""), *(s.title for s in Layout.of(doc).sections)],
-                                   candidates):
+                                   candidates, ws.scope(doc_id)):
             if other not in pool and other != doc_id and _size(ws, other) < merge_limit:
                 pool.append(other)
     vectors = {d: _shape_vector(ws, d) for d in pool}

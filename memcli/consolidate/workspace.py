@@ -16,8 +16,8 @@ from memcli.consolidate.lexical import Vector, make_doc_id, term_counts, tfidf
 from memcli.index import LibraryIndex
 from memcli.store import CURRENT_ID, Store
 from memcli.store.format import Document, parse_entry, parse_heading
+from memcli.turns import ROLES
 
-ROLES = frozenset({"user", "assistant"})  # a session's roles, not people's names
 OWNER = "\x00owner"  # the party those roles stand for (no speaker can be named so)
 
 
@@ -133,16 +133,35 @@ class Workspace:
             self._scopes[doc_id] = Scope.of(entry for _, entry in doc.entries())
         return self._scopes[doc_id]
 
-    def candidates(self, texts: list[str], k: int) -> list[str]:
-        """Existing documents most like ``texts`` (by the index), at most ``k``."""
+    def candidates(self, texts: list[str], k: int, scope: Scope | None = None) -> list[str]:
+        """Existing documents most like ``texts`` (by the index), at most ``k``; with ``scope``, only
+        documents whose scope it fits are searched, so the search reads the postings of one person's or
+        conversation's documents, not the library's."""
         counts = term_counts(texts)
         ranked = sorted(counts, key=lambda t: (-counts[t] * self.idf(t), t))[:20]
-        found = self.index.candidate_docs(ranked, k, exclude=self.deleted)
+        among = self.fitting(scope) if scope is not None else None
+        found = self.index.candidate_docs(ranked, k, exclude=self.deleted, among=among)
         return [d for d in found if self.exists(d) and self._readable(d)]
 
+    def fitting(self, scope: Scope) -> set[str]:
+        """Documents on disk (as the index last saw them) whose scope ``scope`` fits: those sharing a
+        speaker or a conversation with it, and those with neither (notes), of the same projects."""
+        index = self.index
+        if scope.speakers or scope.convs:
+            speakers = (scope.speakers - {OWNER}) | (ROLES if OWNER in scope.speakers else frozenset())
+            near = (index.docs_with("speaker", speakers) | index.docs_with("conv", scope.convs)
+                    | (index.docs_without("speaker") & index.docs_without("conv")))
+        else:
+            near = index.doc_ids()
+        return {doc for doc, (_, _, projects) in index.people(near).items() if projects == scope.projects}
+
     def _readable(self, doc_id: str) -> bool:
-        """A document whose front matter a person broke is left alone (never rewritten)."""
-        return doc_id in self.docs or self.store.load(doc_id).error is None
+        """A document whose front matter a person broke is left alone (never rewritten); the index, read
+        under the same lock, knows which (its catalog's ``error``)."""
+        if doc_id in self.docs:
+            return True
+        known, error = self.index.load_error(doc_id)
+        return error is None if known else self.store.load(doc_id).error is None
 
 
 def doc_texts(doc: Document) -> list[str]:

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from memcli.results import Result, omit_empty
 from memcli.store import CURRENT_ID, Store
-from memcli.store.format import Document, Entry, parse_entry, parse_heading
+from memcli.store.format import Document, Entry, parse_entry, parse_heading, split_front_matter
 from memcli.terms import term_set
 from memcli.tokens import count_tokens
 
@@ -44,6 +45,7 @@ class Evidence(Result):
 
 
 ELISION = "…"
+KEPT_DOCUMENTS = 4096  # parsed documents a long-lived process keeps between questions (Library)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
 
 
@@ -124,16 +126,28 @@ def render_run(entries: list[Entry], focus: Focus = WHOLE, shown: Entry | None =
     return "\n".join(lines)
 
 
+def body_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(file line number, line) of a document's body, its front matter skipped unparsed (what a
+    reader of entries needs; :meth:`Document.lines` without the YAML)."""
+    first, body = split_front_matter(text)
+    lines = body.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for offset, line in enumerate(lines):
+        yield first + offset, line.rstrip("\r")
+
+
 class DocLines:
     """A document's entries by file line number, and its heading sections, loaded once."""
 
-    def __init__(self, doc_id: str, doc: Document):
+    def __init__(self, doc_id: str, lines: Document | Iterable[tuple[int, str]]):
+        """``lines``: a parsed document, or (file line number, line) of its body (:func:`body_lines`)."""
         self.id = doc_id
         self.entries: dict[int, Entry] = {}
         self.sections: list[tuple[int, int]] = []  # (first line, last line) of each heading block
         start = None
         last = 0
-        for lineno, line in doc.lines():
+        for lineno, line in (lines.lines() if hasattr(lines, "lines") else lines):
             last = lineno
             head = parse_heading(line)
             if head:
@@ -176,13 +190,27 @@ class DocLines:
 class Library:
     """Documents loaded on demand for one question."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: Store, kept: OrderedDict | None = None):
+        """``kept``: documents parsed for earlier questions, by id (with their file signature), which a
+        long-lived process (the MCP server, ``Memory``) reuses while the file is unchanged; the
+        ``KEPT_DOCUMENTS`` used last are kept."""
         self.store = store
         self._docs: dict[str, DocLines] = {}
+        self._kept = kept
 
     def doc(self, doc_id: str) -> DocLines:
         if doc_id not in self._docs:
-            self._docs[doc_id] = DocLines(doc_id, self.store.load(doc_id).doc)
+            if self._kept is None:
+                self._docs[doc_id] = DocLines(doc_id, body_lines(self.store.read_text(doc_id)))
+                return self._docs[doc_id]
+            signature = self.store.signature(doc_id)
+            kept = self._kept.pop(doc_id, None)
+            if kept is None or signature is None or kept[0] != signature:
+                kept = (signature, DocLines(doc_id, body_lines(self.store.read_text(doc_id))))
+            self._kept[doc_id] = kept
+            while len(self._kept) > KEPT_DOCUMENTS:
+                self._kept.popitem(last=False)
+            self._docs[doc_id] = kept[1]
         return self._docs[doc_id]
 
     def speakers(self) -> set[str]:

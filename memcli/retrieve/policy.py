@@ -1,5 +1,9 @@
 """The deterministic evidence policy (``memcli ask --evidence-only``): no model at all.
 
+0. A question that names a person who speaks in memory is answered from that
+   person's conversations, the owner's own sessions and notes
+   (:func:`named_documents`): at 10^4 entries and more, other people's
+   conversations about the same things would otherwise fill the regions.
 1. BM25 over heading partitions of the library and CURRENT picks candidate
    regions (``partitions`` of them); documents a caller prefers (the hybrid
    reader's selection) add their own best partitions.
@@ -43,17 +47,20 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from memcli.errors import UsageError
 from memcli.index import LibraryIndex
 from memcli.retrieve.evidence import WHOLE, DocLines, Evidence, Focus, Library, assemble
 from memcli.store import Store
 from memcli.terms import term_set, terms
+from memcli.turns import ROLES
 
 REGION_WEIGHT = 8.0  # measured on the development conversations against 4 and 16 (README, "ask")
 PREFERRED_BOOST = 1.5  # region score factor for documents the hybrid reader selected
 FEEDBACK_ENTRIES, FEEDBACK_TERMS, FEEDBACK_WEIGHT = 5, 20, 0.3  # pseudo-relevance feedback (README, "ask")
 FOLLOW_WEIGHT = 0.9  # share of a conversational question's score its reply gets
+SEMANTIC_TAIL = 2000  # entries by similarity alone after the candidates (more than any budget shows)
 
 
 @dataclass(frozen=True)
@@ -100,10 +107,13 @@ def ranked_entries(library: Library, index: LibraryIndex, question: str, *, part
     """(doc, line) of entries, best first, for ``question``."""
     if region_weight is not None:
         tuning = replace(tuning, region_weight=region_weight)
+    named = named_documents(index, question)
     scores = lexical_scores(library, index, question, partitions=partitions, prefer=prefer,
-                            region_weight=tuning.region_weight)
+                            region_weight=tuning.region_weight, among=named)
     similar = index.similarities(question) if tuning.semantic_weight > 0 else {}
-    ranked = order(library, fuse(scores, similar, tuning), similar, tuning)
+    ranked = order(library, fuse(scores, similar, tuning, named), similar, tuning, named)
+    if context <= 0:
+        return dedupe(ranked)  # no document is read for the entries a budget will never reach
     picks: list[tuple[str, int]] = []
     for doc_id, line in ranked:
         for neighbour in library.doc(doc_id).neighbours(line, context):
@@ -113,23 +123,47 @@ def ranked_entries(library: Library, index: LibraryIndex, question: str, *, part
     return dedupe(picks)
 
 
+def named_documents(index: LibraryIndex, question: str) -> set[str] | None:
+    """The documents a question that names a person is answered from: those where a speaker whose
+    name's words are all among the question's speaks, those of the conversations they speak in, the
+    owner's own sessions (speakers ``user``/``assistant`` only) and notes (no speaker nor
+    conversation); None when it names no speaker, or when that is every document. A question about
+    Caroline is answered from what Caroline said and was told and from the owner's own memory, not
+    from the conversations of other people who talk of the same things."""
+    asked = set(terms(question))
+    named = {s for s in index.speakers() - ROLES if (words := _name_terms(s)) and words <= asked}
+    if not named:
+        return None
+    theirs = index.docs_with("speaker", named)
+    docs = theirs | index.docs_with("conv", index.values_in("conv", theirs)) | index.docs_without("speaker", ROLES)
+    return None if len(docs) >= index.document_count() else docs
+
+
+@lru_cache(maxsize=4096)
+def _name_terms(name: str) -> frozenset[str]:
+    return frozenset(terms(name))
+
+
 def order(library: Library, scores: dict[tuple[str, int], float], similar: dict[tuple[str, int], float],
-          tuning: Tuning = DEFAULT) -> list[tuple[str, int]]:
+          tuning: Tuning = DEFAULT, within: set[str] | None = None) -> list[tuple[str, int]]:
     """Entries best first: the candidates by their scores (with the coverage rule), then, with the
     semantic signal, every other entry by its similarity to the question, so that a budget the
     candidates do not fill is filled with the entries nearest the question in meaning (a question
     none of whose words is in memory has no candidates, and so still no evidence)."""
     ranked = cover_sessions(library, scores, tuning.session_decay, tuning.session_free)
     if scores and similar and tuning.semantic_weight > 0:
-        ranked += sorted((key for key in similar if key not in scores), key=lambda key: (-similar[key], key))
+        ranked += top_similar(similar, SEMANTIC_TAIL, exclude=scores, within=within)
     return ranked
 
 
 def lexical_scores(library: Library, index: LibraryIndex, question: str, *, partitions: int = 40,
-                   prefer: tuple[str, ...] = (), region_weight: float = REGION_WEIGHT) -> dict[tuple[str, int], float]:
-    """Steps 1-4 of the module's docstring: each candidate entry's score from the question's words."""
+                   prefer: tuple[str, ...] = (), region_weight: float = REGION_WEIGHT,
+                   among: set[str] | None = None) -> dict[tuple[str, int], float]:
+    """Steps 1-4 of the module's docstring: each candidate entry's score from the question's words;
+    ``among``: the documents searched (:func:`named_documents`; None: all)."""
     wanted = set(terms(question))
-    idf = index.idf()
+    hits = index.search(question, partitions, snippets=False, among=among)
+    idf = index.idf(refresh=False)
     candidates: dict[tuple[str, int], tuple[float, set[str]]] = {}  # entry -> (region bonus, its terms)
 
     def add_regions(hits: list, weight: float) -> None:
@@ -147,15 +181,15 @@ def lexical_scores(library: Library, index: LibraryIndex, question: str, *, part
         return {key: region + sum(weights[t] * idf(t) for t in own if t in weights)
                 for key, (region, own) in candidates.items()}
 
-    hits = index.search(question, partitions)
     for doc_id in prefer:
-        hits += [h for h in index.search(question, 10, doc=doc_id, refresh=False) if h not in hits]
+        hits += [h for h in index.search(question, 10, doc=doc_id, refresh=False, snippets=False) if h not in hits]
     add_regions(hits, region_weight)
     weights = dict.fromkeys(wanted, 1.0)
     feedback = feedback_terms(candidates, score(weights), wanted, idf)
     if feedback:
         weights.update(dict.fromkeys(feedback, FEEDBACK_WEIGHT))
-        add_regions(index.search(" ".join(feedback), partitions // 2, refresh=False), region_weight * FEEDBACK_WEIGHT)
+        add_regions(index.search(" ".join(feedback), partitions // 2, refresh=False, snippets=False, among=among),
+                    region_weight * FEEDBACK_WEIGHT)
     scores = score(weights)
     for (doc_id, line), value in list(scores.items()):
         reply = reply_to(library.doc(doc_id), line)
@@ -166,7 +200,7 @@ def lexical_scores(library: Library, index: LibraryIndex, question: str, *, part
 
 
 def fuse(lexical: dict[tuple[str, int], float], similar: dict[tuple[str, int], float],
-         tuning: Tuning) -> dict[tuple[str, int], float]:
+         tuning: Tuning, within: set[str] | None = None) -> dict[tuple[str, int], float]:
     """Lexical scores plus the semantic signal: each entry gains ``semantic_weight`` times the best
     lexical score times how far its cosine similarity stands above the library's median, relative
     to the best entry's (so the signal's scale does not depend on the model or the library); the
@@ -176,12 +210,11 @@ def fuse(lexical: dict[tuple[str, int], float], similar: dict[tuple[str, int], f
         return lexical  # no word of the question anywhere: no evidence, not the nearest vectors
     if tuning.fusion == "rank":
         return fuse_ranks(lexical, similar, tuning)
-    values = sorted(similar.values())
-    middle, best = values[len(values) // 2], values[-1]
+    pool = top_similar(similar, tuning.semantic_pool, within=within)
+    middle, best = median_similarity(similar), similar[(pool or top_similar(similar, 1))[0]]
     spread = (best - middle) or 1.0
     top = max(lexical.values(), default=0.0) or 1.0
     scores = dict(lexical)
-    pool = sorted(similar, key=lambda key: (-similar[key], key))[:tuning.semantic_pool]
     for key in [*lexical, *pool]:
         gain = max(0.0, similar.get(key, middle) - middle) / spread
         scores[key] = lexical.get(key, 0.0) + tuning.semantic_weight * top * gain
@@ -206,10 +239,29 @@ def fuse_ranks(lexical: dict[tuple[str, int], float], similar: dict[tuple[str, i
                tuning: Tuning) -> dict[tuple[str, int], float]:
     """Reciprocal rank fusion: 1/(k + lexical rank) + semantic_weight/(k + semantic rank); of the
     entries without a word of the question, only the ``semantic_pool`` most similar join."""
-    near = sorted(similar, key=lambda key: (-similar[key], key))
+    near = top_similar(similar, len(similar))
     pool = set(near[:tuning.semantic_pool])
     return rank_fusion(sorted(lexical, key=lambda key: (-lexical[key], key)), near, RANK_OFFSET,
                        tuning.semantic_weight, admit=pool.__contains__)
+
+
+def top_similar(similar: Mapping[tuple[str, int], float], n: int, exclude=frozenset(),
+                within: set[str] | None = None) -> list[tuple[str, int]]:
+    """The ``n`` keys of ``similar`` with the highest values not in ``exclude`` (and of the documents
+    ``within``), highest first (ties by key), as a full sort gives them; a
+    :class:`memcli.semantic.vectors.Similarities` finds them in numpy."""
+    if hasattr(similar, "top"):
+        return similar.top(n, exclude, within)
+    return sorted((key for key in similar if key not in exclude and (within is None or key[0] in within)),
+                  key=lambda key: (-similar[key], key))[:n]
+
+
+def median_similarity(similar: Mapping[tuple[str, int], float]) -> float:
+    """The upper median of ``similar``'s values."""
+    if hasattr(similar, "median"):
+        return similar.median()
+    values = sorted(similar.values())
+    return values[len(values) // 2]
 
 
 def cover_sessions(library: Library, scores: dict[tuple[str, int], float], decay: float,
@@ -271,7 +323,7 @@ def evidence_only(store: Store, index: LibraryIndex, question: str, *, budget: i
     entries whose signature has these values (``{"project": "/home/me/app"}``); ``recent``: the
     entries ``where`` keeps that the question does not rank come after the ranked ones, newest first
     (what a digest of a project shows when its words are not the question's)."""
-    library = Library(store)
+    library = Library(store, index.parsed)
     picks = ranked_entries(library, index, question, tuning=tuning, **options)
     if where is not None:
         kept = matching(library, store, where)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +39,60 @@ def entry_text(entry: Entry) -> str:
     who = entry.meta.get("speaker") or ""
     text = " ".join(entry.text.split())
     return f"{who}: {text}" if who else text
+
+
+class Similarities(Mapping):
+    """A question's cosine similarity with every entry that has a vector, by (document, line): a
+    mapping over one array, with the order statistics a ranking needs computed in numpy (at 10^5
+    entries a Python sort of them all costs more than the rest of a question)."""
+
+    def __init__(self, keys: list[tuple[str, int]], position: dict[tuple[str, int], int], values: np.ndarray,
+                 doc_rows: dict[str, np.ndarray] | None = None):
+        """``doc_rows``: each document's rows of ``values`` (what :meth:`top`'s ``within`` reads)."""
+        self._keys, self._position, self.values = keys, position, values
+        self._doc_rows = doc_rows or {}
+
+    def __getitem__(self, key: tuple[str, int]) -> float:
+        return float(self.values[self._position[key]])
+
+    def __contains__(self, key) -> bool:
+        return key in self._position
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def median(self) -> float:
+        """The upper median (the value a sorted list holds at ``len // 2``)."""
+        middle = len(self.values) // 2
+        return float(np.partition(self.values, middle)[middle])
+
+    def best(self) -> float:
+        return float(self.values.max())
+
+    def top(self, n: int, exclude=frozenset(), within: set[str] | None = None) -> list[tuple[str, int]]:
+        """The ``n`` most similar keys not in ``exclude`` (and of the documents ``within``), most similar
+        first (ties by key), exactly as a full sort would give them."""
+        rows = None
+        if within is not None:
+            parts = [self._doc_rows[d] for d in within if d in self._doc_rows]
+            rows = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        values = self.values if rows is None else self.values[rows]
+        want = min(len(values), n + len(exclude))
+        if want <= 0:
+            return []
+        if want < len(values):
+            threshold = np.partition(values, len(values) - want)[len(values) - want]
+            chosen = np.flatnonzero(values >= threshold)  # ties at the threshold included
+        else:
+            chosen = np.arange(len(values))
+        if rows is not None:
+            chosen = rows[chosen]
+        keys = [self._keys[i] for i in chosen.tolist() if self._keys[i] not in exclude]
+        keys.sort(key=lambda key: (-self.values[self._position[key]], key))
+        return keys[:n]
 
 
 def _key(model: str, text: str) -> bytes:
@@ -68,6 +122,8 @@ class EntryVectors:
         self._version = -1
         self.changed = False  # a document changed while the last refresh ran: the next one looks again
         self._keys: list[tuple[str, int]] = []
+        self._position: dict[tuple[str, int], int] = {}
+        self._doc_rows: dict[str, np.ndarray] = {}
         self._matrix = np.zeros((0, encoder.dimensions), np.float32)
 
     def _warn(self, exc: Exception) -> None:
@@ -121,7 +177,7 @@ class EntryVectors:
         """Embed what the changed documents need (in chunks, each stored as it is done, so a job that
         is stopped resumes where it was), store each document whose entries all have vectors, and return
         (texts embedded, the rows of documents still missing some, for this process)."""
-        from memcli.retrieve.evidence import DocLines, sentences, shown_text
+        from memcli.retrieve.evidence import DocLines, body_lines, sentences, shown_text
 
         self.missing, self.missing_texts, self.changed = 0, 0, False
         cached = {d: (m, s) for d, m, s in self.db.execute("SELECT doc, mtime_ns, size FROM docs")}
@@ -136,7 +192,7 @@ class EntryVectors:
                 if self.store.signature(doc_id) != on_disk[doc_id]:
                     self.changed = True  # changed since the signatures were read: the next refresh sees it
                     continue
-                doc = DocLines(doc_id, self.store.load(doc_id).doc)
+                doc = DocLines(doc_id, body_lines(self.store.read_text(doc_id)))
                 parsed[doc_id] = [(line, entry_text(doc.entries[line])) for line in doc.lines]
                 for line in doc.lines:
                     split = sentences(shown_text(doc.entries[line]))
@@ -253,15 +309,20 @@ class EntryVectors:
             keys.extend((doc_id, line) for line in lines)
             parts.append(matrix.reshape(len(lines), self.encoder.dimensions))
         self._keys = keys
+        self._position = {key: at for at, key in enumerate(keys)}
+        rows: dict[str, list[int]] = {}
+        for at, (doc_id, _) in enumerate(keys):
+            rows.setdefault(doc_id, []).append(at)
+        self._doc_rows = {doc_id: np.array(at, np.int64) for doc_id, at in rows.items()}
         self._matrix = (np.concatenate(parts).astype(np.float32) if parts
                         else np.zeros((0, self.encoder.dimensions), np.float32))
 
-    def similarities(self, text: str) -> dict[tuple[str, int], float]:
+    def similarities(self, text: str) -> Similarities:
         """Cosine similarity of ``text`` with every live entry that has a vector, by (document, line)."""
         self.refresh(compute=self.inline)
         if not self._keys:
-            return {}
-        return dict(zip(self._keys, (self._matrix @ self.question(text)).tolist()))
+            return Similarities([], {}, np.zeros(0, np.float32))
+        return Similarities(self._keys, self._position, self._matrix @ self.question(text), self._doc_rows)
 
     def question(self, text: str) -> np.ndarray:
         """``text``'s vector; the last ``QUESTIONS_KEPT`` are kept (a question's entries and sentences

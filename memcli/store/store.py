@@ -134,11 +134,13 @@ class Store:
                          "cleaned up; reading the committed state")
                 self.on_warning(f"{state} ({failure}); the next command that can write to the store finishes it")
             self._local.depth = 1
+            self._local.signatures = None
             try:
                 yield self
             finally:
                 self._local.view = outer
                 self._local.depth = 0
+                self._local.signatures = None
 
     @property
     def _view(self) -> dict[Path, Path | None]:
@@ -273,6 +275,46 @@ class Store:
         """Every document id, CURRENT last (when it exists: a person may have removed it)."""
         ids = self.doc_ids()
         return [*ids, CURRENT_ID] if self.has_file(self.current_path) else ids
+
+    def signatures(self) -> dict[str, tuple[int, int]]:
+        """:meth:`signature` of every document, CURRENT last, in one pass over the folder (what the
+        caches compare each time they are read: at 10^4 documents a stat per id costs milliseconds).
+        Under :meth:`reading` no writer can change a document, so the folder is read once a reading."""
+        held = getattr(self._local, "depth", 0) > 0
+        if held and getattr(self._local, "signatures", None) is not None:
+            return dict(self._local.signatures)
+        out = self._signatures()
+        if held:
+            self._local.signatures = dict(out)
+        return out
+
+    def _signatures(self) -> dict[str, tuple[int, int]]:
+        if self._view:  # a committed transaction not yet applied: each file's committed source
+            return {doc_id: sig for doc_id in self.all_ids() if (sig := self.signature(doc_id)) is not None}
+        found: dict[str, tuple[int, int]] = {}
+        if not self.docs_dir.is_symlink():
+            try:
+                with os.scandir(self.docs_dir) as listing:
+                    for item in listing:
+                        name = item.name
+                        if not (name.endswith(".md") and DOC_ID_RE.match(name[:-3])):
+                            continue
+                        try:
+                            st = item.stat(follow_symlinks=False)
+                        except FileNotFoundError:
+                            continue
+                        if stat.S_ISREG(st.st_mode):
+                            found[name[:-3]] = (st.st_mtime_ns, st.st_size)
+            except FileNotFoundError:
+                pass
+        out = {doc_id: found[doc_id] for doc_id in sorted(found)}
+        try:
+            st = os.lstat(self.current_path)
+        except FileNotFoundError:
+            return out
+        if stat.S_ISREG(st.st_mode):
+            out[CURRENT_ID] = (st.st_mtime_ns, st.st_size)
+        return out
 
     def signature(self, doc_id: str) -> tuple[int, int] | None:
         """(mtime_ns, size) of a document's committed file, None when it has none: what caches key on."""

@@ -1,0 +1,173 @@
+"""What keeps questions fast and right as memory grows: the index kept per changed document, order
+statistics of similarities in numpy, one pass over the folder a reading, a question that names a
+person answered from that person's conversations, and no import cycle among memcli's modules."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import random
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import EXAMPLES, REPO
+from test_evidence_policy import conversation
+
+from memcli.memory import Memory
+from memcli.retrieve import policy
+from memcli.semantic.vectors import Similarities
+
+OTHERS = [("Ansel", "Brisa"), ("Corin", "Dalia"), ("Elio", "Fenna"), ("Gero", "Hanne"), ("Ivo", "Juna"),
+          ("Kasimir", "Liv"), ("Marek", "Nele"), ("Oskar", "Pia")]
+
+
+def copy_of(data: dict, names: tuple[str, str], number: int) -> dict:
+    """The conversation between other people: speakers renamed in the signatures and the text."""
+    swap = {"Tomas": names[0], "Lena": names[1]}
+    text = json.dumps(data)
+    for old, new in swap.items():
+        text = text.replace(old, new)
+    out = json.loads(text)
+    for key, turns in out.items():
+        if key.startswith("session_") and isinstance(turns, list):
+            for turn in turns:
+                turn["dia_id"] = f"x{number}-{turn['dia_id']}"
+    return out
+
+
+@pytest.fixture
+def crowded(tmp_path) -> Memory:
+    """Tomas and Lena's conversation among eight others that say the same things."""
+    Memory.init(store=tmp_path / "store")
+    memory = Memory(store=tmp_path / "store")
+    for number, names in enumerate([("Tomas", "Lena"), *OTHERS]):
+        source = tmp_path / f"conv-{number}.json"
+        source.write_text(json.dumps(copy_of(conversation(), names, number) if number else conversation()))
+        assert memory.ingest(source, consolidate=False).added
+    memory.consolidate(llm=False)
+    return memory
+
+
+def test_a_question_naming_a_person_is_answered_from_their_conversations(crowded, monkeypatch):
+    question = "What did Tomas name the dogs?"
+    asked = crowded.ask(question, reader="evidence-only", budget=400)
+    refs = [ref for e in asked.evidence for ref in e.refs]
+    assert "D5:9" in refs  # "Biscuit and Pepper, after the snacks ..."
+    assert refs and not any(ref.startswith("x") for ref in refs)  # nothing from the eight others
+    monkeypatch.setattr(policy, "named_documents", lambda index, question: None)
+    crowded.index.parsed.clear()
+    everyone = [ref for e in crowded.ask(question, reader="evidence-only", budget=400).evidence for ref in e.refs]
+    assert any(ref.startswith("x") for ref in everyone)  # without it the others' words compete
+
+
+def test_named_documents_are_the_persons_conversations_and_the_owners_own(crowded):
+    crowded.remember("Note to self: buy dog food on Friday.")
+    crowded.index.refresh()
+    people = crowded.index.people()
+    named = policy.named_documents(crowded.index, "Where did Ansel run?")
+    assert named and named != set(people)
+    for doc_id, (speakers, _, _) in people.items():
+        assert (doc_id in named) == ("Ansel" in speakers or "Brisa" in speakers or not speakers
+                                     or doc_id == "CURRENT"), doc_id
+    assert policy.named_documents(crowded.index, "Who ran ten kilometres?") is None  # names nobody
+
+
+def test_similarities_top_is_a_full_sort(tmp_path):
+    rng = random.Random(3)
+    keys = [(f"d{d}", line) for d in range(20) for line in range(1, 30)]
+    values = np.array([rng.choice([0.1, 0.2, 0.25, 0.5, rng.random()]) for _ in keys], np.float32)
+    rows: dict[str, list[int]] = {}
+    for at, (doc, _) in enumerate(keys):
+        rows.setdefault(doc, []).append(at)
+    similar = Similarities(keys, {k: i for i, k in enumerate(keys)}, values,
+                           {d: np.array(r) for d, r in rows.items()})
+    plain = {k: float(v) for k, v in zip(keys, values)}
+    exclude = set(rng.sample(keys, 40))
+    within = {"d1", "d4", "d7"}
+    for n in (0, 1, 5, 30, 200, len(keys) + 5):
+        assert similar.top(n, exclude) == policy.top_similar(plain, n, exclude)
+        assert similar.top(n, exclude, within) == policy.top_similar(plain, n, exclude, within)
+    assert similar.median() == policy.median_similarity(plain)
+
+
+def test_signatures_in_one_pass_equal_a_stat_per_document(crowded, tmp_path):
+    store = crowded.store
+    docs = store.docs_dir
+    os.symlink(docs / f"{store.doc_ids()[0]}.md", docs / "linked.md")  # never read
+    os.mkfifo(docs / "fifo.md")
+    slow = {doc_id: store.signature(doc_id) for doc_id in store.all_ids()}
+    assert store.signatures() == slow and "linked" not in slow and "fifo" not in slow
+    with store.reading():
+        first = store.signatures()
+        (docs / f"{store.doc_ids()[0]}.md").write_text("changed by hand\n")
+        assert store.signatures() == first  # read once a reading: no writer runs under the lock
+    assert store.signatures() != first
+
+
+def test_the_index_kept_per_document_scores_as_one_built_anew(tmp_path):
+    Memory.init(store=tmp_path / "store")
+    memory = Memory(store=tmp_path / "store")
+    memory.ingest(EXAMPLES / "caroline-and-priya.json", consolidate=False)
+    memory.consolidate(llm=False)
+    memory.index.search("adoption", 5)
+    memory.ingest(EXAMPLES / "chat-messages.json", consolidate=False)
+    memory.forget(["3-5"])
+    memory.remember("The pottery class moved to Thursday evenings.")
+    queries = ["adoption agency", "pottery class Thursday", "minivan", "what did Priya make"]
+    kept = {q: [(h.doc, h.start_line, h.end_line, round(h.score, 9)) for h in memory.index.search(q, 20)]
+            for q in queries}
+    idf = memory.index.idf()
+    anew = Memory(store=tmp_path / "store", cache_dir=tmp_path / "fresh")
+    for q in queries:
+        assert [(h.doc, h.start_line, h.end_line, round(h.score, 9)) for h in anew.index.search(q, 20)] == kept[q]
+    fresh_idf = anew.index.idf()
+    for term in ["adopt", "potteri", "thursday", "minivan", "never-seen"]:
+        assert idf(term) == fresh_idf(term)
+    assert anew.index.people() == memory.index.people()
+
+
+def test_no_import_cycle_among_memcli_modules():
+    modules = {".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): p
+               for p in (REPO / "memcli").rglob("*.py")}
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("memcli"):
+                inner = {f"{node.module}.{a.name}" for a in node.names} & modules.keys()
+                graph[name] |= inner
+                if node.module in modules and len(inner) < len(node.names):
+                    graph[name].add(node.module)
+            elif isinstance(node, ast.Import):
+                graph[name] |= {a.name for a in node.names} & modules.keys()
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> None:
+        if name in path:
+            raise AssertionError("import cycle: " + " -> ".join([*path[path.index(name):], name]))
+        if name in done:
+            return
+        for target in sorted(graph[name]):
+            visit(target, [*path, name])
+        done.add(name)
+
+    for name in sorted(graph):
+        visit(name, [])
+
+
+def test_the_scale_benchmark_renames_people_everywhere():
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from bench_scale import renamed
+
+    data = json.loads((Path(REPO).parent / "shared" / "data" / "locomo" / "conv-26.json").read_text())
+    copy = renamed("conv-26", data, 5)
+    text = json.dumps(copy)
+    for name in (data["speaker_a"], data["speaker_b"]):
+        assert not re.search(rf"\b{name}\b", text)
+    refs = [t["dia_id"] for k, v in copy["conversation"].items() if k.startswith("session_") and isinstance(v, list)
+            for t in v]
+    assert refs and all(r.startswith("x5-") for r in refs)
