@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """memcli as memory grows: ingest, vectors, question latency, size and recall at 10^3 .. 10^5 entries.
 
-    python benchmarks/bench_scale.py [--sizes 1000 10000 100000] [--questions 60] [--cli 8] [--mcp 8]
+    python benchmarks/bench_scale.py [--sizes 1000 10000 100000] [--questions 60] [--cli 8] [--mcp 8] [--keep DIR]
+    python benchmarks/bench_scale.py --measure DIR/store-N DIR/cache-N [--grow 6]
 
 One store grows in steps. It first holds LoCoMo conv-26 (the target: its questions are asked at every
 size), then copies of both development conversations are added one at a time, each as a new
@@ -62,7 +63,7 @@ def speakers(conversation: dict) -> list[str]:
 
 def renamed(name: str, conversation: dict, number: int) -> dict:
     """A copy of a LoCoMo conversation as another sample: speakers renamed, references and id prefixed,
-    sessions a year per copy later."""
+    sessions a year per copy later (copy numbers stay below 7,000: years stay below 9,999)."""
     conv = {key: copy.deepcopy(value) for key, value in conversation.items()
             if key in ("speaker_a", "speaker_b") or re.fullmatch(r"session_\d+(_date_time)?", key)}
     names = {old: made_up_name(number * 2 + at) for at, old in enumerate(speakers(conv))}
@@ -157,6 +158,19 @@ def mcp_latency(store: Path, questions: list[str]) -> float:
     return anyio.run(measure)
 
 
+def keep_copy(store: Path, work: Path, size: int) -> None:
+    """A copy of the store and its cache as ``store-N`` and ``cache-N``, the cache's folder renamed for the
+    copy's path (a store's cache folder is named by its path), so --measure finds its index and vectors."""
+    from memcli.paths import store_cache_dir
+
+    copy_store, copy_cache = work / f"store-{size}", work / f"cache-{size}"
+    subprocess.run(["cp", "-a", str(store), str(copy_store)], check=True)
+    subprocess.run(["cp", "-a", str(work / "cache"), str(copy_cache)], check=True)
+    own = store_cache_dir(store.resolve())
+    moved = copy_cache / own.relative_to(work / "cache")
+    moved.rename(moved.parent / store_cache_dir(copy_store.resolve()).name)
+
+
 def measure(memory, work: Path, asked: list[dict], args) -> dict:
     """Question latency (in process, CLI, MCP), recall, peak RSS and sizes of the store as it is."""
     words = [qa["question"] for qa in asked]
@@ -182,6 +196,9 @@ def main() -> int:
                         "(default: a temporary folder)")
     parser.add_argument("--measure", type=Path, nargs=2, metavar=("STORE", "CACHE"),
                         help="only measure a store kept by --keep (store-N and cache-N), as the code is now")
+    parser.add_argument("--grow", type=int, default=0, metavar="N",
+                        help="with --measure: then add N more copies, timing their ingest and consolidation "
+                        "(the store is changed)")
     args = parser.parse_args()
 
     from memcli.eval.locomo import load_conversations
@@ -196,9 +213,25 @@ def main() -> int:
     if args.measure:
         os.environ["XDG_CACHE_HOME"] = str(args.measure[1].resolve())
         memory = Memory(store=args.measure[0])
-        memory.compute_vectors()  # the index is rebuilt here when the code's version of it changed
+        begin = time.perf_counter()
+        memory.compute_vectors()
         row = {"entries": sum(1 for d in memory.store.all_ids() for _ in memory.store.load(d).doc.entries()),
+               "documents": len(memory.store.doc_ids()), "index_and_vectors_s": round(time.perf_counter() - begin, 1),
                **measure(memory, args.measure[0], asked, args)}
+        if args.grow:
+            samples = {name: json.loads((LOCOMO / f"{name}.json").read_text()) for name in ("conv-26", "conv-30")}
+            folder = Path(tempfile.mkdtemp(prefix="memcli-grow-"))
+            added = took_in = took_con = 0.0
+            print(json.dumps(row), file=sys.stderr)
+            for number in range(1000, 1000 + args.grow):  # numbers the build does not reach
+                name = ("conv-30", "conv-26")[number % 2]
+                path = folder / f"{name}-x{number}.json"
+                path.write_text(json.dumps(renamed(name, samples[name], number)))
+                n, t_in, t_con = ingest(memory, path, None)
+                added, took_in, took_con = added + n, took_in + t_in, took_con + t_con
+                print(f"grow: copy {number} ({name}) ingest {t_in:.2f} s, consolidate {t_con:.2f} s", file=sys.stderr)
+            row.update(grown_entries=int(added), grow_ingest_s_per_1000=round(took_in / added * 1000, 2),
+                       grow_consolidate_s_per_1000=round(took_con / added * 1000, 2))
         print(json.dumps(row, indent=1))
         return 0
     work = Path(args.keep or tempfile.mkdtemp(prefix="memcli-scale-"))
@@ -243,8 +276,7 @@ def main() -> int:
                **measure(memory, work, asked, args)}
         report["sizes"].append(row)
         if args.keep:  # kept for --measure: the same store measured again by other code
-            subprocess.run(["cp", "-a", str(store), str(work / f"store-{size}")], check=True)
-            subprocess.run(["cp", "-a", str(work / "cache"), str(work / f"cache-{size}")], check=True)
+            keep_copy(store, work, size)
         print(json.dumps(row), file=sys.stderr)
         ingest_s, consolidate_s, added_since = 0.0, 0.0, 0
     if len(report["sizes"]) >= 2:
