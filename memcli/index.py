@@ -322,13 +322,13 @@ class LibraryIndex:
 
     def docs_with(self, kind: str, values) -> set[str]:
         """Documents with an entry whose ``kind`` (speaker, conv, project) is one of ``values``."""
-        return {doc for (doc,) in self._in(f"SELECT DISTINCT doc FROM doc_people WHERE kind='{kind}' AND value IN ({{}})",
-                                           values)}
+        return {doc for (doc,) in self._in("SELECT DISTINCT doc FROM doc_people WHERE kind=? AND value IN ({})",
+                                           values, (kind,))}
 
     def values_in(self, kind: str, docs) -> set[str]:
         """The ``kind`` values (speakers, conversations, projects) of the entries of ``docs``."""
-        return {v for (v,) in self._in(f"SELECT DISTINCT value FROM doc_people WHERE kind='{kind}' AND doc IN ({{}})",
-                                       docs)}
+        return {v for (v,) in self._in("SELECT DISTINCT value FROM doc_people WHERE kind=? AND doc IN ({})",
+                                       docs, (kind,))}
 
     def speakers(self) -> set[str]:
         """Every speaker in the library (kept while the index is unchanged)."""
@@ -364,13 +364,14 @@ class LibraryIndex:
         (count,) = self.db.execute("SELECT COUNT(*) FROM docs").fetchone()
         return count
 
-    def _in(self, sql: str, values) -> list[tuple]:
-        """Rows of ``sql`` whose ``IN ({})`` takes ``values``, in chunks SQLite's parameter limit allows."""
+    def _in(self, sql: str, values, before: tuple = ()) -> list[tuple]:
+        """Rows of ``sql`` whose ``IN ({})`` takes ``values`` (after the parameters ``before``), in chunks
+        SQLite's parameter limit allows."""
         values = list(values)
         out: list[tuple] = []
         for start in range(0, len(values), 900):
             chunk = values[start:start + 900]
-            out += self.db.execute(sql.format(",".join("?" * len(chunk))), chunk).fetchall()
+            out += self.db.execute(sql.format(",".join("?" * len(chunk))), (*before, *chunk)).fetchall()
         return out
 
     # ------------------------------------------------------------ catalog

@@ -25,7 +25,7 @@
    adds up to ``semantic_weight`` times the best lexical score, and the
    ``semantic_pool`` most similar entries join the candidates, so an entry that
    answers in other words ("swimming" for "activities") can rank. After the
-   candidates come all other entries by similarity, for a budget the
+   candidates come the ``SEMANTIC_TAIL`` other entries nearest by similarity, for a budget the
    candidates do not fill. Without the model (or with ``search.semantic``
    off) the words rank alone.
 6. Entries are taken best first (with ``context`` entries before each) until
@@ -147,7 +147,8 @@ def _name_terms(name: str) -> frozenset[str]:
 def order(library: Library, scores: dict[tuple[str, int], float], similar: dict[tuple[str, int], float],
           tuning: Tuning = DEFAULT, within: set[str] | None = None) -> list[tuple[str, int]]:
     """Entries best first: the candidates by their scores (with the coverage rule), then, with the
-    semantic signal, every other entry by its similarity to the question, so that a budget the
+    semantic signal, the ``SEMANTIC_TAIL`` other entries (of the documents ``within``) nearest the
+    question by similarity, so that a budget the
     candidates do not fill is filled with the entries nearest the question in meaning (a question
     none of whose words is in memory has no candidates, and so still no evidence)."""
     ranked = cover_sessions(library, scores, tuning.session_decay, tuning.session_free)
@@ -209,7 +210,7 @@ def fuse(lexical: dict[tuple[str, int], float], similar: dict[tuple[str, int], f
     if not similar or not lexical or tuning.semantic_weight <= 0:
         return lexical  # no word of the question anywhere: no evidence, not the nearest vectors
     if tuning.fusion == "rank":
-        return fuse_ranks(lexical, similar, tuning)
+        return fuse_ranks(lexical, similar, tuning, within)
     pool = top_similar(similar, tuning.semantic_pool, within=within)
     middle, best = median_similarity(similar), similar[(pool or top_similar(similar, 1))[0]]
     spread = (best - middle) or 1.0
@@ -236,10 +237,10 @@ def rank_fusion(first: list, second: list, k: float, weight: float, admit=None) 
 
 
 def fuse_ranks(lexical: dict[tuple[str, int], float], similar: dict[tuple[str, int], float],
-               tuning: Tuning) -> dict[tuple[str, int], float]:
+               tuning: Tuning, within: set[str] | None = None) -> dict[tuple[str, int], float]:
     """Reciprocal rank fusion: 1/(k + lexical rank) + semantic_weight/(k + semantic rank); of the
     entries without a word of the question, only the ``semantic_pool`` most similar join."""
-    near = top_similar(similar, len(similar))
+    near = top_similar(similar, len(similar), within=within)
     pool = set(near[:tuning.semantic_pool])
     return rank_fusion(sorted(lexical, key=lambda key: (-lexical[key], key)), near, RANK_OFFSET,
                        tuning.semantic_weight, admit=pool.__contains__)
