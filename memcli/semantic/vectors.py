@@ -16,6 +16,7 @@ import hashlib
 import sqlite3
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
+from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -297,23 +298,23 @@ class EntryVectors:
         entries have no vector yet: the ones that have)."""
         keys: list[tuple[str, int]] = []
         parts = []
+        doc_rows: dict[str, np.ndarray] = {}  # each document's rows: one run, as the rows are by document
         extra = extra or {}
         wanted = set(doc_ids) - set(extra)
-        for doc_id, lines, vecs in self.db.execute("SELECT doc, lines, vecs FROM docs ORDER BY doc"):
-            if doc_id not in wanted:
-                continue
-            numbers = np.frombuffer(lines, np.int32)
-            keys.extend((doc_id, int(n)) for n in numbers)
-            parts.append(np.frombuffer(vecs, np.float16).reshape(len(numbers), self.encoder.dimensions))
-        for doc_id, (lines, matrix) in sorted(extra.items()):
-            keys.extend((doc_id, line) for line in lines)
+
+        def add(doc_id: str, lines: list[int], matrix: np.ndarray) -> None:
+            doc_rows[doc_id] = np.arange(len(keys), len(keys) + len(lines), dtype=np.int64)
+            keys.extend(zip(repeat(doc_id), lines))
             parts.append(matrix.reshape(len(lines), self.encoder.dimensions))
+
+        for doc_id, lines, vecs in self.db.execute("SELECT doc, lines, vecs FROM docs ORDER BY doc"):
+            if doc_id in wanted:
+                add(doc_id, np.frombuffer(lines, np.int32).tolist(), np.frombuffer(vecs, np.float16))
+        for doc_id, (lines, matrix) in sorted(extra.items()):
+            add(doc_id, list(lines), matrix)
         self._keys = keys
         self._position = {key: at for at, key in enumerate(keys)}
-        rows: dict[str, list[int]] = {}
-        for at, (doc_id, _) in enumerate(keys):
-            rows.setdefault(doc_id, []).append(at)
-        self._doc_rows = {doc_id: np.array(at, np.int64) for doc_id, at in rows.items()}
+        self._doc_rows = doc_rows
         self._matrix = (np.concatenate(parts).astype(np.float32) if parts
                         else np.zeros((0, self.encoder.dimensions), np.float32))
 
