@@ -424,6 +424,11 @@ class Memory:
                 if path.exists():
                     path.unlink()
                     gone.append(str(path))
+        from memcli.semantic.vectors import SNAPSHOT
+
+        for path in folder.glob(f"{SNAPSHOT}-*"):  # the matrix of every vector, as the vectors job left it
+            path.unlink(missing_ok=True)
+            gone.append(str(path))
         return gone
 
     def consolidate(self, *, split: int | None = None, merge: int | None = None, dry_run: bool = False,

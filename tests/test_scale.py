@@ -171,3 +171,25 @@ def test_the_scale_benchmark_renames_people_everywhere():
     refs = [t["dia_id"] for k, v in copy["conversation"].items() if k.startswith("session_") and isinstance(v, list)
             for t in v]
     assert refs and all(r.startswith("x5-") for r in refs)
+
+
+def test_a_new_process_maps_the_vectors_matrix_and_a_forget_removes_it(tmp_path):
+    Memory.init(store=tmp_path / "store")
+    memory = Memory(store=tmp_path / "store", settings={"search.semantic": True})
+    memory.ingest(EXAMPLES / "caroline-and-priya.json", consolidate=False)
+    memory.consolidate(llm=False)
+    question = "Which agency did Caroline apply to?"
+    before = memory.index.similarities(question)
+    folder = memory.index.folder
+    saved = sorted(p.name for p in folder.glob("vectors-matrix-*"))
+    assert len(saved) == 2  # the matrix and its keys, named by the documents they were built from
+    again = Memory(store=tmp_path / "store", settings={"search.semantic": True})
+    mapped = again.index.similarities(question)
+    assert isinstance(again.index.vectors()._matrix, np.memmap)  # mapped, not read out of SQLite
+    assert dict(mapped) == dict(before)
+    memory.remember("Caroline also asked a second agency about open adoption.")
+    changed = Memory(store=tmp_path / "store", settings={"search.semantic": True})
+    assert len(changed.index.similarities(question)) == len(before) + 1  # an older snapshot is not used
+    assert sorted(p.name for p in folder.glob("vectors-matrix-*")) != saved
+    changed.forget(["1"])
+    assert not list(folder.glob("vectors-matrix-*"))  # it held the forgotten entry's vector
