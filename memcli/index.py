@@ -150,7 +150,7 @@ class LibraryIndex:
         self._changes = 0  # commits of this connection that changed the index (see _lengths)
         self._length_cache: tuple | None = None  # (version, partition lengths by id)
         self._idf_cache: tuple | None = None  # (version, idf by term)
-        self._people_cache: tuple | None = None  # (version, speakers, documents without some values)
+        self._people_cache: tuple | None = None  # (version, {key: speakers or documents}) (see _kept)
         self.parsed: OrderedDict = OrderedDict()  # documents the evidence reader parsed (retrieve.evidence.Library)
         folder = cache_dir or store.index_dir or store_cache_dir(store.root)
         self.folder = folder
@@ -332,23 +332,25 @@ class LibraryIndex:
 
     def speakers(self) -> set[str]:
         """Every speaker in the library (kept while the index is unchanged)."""
-        version = self._version()
-        if self._people_cache is None or self._people_cache[0] != version:
-            self._people_cache = (version, {v for (v,) in self.db.execute(
-                "SELECT DISTINCT value FROM doc_people WHERE kind='speaker'")}, {})
-        return self._people_cache[1]
+        return self._kept(("speakers",), lambda: {v for (v,) in self.db.execute(
+            "SELECT DISTINCT value FROM doc_people WHERE kind='speaker'")})
 
     def docs_without(self, kind: str, allowed=frozenset()) -> set[str]:
         """Documents none of whose entries has a ``kind`` value outside ``allowed`` (no speaker but
         ``user``/``assistant``, say), kept while the index is unchanged."""
-        self.speakers()  # the cache's version
-        key = (kind, tuple(sorted(allowed)))
-        known = self._people_cache[2]
+        allowed = tuple(sorted(allowed))
+        outside = f" AND value NOT IN ({','.join('?' * len(allowed))})" if allowed else ""
+        return self._kept(("without", kind, allowed), lambda: {doc for (doc,) in self.db.execute(
+            f"SELECT doc FROM docs EXCEPT SELECT doc FROM doc_people WHERE kind=?{outside}", (kind, *allowed))})
+
+    def _kept(self, key: tuple, compute: Callable[[], set[str]]) -> set[str]:
+        """``compute()``, kept under ``key`` while the index is unchanged."""
+        version = self._version()
+        if self._people_cache is None or self._people_cache[0] != version:
+            self._people_cache = (version, {})
+        known = self._people_cache[1]
         if key not in known:
-            marks = ",".join("?" * len(key[1]))
-            outside = f" AND value NOT IN ({marks})" if marks else ""
-            known[key] = {doc for (doc,) in self.db.execute(
-                f"SELECT doc FROM docs EXCEPT SELECT doc FROM doc_people WHERE kind=?{outside}", (kind, *key[1]))}
+            known[key] = compute()
         return known[key]
 
     def doc_ids(self) -> set[str]:
@@ -398,7 +400,7 @@ class LibraryIndex:
         if self._idf_cache is None or self._idf_cache[0] != version:
             self._idf_cache = (version, {})
         cache = self._idf_cache[1]
-        (n_parts,) = self.db.execute("SELECT COUNT(*) FROM parts").fetchone()
+        n_parts, _ = self._totals()
 
         def lookup(term: str) -> float:
             if term not in cache:
@@ -532,9 +534,8 @@ class LibraryIndex:
             scores += idf[term] * (q_freq * (K1 + 1) / (q_freq + K1 * (1 - B + B * doc_len / avgdl)))
         best = np.lexsort((pids, -scores))[:k]
         chosen = pids[best].tolist()
-        meta = {row[0]: row[1:] for row in self.db.execute(
-            f"SELECT pid, doc, start, end, heading, len FROM parts WHERE pid IN ({','.join('?' * len(chosen))})",
-            chosen)}
+        meta = {row[0]: row[1:] for row in self._in("SELECT pid, doc, start, end, heading, len FROM parts "
+                                                    "WHERE pid IN ({})", chosen)}
         return [(float(scores[at]), meta[pid]) for at, pid in zip(best.tolist(), chosen)]
 
     def _version(self) -> tuple[int, int]:
@@ -551,12 +552,8 @@ class LibraryIndex:
         if self._length_cache is not None and self._length_cache[0] == version:
             return self._length_cache[1][pids].astype(np.float64)
         if len(pids) <= LENGTHS_READ_ALONE:
-            found: dict[int, int] = {}
             ids = pids.tolist()
-            for start in range(0, len(ids), 900):
-                chunk = ids[start:start + 900]
-                found.update(self.db.execute(
-                    f"SELECT pid, len FROM parts WHERE pid IN ({','.join('?' * len(chunk))})", chunk))
+            found = dict(self._in("SELECT pid, len FROM parts WHERE pid IN ({})", ids))
             return np.array([found[p] for p in ids], np.float64)
         rows = self.db.execute("SELECT pid, len FROM parts").fetchall()
         lengths = np.zeros(max((p for p, _ in rows), default=0) + 1, np.int64)

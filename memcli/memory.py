@@ -424,12 +424,9 @@ class Memory:
                 if path.exists():
                     path.unlink()
                     gone.append(str(path))
-        from memcli.semantic.vectors import SNAPSHOT
+        from memcli.semantic.vectors import drop_snapshots
 
-        for path in folder.glob(f"{SNAPSHOT}-*"):  # the matrix of every vector, as the vectors job left it
-            path.unlink(missing_ok=True)
-            gone.append(str(path))
-        return gone
+        return gone + drop_snapshots(folder, wipe=True)  # the matrix of every vector, as a file
 
     def consolidate(self, *, split: int | None = None, merge: int | None = None, dry_run: bool = False,
                     llm: bool | None = None, progress: Progress | None = None, reason: str | None = None,
@@ -525,11 +522,11 @@ class Memory:
         begin = time.perf_counter()
         model = None if reader == "evidence-only" else self._ask_model(cfg.ask_kv if kv is None else kv)
         loaded = time.perf_counter() - begin
+        # no model answers the evidence-only reader: its profile (read from the GGUF) is not needed
+        style = answer or ("generate" if reader == "evidence-only" else self.answer_style())
         result = ask(self.store, self.index, model, question, reader=reader, budget=budget,
                      answer_context=reading, max_rounds=rounds, on_step=on_step, keep_evidence=keep_evidence,
-                     compact=cfg.ask_compact, where=where, recent=recent,
-                     answer=answer or ("generate" if reader == "evidence-only" else self.answer_style()))
-        # (no model answers the evidence-only reader: its profile, read from the GGUF, is not needed)
+                     compact=cfg.ask_compact, where=where, recent=recent, answer=style)
         result.timings = {"embed_s": round(embedding, 3), "model_load_s": round(loaded, 3), **result.timings,
                           "total_s": round(result.timings["total_s"] + loaded, 3)}
         result.unembedded = unembedded

@@ -72,9 +72,6 @@ class Similarities(Mapping):
         middle = len(self.values) // 2
         return float(np.partition(self.values, middle)[middle])
 
-    def best(self) -> float:
-        return float(self.values.max())
-
     def top(self, n: int, exclude=frozenset(), within: set[str] | None = None) -> list[tuple[str, int]]:
         """The ``n`` most similar keys not in ``exclude`` (and of the documents ``within``), most similar
         first (ties by key), exactly as a full sort would give them."""
@@ -96,6 +93,26 @@ class Similarities(Mapping):
         keys = [self._keys[i] for i in chosen.tolist() if self._keys[i] not in exclude]
         keys.sort(key=lambda key: (-self.values[self._position[key]], key))
         return keys[:n]
+
+
+def drop_snapshots(folder: Path, wipe: bool = False) -> list[str]:
+    """Remove every snapshot of the matrix in ``folder``; ``wipe``: overwritten with zeros first (a
+    forget: they hold the forgotten entries' vectors, and the cache's rows are overwritten too)."""
+    gone = []
+    for path in folder.glob(f"{SNAPSHOT}-*"):
+        try:
+            if wipe:
+                with open(path, "r+b") as handle:
+                    size = os.fstat(handle.fileno()).st_size
+                    for _ in range(0, size, 1 << 20):
+                        handle.write(bytes(min(1 << 20, size - handle.tell())))
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            path.unlink()
+            gone.append(str(path))
+        except FileNotFoundError:
+            pass
+    return gone
 
 
 def _key(model: str, text: str) -> bytes:
@@ -199,14 +216,21 @@ class EntryVectors:
             return False
         if matrix.shape != (len(lines), self.encoder.dimensions) or sum(counts) != len(lines):
             return False
+        ends = np.cumsum(counts).tolist()
+        self._set_rows(zip(docs, (lines[end - count:end] for count, end in zip(counts, ends))))
+        self._matrix = matrix
+        return True
+
+    def _set_rows(self, runs) -> None:
+        """The matrix's keys from (document, its entries' lines) in row order: each document's rows are
+        one run."""
         keys: list[tuple[str, int]] = []
         doc_rows: dict[str, np.ndarray] = {}
-        for doc_id, count in zip(docs, counts):
-            doc_rows[doc_id] = np.arange(len(keys), len(keys) + count, dtype=np.int64)
-            keys.extend(zip(repeat(doc_id), lines[len(keys):len(keys) + count]))
-        self._keys, self._doc_rows, self._matrix = keys, doc_rows, matrix
+        for doc_id, lines in runs:
+            doc_rows[doc_id] = np.arange(len(keys), len(keys) + len(lines), dtype=np.int64)
+            keys.extend(zip(repeat(doc_id), lines))
+        self._keys, self._doc_rows = keys, doc_rows
         self._position = {key: at for at, key in enumerate(keys)}
-        return True
 
     def _save_snapshot(self, signature: tuple) -> None:
         """Keep the matrix of these documents as a snapshot (and drop older ones); a cache, so a failure
@@ -229,26 +253,8 @@ class EntryVectors:
         except OSError:
             pass
 
-    def _drop_snapshots(self, wipe: bool = False) -> int:
-        """Remove every snapshot of the matrix; ``wipe``: overwritten with zeros first (a forget: they
-        hold the forgotten entries' vectors, and the cache's rows are overwritten too)."""
-        if self.path == ":memory:":
-            return 0
-        gone = 0
-        for path in Path(self.path).parent.glob(f"{SNAPSHOT}-*"):
-            try:
-                if wipe:
-                    with open(path, "r+b") as handle:
-                        size = os.fstat(handle.fileno()).st_size
-                        for _ in range(0, size, 1 << 20):
-                            handle.write(bytes(min(1 << 20, size - handle.tell())))
-                        handle.flush()
-                        os.fsync(handle.fileno())
-                path.unlink()
-                gone += 1
-            except FileNotFoundError:
-                pass
-        return gone
+    def _drop_snapshots(self, wipe: bool = False) -> list[str]:
+        return drop_snapshots(Path(self.path).parent, wipe) if self.path != ":memory:" else []
 
     def _data_version(self) -> int:
         """SQLite's count of commits by other connections to the cache (the background job's)."""
@@ -381,25 +387,18 @@ class EntryVectors:
     def _load(self, doc_ids: list[str], extra: dict[str, tuple[list[int], np.ndarray]] | None = None) -> None:
         """The matrix of the documents' vectors: those stored, and ``extra`` (documents some of whose
         entries have no vector yet: the ones that have)."""
-        keys: list[tuple[str, int]] = []
+        runs: list[tuple[str, list[int]]] = []
         parts = []
-        doc_rows: dict[str, np.ndarray] = {}  # each document's rows: one run, as the rows are by document
         extra = extra or {}
         wanted = set(doc_ids) - set(extra)
-
-        def add(doc_id: str, lines: list[int], matrix: np.ndarray) -> None:
-            doc_rows[doc_id] = np.arange(len(keys), len(keys) + len(lines), dtype=np.int64)
-            keys.extend(zip(repeat(doc_id), lines))
-            parts.append(matrix.reshape(len(lines), self.encoder.dimensions))
-
         for doc_id, lines, vecs in self.db.execute("SELECT doc, lines, vecs FROM docs ORDER BY doc"):
             if doc_id in wanted:
-                add(doc_id, np.frombuffer(lines, np.int32).tolist(), np.frombuffer(vecs, np.float16))
+                runs.append((doc_id, np.frombuffer(lines, np.int32).tolist()))
+                parts.append(np.frombuffer(vecs, np.float16).reshape(len(runs[-1][1]), self.encoder.dimensions))
         for doc_id, (lines, matrix) in sorted(extra.items()):
-            add(doc_id, list(lines), matrix)
-        self._keys = keys
-        self._position = {key: at for at, key in enumerate(keys)}
-        self._doc_rows = doc_rows
+            runs.append((doc_id, list(lines)))
+            parts.append(matrix.reshape(len(lines), self.encoder.dimensions))
+        self._set_rows(runs)
         self._matrix = (np.concatenate(parts).astype(np.float32) if parts
                         else np.zeros((0, self.encoder.dimensions), np.float32))
 
