@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, REPO
+from conftest import EXAMPLES, REPO, run_memcli
 from test_evidence_policy import conversation
 
 from memcli.memory import Memory
@@ -57,6 +57,10 @@ def test_a_question_naming_a_person_is_answered_from_their_conversations(crowded
     refs = [ref for e in asked.evidence for ref in e.refs]
     assert "D5:9" in refs  # "Biscuit and Pepper, after the snacks ..."
     assert refs and not any(ref.startswith("x") for ref in refs)  # nothing from the eight others
+    done = run_memcli("--store", str(crowded.store.root), "ask", question, "--evidence-only", "--budget", "400",
+                      "--json")
+    assert done.code == 0, done.stderr
+    assert [r for e in json.loads(done.stdout)["evidence"] for r in e["refs"]] == refs  # the command says the same
     monkeypatch.setattr(policy, "named_documents", lambda index, question: None)
     crowded.index.parsed.clear()
     everyone = [ref for e in crowded.ask(question, reader="evidence-only", budget=400).evidence for ref in e.refs]
