@@ -53,7 +53,7 @@ def test_small_profile_consolidates_inline_and_quickly(tmp_path):
 def test_background_consolidation_commits_the_ingest_first_and_can_be_waited_for(tmp_path):
     root = tmp_path / "store"
     env = {"MEMCLI_CONSOLIDATE_TOKENS": "300", "MEMCLI_CONSOLIDATE_BACKGROUND": "always",
-           "MEMCLI_TEST_COMMIT_PAUSE": "0.2"}  # several slow flushes: the job is still running below
+           "MEMCLI_TEST_COMMIT_PAUSE": "0.5"}  # several slow flushes: the job is still running below
     proc = memcli(root, "ingest", CONV, "--json", env=env)
     assert proc.returncode == 0, proc.stderr
     started = json.loads(proc.stdout)["consolidation"]

@@ -129,7 +129,7 @@ def test_a_kill_during_forget_leaves_the_old_or_the_new_state(tmp_path):
     memory.consolidate(llm=False)
     memory.ingest(EXAMPLES / "chat-messages.json", conv="s1", consolidate=False)
     old = seq_counts(template)
-    env = {**os.environ, "MEMCLI_TEST_COMMIT_PAUSE": "0.05"}
+    env = {**os.environ, "MEMCLI_TEST_COMMIT_PAUSE": "0.15"}
     rng = random.Random(11)
     killed = 0
     for trial in range(8):
