@@ -223,12 +223,16 @@ def main() -> int:
             folder = Path(tempfile.mkdtemp(prefix="memcli-grow-"))
             added = took_in = took_con = 0.0
             print(json.dumps(row), file=sys.stderr)
-            for number in range(1000, 1000 + args.grow):  # numbers the build does not reach
+            grown, number = 0, 999
+            while grown < args.grow:
+                number += 1  # numbers the build does not reach; those an earlier --grow added are skipped
                 name = ("conv-30", "conv-26")[number % 2]
                 path = folder / f"{name}-x{number}.json"
                 path.write_text(json.dumps(renamed(name, samples[name], number)))
                 n, t_in, t_con = ingest(memory, path, None)
-                added, took_in, took_con = added + n, took_in + t_in, took_con + t_con
+                if not n:
+                    continue
+                grown, added, took_in, took_con = grown + 1, added + n, took_in + t_in, took_con + t_con
                 print(f"grow: copy {number} ({name}) ingest {t_in:.2f} s, consolidate {t_con:.2f} s", file=sys.stderr)
             row.update(grown_entries=int(added), grow_ingest_s_per_1000=round(took_in / added * 1000, 2),
                        grow_consolidate_s_per_1000=round(took_con / added * 1000, 2))

@@ -17,13 +17,14 @@ corpus statistics from the index, over the partitions that contain a query term.
 from __future__ import annotations
 
 import array
+import hashlib
 import sqlite3
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from math import log
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from memcli.cache import file_signatures, open_cache
 from memcli.paths import ensure_private_dir, store_cache_dir
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 INDEX_VERSION = 5  # 5: document frequencies, totals and the documents' people kept per term and document
 K1, B, EPSILON = 1.5, 0.75, 0.25  # rank-bm25's BM25Okapi defaults
 LENGTHS_READ_ALONE = 2000  # candidate partitions whose lengths a search reads alone rather than all of them
+T = TypeVar("T")
 
 # ---------------------------------------------------------------- partitions
 
@@ -149,8 +151,9 @@ class LibraryIndex:
         self._vectors = None
         self._changes = 0  # commits of this connection that changed the index (see _lengths)
         self._length_cache: tuple | None = None  # (version, partition lengths by id)
-        self._idf_cache: tuple | None = None  # (version, idf by term)
-        self._people_cache: tuple | None = None  # (version, {key: speakers or documents}) (see _kept)
+        self._idf_cache: tuple | None = None  # (version, scope, idf by term)
+        self._among: frozenset | None = None  # the documents temp.among holds (see _scope)
+        self._people_cache: tuple | None = None  # (version, {key: people, documents or a scope's totals}) (_kept)
         self.parsed: OrderedDict = OrderedDict()  # documents the evidence reader parsed (retrieve.evidence.Library)
         folder = cache_dir or store.index_dir or store_cache_dir(store.root)
         self.folder = folder
@@ -162,7 +165,7 @@ class LibraryIndex:
             self.db = self._in_memory(exc)
 
     def _in_memory(self, exc: Exception) -> sqlite3.Connection:
-        self._length_cache = self._idf_cache = self._people_cache = None
+        self._length_cache = self._idf_cache = self._people_cache = self._among = None
         self.warning = (f"the search index cache {self.path} cannot be used ({exc}); "
                         "searching without it (slower, nothing is lost)")
         if self.on_warning:
@@ -216,21 +219,28 @@ class LibraryIndex:
 
     # ------------------------------------------------------------ refresh
 
-    def refresh(self) -> int:
-        """Re-index documents whose file changed; returns how many were re-indexed. A cache that fails
+    def refresh(self, only: Iterable[str] | None = None) -> int:
+        """Re-index documents whose file changed; returns how many were re-indexed. ``only``: look at
+        just these documents (those the caller itself wrote since the index was last refreshed: a
+        consolidation's next flush, which need not read the whole folder again). A cache that fails
         while being written (a full disk) is replaced by one in memory."""
         try:
-            return self._refresh()
+            return self._refresh(only)
         except sqlite3.Error as exc:
             if self.path == ":memory:":
                 raise
             self.db.close()
             self.db = self._in_memory(exc)
-            return self._refresh()
+            return self._refresh(None)  # the new index holds nothing yet: every document
 
-    def _refresh(self) -> int:
-        on_disk = file_signatures(self.store)
-        cached = {d: (m, s) for d, m, s in self.db.execute("SELECT doc, mtime_ns, size FROM docs")}
+    def _refresh(self, only: Iterable[str] | None) -> int:
+        if only is None:
+            on_disk = file_signatures(self.store)
+            cached = {d: (m, s) for d, m, s in self.db.execute("SELECT doc, mtime_ns, size FROM docs")}
+        else:
+            on_disk = {d: sig for d in sorted(set(only)) if (sig := self.store.signature(d)) is not None}
+            cached = {d: (m, s) for d, m, s in self._in("SELECT doc, mtime_ns, size FROM docs WHERE doc IN ({})",
+                                                         sorted(set(only)))}
         stale = [d for d, sig in on_disk.items() if cached.get(d) != sig]
         gone = [d for d in cached if d not in on_disk]
         if not stale and not gone:
@@ -242,7 +252,7 @@ class LibraryIndex:
             for doc_id in stale:
                 self._drop(doc_id)
                 self._add(doc_id, on_disk[doc_id])
-            self.db.execute("DELETE FROM info WHERE key='avg_idf'")
+            self.db.execute("DELETE FROM info WHERE key LIKE 'avg_idf%'")
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
@@ -299,8 +309,14 @@ class LibraryIndex:
         self.db.executemany("INSERT INTO totals VALUES(?,?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
                             (("parts", parts), ("length", length)))
 
-    def _totals(self) -> tuple[int, int]:
-        """(partitions, their total length in terms) of the library."""
+    def _totals(self, scope: frozenset | None = None) -> tuple[int, int]:
+        """(partitions, their total length in terms) of the library, or of the documents ``scope``."""
+        if scope is not None:
+            def count() -> tuple[int, int]:
+                self._scope(scope)
+                return self.db.execute("SELECT COUNT(*), COALESCE(SUM(p.len), 0) FROM temp.among a CROSS JOIN "
+                                       "parts p ON p.doc = a.doc").fetchone()
+            return self._kept(("totals", scope), count)
         found = dict(self.db.execute("SELECT name, value FROM totals"))
         return found.get("parts", 0), found.get("length", 0)
 
@@ -343,7 +359,7 @@ class LibraryIndex:
         return self._kept(("without", kind, allowed), lambda: {doc for (doc,) in self.db.execute(
             f"SELECT doc FROM docs EXCEPT SELECT doc FROM doc_people WHERE kind=?{outside}", (kind, *allowed))})
 
-    def _kept(self, key: tuple, compute: Callable[[], set[str]]) -> set[str]:
+    def _kept(self, key: tuple, compute: Callable[[], T]) -> T:
         """``compute()``, kept under ``key`` while the index is unchanged."""
         version = self._version()
         if self._people_cache is None or self._people_cache[0] != version:
@@ -387,29 +403,48 @@ class LibraryIndex:
 
     # ------------------------------------------------------------ statistics
 
-    def idf(self, refresh: bool = True) -> Callable[[str], float]:
-        """A smoothed inverse partition frequency over the whole library (cached per term while the
-        index is unchanged). ``refresh=False``: the index as last refreshed.
+    def idf(self, refresh: bool = True, among: set[str] | None = None) -> Callable[[str], float]:
+        """A smoothed inverse partition frequency over the whole library, or over the documents
+        ``among`` as if they were the library (cached per term while the index is unchanged).
+        ``refresh=False``: the index as last refreshed.
 
         ``log(1 + N / (1 + df))``: positive for every term, so similarity
         weights never flip sign on very common words.
         """
         if refresh:
             self.refresh()
-        version = self._version()
-        if self._idf_cache is None or self._idf_cache[0] != version:
-            self._idf_cache = (version, {})
-        cache = self._idf_cache[1]
-        n_parts, _ = self._totals()
+        version, scope = self._version(), None if among is None else frozenset(among)
+        if self._idf_cache is None or self._idf_cache[:2] != (version, scope):
+            self._idf_cache = (version, scope, {})
+        cache = self._idf_cache[2]
+        n_parts, _ = self._totals(scope)
 
         def lookup(term: str) -> float:
             if term not in cache:
-                row = self.db.execute("SELECT df FROM dfs WHERE term=?", (term,)).fetchone()
-                df = row[0] if row else 0
-                cache[term] = log(1 + (n_parts + 1) / (1 + df))
+                cache[term] = log(1 + (n_parts + 1) / (1 + self._frequency(term, scope)))
             return cache[term]
 
         return lookup
+
+    def _frequency(self, term: str, scope: frozenset | None) -> int:
+        """The number of partitions (of the documents ``scope``; None: all) that hold ``term``."""
+        if scope is None:
+            row = self.db.execute("SELECT df FROM dfs WHERE term=?", (term,)).fetchone()
+            return row[0] if row else 0
+        self._scope(scope)
+        (df,) = self.db.execute("SELECT COALESCE(SUM(length(p.pids) / 8), 0) FROM temp.among a CROSS JOIN "
+                                "postings p ON p.doc = a.doc AND p.term = ?", (term,)).fetchone()
+        return df
+
+    def _scope(self, among: frozenset) -> None:
+        """Fill the temporary table ``among`` with these document ids (kept while the same are asked
+        for again): the documents a scoped search and its statistics read, document by document."""
+        if among == self._among:
+            return
+        self.db.execute("CREATE TEMP TABLE IF NOT EXISTS among(doc TEXT PRIMARY KEY)")
+        self.db.execute("DELETE FROM temp.among")
+        self.db.executemany("INSERT OR IGNORE INTO temp.among VALUES(?)", ((d,) for d in among))
+        self._among = None if self.db.in_transaction else among  # a transaction could still roll it back
 
     def candidate_docs(self, query_terms: list[str], k: int, exclude: set[str] = frozenset(),
                        among: set[str] | None = None) -> list[str]:
@@ -431,13 +466,19 @@ class LibraryIndex:
 
     # ------------------------------------------------------------ search
 
-    def _average_idf(self, n_parts: int) -> tuple[float, bool]:
-        """(the average IDF, whether it was computed now rather than read from the cache)."""
-        row = self.db.execute("SELECT value FROM info WHERE key='avg_idf'").fetchone()
+    def _average_idf(self, n_parts: int, scope: frozenset | None = None) -> tuple[float, str | None]:
+        """(the average IDF of the library's terms, or of those of the documents ``scope``; the key to
+        keep it under in the index's info table when it was computed now, else None). Kept until the
+        next change: a scope of 2,000 of 4,000 documents takes a quarter of a second to average."""
+        key = "avg_idf" if scope is None else "avg_idf:" + hashlib.sha1("\n".join(sorted(scope)).encode()).hexdigest()
+        row = self.db.execute("SELECT value FROM info WHERE key=?", (key,)).fetchone()
         if row is not None:
-            return float(row[0]), False
-        idfs = [log(n_parts - df + 0.5) - log(df + 0.5) for (df,) in self.db.execute("SELECT df FROM dfs")]
-        return (sum(idfs) / len(idfs) if idfs else 0.0), True
+            return float(row[0]), None
+        if scope is None:
+            return _mean_idf(n_parts, self.db.execute("SELECT df FROM dfs")), key
+        self._scope(scope)
+        return _mean_idf(n_parts, self.db.execute("SELECT SUM(length(p.pids) / 8) FROM temp.among a CROSS JOIN "
+                                                  "postings p ON p.doc = a.doc GROUP BY p.term")), key
 
     def search(self, query: str, k: int, doc: str | None = None, refresh: bool = True,
                snippets: bool = True, among: set[str] | None = None) -> list[Hit]:
@@ -451,7 +492,10 @@ class LibraryIndex:
         query_terms = terms(query)
         if not query_terms:
             return []
-        fresh: list[float] = []
+        if among is not None:
+            among = frozenset(among)
+            self._scope(among)  # before the read transaction, so the table is kept for the next search
+        fresh: list[tuple[str, float]] = []
         own = not self.db.in_transaction
         if own:
             self.db.execute("BEGIN")
@@ -462,7 +506,7 @@ class LibraryIndex:
                 self.db.execute("COMMIT")
         if fresh:  # remembered after the snapshot ends (a write inside it could wait on another writer)
             try:
-                self.db.execute("INSERT OR REPLACE INTO info VALUES('avg_idf', ?)", (repr(fresh[0]),))
+                self.db.execute("INSERT OR REPLACE INTO info VALUES(?, ?)", (fresh[0][0], repr(fresh[0][1])))
             except sqlite3.Error:
                 pass
         wanted = set(query_terms)
@@ -478,15 +522,17 @@ class LibraryIndex:
                             score=float(score), snippet=_snippet(texts[doc_id], start, end, wanted)))
         return hits
 
-    def _search(self, query_terms: list[str], k: int, doc: str | None, fresh: list[float],
-                among: set[str] | None = None) -> list[tuple]:
-        """(score, (doc, start, end, heading, len)) of the ``k`` best partitions, read from the index.
+    def _search(self, query_terms: list[str], k: int, doc: str | None, fresh: list[tuple[str, float]],
+                among: frozenset | None = None) -> list[tuple]:
+        """(score, (doc, start, end, heading, len)) of the ``k`` best partitions, read from the index;
+        ``among``: of these documents, scored as if they were the whole library (their partitions'
+        number, lengths and term frequencies).
 
         rank-bm25's BM25Okapi arithmetic (``get_batch_scores``, term by term in the query's order),
         done in numpy over the partitions that hold a query term: a Python loop over their postings
         cost more than the rest of a question at 10^4 entries."""
         import numpy as np  # not at import: `memcli --help` stays light
-        n_parts, total_len = self._totals()
+        n_parts, total_len = self._totals(among)
         if not n_parts:
             return []
         unique = sorted(set(query_terms))
@@ -494,9 +540,7 @@ class LibraryIndex:
         found: dict[str, tuple[list, list]] = {}
         rows = f"SELECT term, doc, pids, tfs FROM postings WHERE term IN ({marks})"
         if among is not None:  # the documents' own postings, through a temporary table of their ids
-            self.db.execute("CREATE TEMP TABLE IF NOT EXISTS among(doc TEXT PRIMARY KEY)")
-            self.db.execute("DELETE FROM temp.among")
-            self.db.executemany("INSERT OR IGNORE INTO temp.among VALUES(?)", ((d,) for d in among))
+            self._scope(among)
             rows = (f"SELECT p.term, p.doc, p.pids, p.tfs FROM temp.among a CROSS JOIN postings p "
                     f"ON p.doc = a.doc WHERE p.term IN ({marks})")  # document by document: (doc, term)
         for term, _doc, ids_blob, tfs_blob in self.db.execute(rows, unique):
@@ -506,12 +550,15 @@ class LibraryIndex:
         if not found:
             return []
         postings = {t: (np.concatenate(ids), np.concatenate(tfs).astype(np.float64)) for t, (ids, tfs) in found.items()}
-        df = dict(self.db.execute(f"SELECT term, df FROM dfs WHERE term IN ({marks})", unique))
+        if among is None:
+            df = dict(self.db.execute(f"SELECT term, df FROM dfs WHERE term IN ({marks})", unique))
+        else:  # the postings read are all the scope's
+            df = {t: len(ids) for t, (ids, _) in postings.items()}
         idf = {t: log(n_parts - n + 0.5) - log(n + 0.5) for t, n in df.items()}
         if any(v < 0 for v in idf.values()):  # rank-bm25's floor for very common terms
-            average, computed = self._average_idf(n_parts)
-            if computed:
-                fresh.append(average)
+            average, keep_as = self._average_idf(n_parts, among)
+            if keep_as:
+                fresh.append((keep_as, average))
             floor = EPSILON * average
             idf = {t: (floor if v < 0 else v) for t, v in idf.items()}
         pids = np.unique(np.concatenate([ids for ids, _ in postings.values()]))
@@ -532,11 +579,15 @@ class LibraryIndex:
             q_freq = np.zeros(len(pids))
             q_freq[at[keep]] = tfs[keep]
             scores += idf[term] * (q_freq * (K1 + 1) / (q_freq + K1 * (1 - B + B * doc_len / avgdl)))
-        best = np.lexsort((pids, -scores))[:k]
-        chosen = pids[best].tolist()
+        ranked = np.argsort(-scores, kind="stable")
+        if len(ranked) > k > 0:  # the k best and every partition tied with the k-th
+            ranked = ranked[scores[ranked] >= scores[ranked[k - 1]]]
+        chosen = pids[ranked].tolist()
         meta = {row[0]: row[1:] for row in self._in("SELECT pid, doc, start, end, heading, len FROM parts "
                                                     "WHERE pid IN ({})", chosen)}
-        return [(float(scores[at]), meta[pid]) for at, pid in zip(best.tolist(), chosen)]
+        found = [(float(scores[at]), meta[pid]) for at, pid in zip(ranked.tolist(), chosen)]
+        found.sort(key=lambda hit: (-hit[0], hit[1][0], hit[1][1]))  # ties by document and line, not by
+        return found[:k]  # the order documents were indexed in: a library ranks the same however it grew
 
     def _version(self) -> tuple[int, int]:
         """Changes by this connection and commits by others: equal while the index is unchanged."""
@@ -561,6 +612,12 @@ class LibraryIndex:
         lengths[table[:, 0]] = table[:, 1]
         self._length_cache = (version, lengths)
         return lengths[pids].astype(np.float64)
+
+
+def _mean_idf(n_parts: int, dfs) -> float:
+    """rank-bm25's average IDF over terms of these partition frequencies (rows of one value)."""
+    idfs = [log(n_parts - df + 0.5) - log(df + 0.5) for (df,) in dfs]
+    return sum(idfs) / len(idfs) if idfs else 0.0
 
 
 def _snippet(text: str, start: int, end: int, wanted: set[str], width: int = 240) -> str:

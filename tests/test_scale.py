@@ -9,6 +9,7 @@ import json
 import os
 import random
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,9 @@ from test_evidence_policy import conversation
 
 from memcli.memory import Memory
 from memcli.retrieve import policy
+from memcli.retrieve.evidence import Library
 from memcli.semantic.vectors import Similarities
+from memcli.terms import terms
 
 OTHERS = [("Ansel", "Brisa"), ("Corin", "Dalia"), ("Elio", "Fenna"), ("Gero", "Hanne"), ("Ivo", "Juna"),
           ("Kasimir", "Liv"), ("Marek", "Nele"), ("Oskar", "Pia")]
@@ -93,8 +96,10 @@ def test_similarities_top_is_a_full_sort(tmp_path):
     within = {"d1", "d4", "d7"}
     for n in (0, 1, 5, 30, 200, len(keys) + 5):
         assert similar.top(n, exclude) == policy.top_similar(plain, n, exclude)
-        assert similar.top(n, exclude, within) == policy.top_similar(plain, n, exclude, within)
+        assert similar.within(within).top(n, exclude) == policy.top_similar(policy.within(plain, within), n, exclude)
     assert similar.median() == policy.median_similarity(plain)
+    assert similar.within(within).median() == policy.median_similarity(policy.within(plain, within))
+    assert dict(similar.within(within)) == policy.within(plain, within)
 
 
 def test_signatures_in_one_pass_equal_a_stat_per_document(crowded, tmp_path):
@@ -197,3 +202,123 @@ def test_a_new_process_maps_the_vectors_matrix_and_a_forget_removes_it(tmp_path)
     assert sorted(p.name for p in folder.glob("vectors-matrix-*")) != saved
     changed.forget(["1"])
     assert not list(folder.glob("vectors-matrix-*"))  # it held the forgotten entry's vector
+
+
+def _hits(index, queries):
+    return {q: [(h.doc, h.start_line, h.end_line, round(h.score, 9))
+                for h in index.search(q, 20, refresh=False, snippets=False)] for q in queries}
+
+
+def test_each_flush_reindexes_only_what_the_last_one_wrote_and_the_index_stays_exact(tmp_path, monkeypatch):
+    from memcli.consolidate import run
+    from memcli.consolidate.workspace import Workspace
+    from memcli.index import LibraryIndex
+
+    monkeypatch.setenv("MEMCLI_CONSOLIDATE_TOKENS", "400")  # several flushes
+    Memory.init(store=tmp_path / "store")
+    memory = Memory(store=tmp_path / "store")
+    memory.ingest(EXAMPLES / "caroline-and-priya.json", consolidate=False)
+    memory.ingest(EXAMPLES / "chat-messages.json", consolidate=False)
+    looked_at, checked = [], []
+    refresh, start = LibraryIndex.refresh, Workspace.__post_init__
+
+    def spy_refresh(self, only=None):
+        looked_at.append(None if only is None else set(only))
+        return refresh(self, only)
+
+    def compare(self):  # the index as the flush sees it, against one built anew from the folder
+        start(self)
+        queries = ["adoption agency", "pottery class", "minivan", "Priya", "weekend plans"]
+        anew = LibraryIndex(self.store, self.index.partition_tokens, cache_dir=tmp_path / f"anew-{len(checked)}")
+        anew.refresh()
+        assert _hits(self.index, queries) == _hits(anew, queries)
+        assert self.index.people() == anew.people()
+        anew.close()
+        checked.append(True)
+
+    monkeypatch.setattr(LibraryIndex, "refresh", spy_refresh)
+    monkeypatch.setattr(Workspace, "__post_init__", compare)
+    result = memory.consolidate(llm=False)
+    assert len(result.flushes) >= 3 and len(checked) == len(result.flushes)
+    partial = [seen for seen in looked_at if seen is not None]
+    assert len(partial) >= len(result.flushes) - 1  # after the first flush, only what was written
+    assert all(run.CURRENT_ID in seen and len(seen) < len(memory.store.doc_ids()) + 1 for seen in partial)
+
+
+def test_another_writer_between_flushes_makes_the_next_read_the_whole_folder(tmp_path):
+    import time
+
+    from memcli.consolidate.run import _since
+
+    Memory.init(store=tmp_path / "store")
+    memory = Memory(store=tmp_path / "store")
+    memory.ingest(EXAMPLES / "caroline-and-priya.json", consolidate=False)
+    memory.consolidate(llm=False)
+    store = memory.store
+    doc_id = store.doc_ids()[0]
+    with store.writing() as txn:
+        txn.write(store.relpath(doc_id), store.read_text(doc_id))
+        txn.commit()
+        stamp = store.folder_stamp()
+    assert _since(store, {doc_id, "CURRENT"}, stamp) == {doc_id, "CURRENT"}
+    memory.remember("The pottery class moved to Thursday evenings.")  # CURRENT only: it is always looked at
+    assert _since(store, {doc_id}, stamp) == {doc_id}
+    time.sleep(0.05)  # past the file system's timestamp granularity
+    entry = next(e.seq for _, e in store.load(doc_id).doc.entries() if e.seq)
+    memory.forget([str(entry)])  # another writer replaces a document
+    assert _since(store, {doc_id}, stamp) is None
+    assert _since(store, None, stamp) is None and _since(store, {doc_id}, None) is None
+
+
+def test_a_named_question_ranks_among_the_persons_documents_as_if_they_were_all_of_memory(crowded, tmp_path):
+    questions = ["What did Tomas name the dogs?", "Where does Lena run on weekends?",
+                 "What did Tomas and Lena cook together?", "What is Lena afraid of?"]
+    theirs = policy.named_documents(crowded.index, questions[0])
+    Memory.init(store=tmp_path / "alone")  # a store of their documents only, as they are in the crowded one
+    for doc_id in theirs - {"CURRENT"}:
+        shutil.copy(crowded.store.doc_path(doc_id), tmp_path / "alone" / "docs")
+    alone = Memory(store=tmp_path / "alone")
+    alone.index.refresh()
+    crowded.index.refresh()
+    for question in questions:
+        assert policy.named_documents(crowded.index, question) == theirs
+        scoped = [(h.doc, h.start_line, round(h.score, 9)) for h in crowded.index.search(question, 30, among=theirs)]
+        assert scoped == [(h.doc, h.start_line, round(h.score, 9)) for h in alone.index.search(question, 30)]
+        assert [crowded.index.idf(among=theirs)(t) for t in terms(question)] == \
+            [alone.index.idf()(t) for t in terms(question)]
+        lexical = policy.lexical_scores(Library(crowded.store), crowded.index, question, among=theirs)
+        assert lexical == pytest.approx(policy.lexical_scores(Library(alone.store), alone.index, question))
+        similar = policy.within(crowded.index.similarities(question), theirs)
+        assert dict(similar) == pytest.approx(dict(alone.index.similarities(question)), abs=1e-5)
+        assert policy.median_similarity(similar) == pytest.approx(policy.median_similarity(
+            alone.index.similarities(question)), abs=1e-5)
+        got = [r for e in crowded.ask(question, reader="evidence-only", budget=600).evidence for r in e.refs]
+        want = [r for e in alone.ask(question, reader="evidence-only", budget=600).evidence for r in e.refs]
+        assert got == want, question  # the statistics (idf, lengths, the similarity median) are theirs alone
+    assert any(crowded.index.idf()(t) != alone.index.idf()(t) for t in terms(questions[0]))  # the crowd's differ
+
+
+def test_a_short_form_of_a_name_in_a_question_names_the_speaker(crowded):
+    assert policy.named_documents(crowded.index, "Where did Tom run?") == \
+        policy.named_documents(crowded.index, "Where did Tomas run?")
+    assert policy.named_documents(crowded.index, "Tom ran where?") is None  # the first word may be any word
+    assert policy.named_documents(crowded.index, "Where did tom run?") is None  # not capitalized
+    assert policy.named_documents(crowded.index, "Where did To run?") is None  # too short
+
+
+def test_tied_partitions_rank_by_document_however_the_index_grew(tmp_path):
+    Memory.init(store=tmp_path / "store")
+    memory = Memory(store=tmp_path / "store")
+    memory.ingest(EXAMPLES / "caroline-and-priya.json", consolidate=False)
+    memory.consolidate(llm=False)
+    docs = memory.store.docs_dir
+    original = docs / f"{memory.store.doc_ids()[0]}.md"
+    for name in ("zz-twin", "aa-twin"):
+        shutil.copy(original, docs / f"{name}.md")
+    question = "adoption agency pottery minivan Priya"
+    before = [(h.doc, h.start_line, h.score) for h in memory.index.search(question, 50)]
+    (docs / "aa-twin.md").write_text((docs / "aa-twin.md").read_text() + "\n")  # indexed again: new partition ids
+    after = [(h.doc, h.start_line, h.score) for h in memory.index.search(question, 50)]
+    assert before == after
+    assert len({score for *_, score in after}) < len(after)  # the twins tie
+    assert after == sorted(after, key=lambda hit: (-hit[2], hit[0], hit[1]))

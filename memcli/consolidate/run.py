@@ -79,8 +79,11 @@ def due(store: Store, cfg: Settings) -> str | None:
 
 def run_flush(store: Store, index: LibraryIndex, entries: list[Entry], *, model: ChatModel | None,
               stats: CallStats, cfg: Settings, split_limit: int, merge_limit: int,
-              progress: Progress) -> tuple[Workspace, FlushReport]:
+              progress: Progress, written: set[str] | None = None) -> tuple[Workspace, FlushReport]:
+    """One flush worked out (nothing written). ``written``: the documents the previous flush wrote,
+    the only ones the index re-reads (None: the whole folder)."""
     start = time.perf_counter()
+    index.refresh(only=written)
     ws = Workspace(store, index)
     draft = rewrite(entries, model=model, stats=stats, idf=ws.idf, window_tokens=cfg.consolidate_window_tokens,
                     progress=lambda d, t: progress("rewrite", d, t))
@@ -237,6 +240,8 @@ def _run(store: Store, cfg: Settings, *, model, split_limit: int, merge_limit: i
     moved_total = 0
     chunks = _flushes(_numbered(store), cfg.consolidate_threshold_tokens)
     index = LibraryIndex(store, cfg.search_partition_tokens)
+    written: set[str] | None = None  # what the last flush wrote (see _since)
+    stamp: int | None = None  # the folder's modification time right after that write
     try:
         for number, chunk in enumerate(chunks, 1):
             entries = [e for e, _ in chunk]
@@ -246,11 +251,14 @@ def _run(store: Store, cfg: Settings, *, model, split_limit: int, merge_limit: i
                 progress(f"flush {n}/{len(chunks)}: {s}", d, t)
 
             for attempt in range(3):
-                ws, report = _work_out(store, index, entries, model, stats, cfg, split_limit, merge_limit, stage)
+                ws, report = _work_out(store, index, entries, model, stats, cfg, split_limit, merge_limit, stage,
+                                       _since(store, written, stamp))
                 try:
-                    _commit(store, ws, report, chunk)
+                    stamp = _commit(store, ws, report, chunk)
+                    written = {*ws.touched(), *report.deleted, CURRENT_ID}
                     break
                 except _Changed as exc:
+                    written = None  # someone else changed the store: it is read whole again
                     if attempt == 2:
                         raise StoreError(f"consolidation stopped: {exc} while flush {number} was worked out, "
                                          "three times", hint="run `memcli consolidate` again") from None
@@ -262,10 +270,10 @@ def _run(store: Store, cfg: Settings, *, model, split_limit: int, merge_limit: i
     return _result(store, cfg, model, reports, stats, start, moved_total, left, reason)
 
 
-def _work_out(store, index, entries, model, stats, cfg, split_limit, merge_limit, stage):
+def _work_out(store, index, entries, model, stats, cfg, split_limit, merge_limit, stage, written=None):
     """One flush's new documents (nothing written), redone deterministically if the model's fail the guard."""
     ws, report = run_flush(store, index, entries, model=model, stats=stats, cfg=cfg,
-                           split_limit=split_limit, merge_limit=merge_limit, progress=stage)
+                           split_limit=split_limit, merge_limit=merge_limit, progress=stage, written=written)
     problems = _guard(ws, entries)
     if problems and model is not None:
         ws, report = run_flush(store, index, entries, model=None, stats=stats, cfg=cfg,
@@ -279,8 +287,19 @@ def _work_out(store, index, entries, model, stats, cfg, split_limit, merge_limit
     return ws, report
 
 
-def _commit(store: Store, ws: Workspace, report: FlushReport, chunk: list[tuple[Entry, str]]) -> None:
-    """Write the flush if what it read is unchanged: the documents, and its entries in CURRENT."""
+def _since(store: Store, written: set[str] | None, stamp: int | None) -> set[str] | None:
+    """The documents the index must look at before the next flush: those the last one wrote, when no
+    other writer has added, replaced or removed a document since (the documents folder's modification
+    time is still the one read under the lock right after that write); None (every document)
+    otherwise. A document a person edits in place during a consolidation is seen by the next
+    question's refresh; until then only the ranking of candidate documents can be out of date, and a
+    flush never writes over a document that changed since it read it (:func:`_commit`)."""
+    return written if written is not None and stamp is not None and store.folder_stamp() == stamp else None
+
+
+def _commit(store: Store, ws: Workspace, report: FlushReport, chunk: list[tuple[Entry, str]]) -> int | None:
+    """Write the flush if what it read is unchanged: the documents, and its entries in CURRENT. Returns
+    the documents folder's modification time once written, read under the lock (see :func:`_since`)."""
     with store.writing() as txn:
         for doc_id, before in ws.originals.items():
             exists = store.doc_path(doc_id).exists()
@@ -297,6 +316,8 @@ def _commit(store: Store, ws: Workspace, report: FlushReport, chunk: list[tuple[
         for doc_id in report.deleted:
             txn.delete(store.relpath(doc_id))
         txn.write("CURRENT.md", _rewrite_current(current, [e.seq for e, _ in chunk]).render())
+        txn.commit()  # applied here, under the lock, so the stamp is this write's
+        return store.folder_stamp()
 
 
 def _result(store, cfg, model, reports, stats, start, moved, left, reason) -> ConsolidationResult:

@@ -62,7 +62,7 @@ class Workspace:
     log: dict[str, list[dict]] = field(default_factory=dict)  # update_log items to add, by id
 
     def __post_init__(self) -> None:
-        self.idf = self.index.idf()
+        self.idf = self.index.idf(refresh=False)  # the flush refreshed it (run_flush)
         self._profiles: dict[str, list[Vector]] = {}
         self._scopes: dict[str, Scope] = {}
 

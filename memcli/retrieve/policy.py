@@ -45,6 +45,7 @@ fills whatever budget their own choices leave.
 from __future__ import annotations
 
 import heapq
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -61,6 +62,8 @@ PREFERRED_BOOST = 1.5  # region score factor for documents the hybrid reader sel
 FEEDBACK_ENTRIES, FEEDBACK_TERMS, FEEDBACK_WEIGHT = 5, 20, 0.3  # pseudo-relevance feedback (README, "ask")
 FOLLOW_WEIGHT = 0.9  # share of a conversational question's score its reply gets
 SEMANTIC_TAIL = 2000  # entries by similarity alone after the candidates (more than any budget shows)
+SHORT_NAME = 3  # letters of the shortest word a question calls a speaker by that begins their name ("Mel")
+_WORD = re.compile(r"[^\W\d_]+")
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,9 @@ def ranked_entries(library: Library, index: LibraryIndex, question: str, *, part
     scores = lexical_scores(library, index, question, partitions=partitions, prefer=prefer,
                             region_weight=tuning.region_weight, among=named)
     similar = index.similarities(question) if tuning.semantic_weight > 0 else {}
-    ranked = order(library, fuse(scores, similar, tuning, named), similar, tuning, named)
+    if named is not None and similar:
+        similar = within(similar, named)
+    ranked = order(library, fuse(scores, similar, tuning), similar, tuning)
     if context <= 0:
         return dedupe(ranked)  # no document is read for the entries a budget will never reach
     picks: list[tuple[str, int]] = []
@@ -125,13 +130,15 @@ def ranked_entries(library: Library, index: LibraryIndex, question: str, *, part
 
 def named_documents(index: LibraryIndex, question: str) -> set[str] | None:
     """The documents a question that names a person is answered from: those where a speaker whose
-    name's words are all among the question's speaks, those of the conversations they speak in, the
-    owner's own sessions (speakers ``user``/``assistant`` only) and notes (no speaker nor
-    conversation); None when it names no speaker, or when that is every document. A question about
-    Caroline is answered from what Caroline said and was told and from the owner's own memory, not
-    from the conversations of other people who talk of the same things."""
-    asked = set(terms(question))
-    named = {s for s in index.speakers() - ROLES if (words := _name_terms(s)) and words <= asked}
+    name's words are all among the question's speaks (or whose name a capitalized word of the
+    question, not its first, of ``SHORT_NAME`` letters or more begins: "Mel" for Melanie), those of
+    the conversations they speak in, the owner's own sessions (speakers ``user``/``assistant`` only)
+    and notes (no speaker nor conversation); None when it names no speaker, or when that is every
+    document. A question about Caroline is answered from what Caroline said and was told and from
+    the owner's own memory, not from the conversations of other people who talk of the same things."""
+    asked, short = set(terms(question)), _short_names(question)
+    named = {s for s in index.speakers() - ROLES
+             if (words := _name_terms(s)) and (words <= asked or any(w.startswith(short) for w in words))}
     if not named:
         return None
     theirs = index.docs_with("speaker", named)
@@ -144,16 +151,22 @@ def _name_terms(name: str) -> frozenset[str]:
     return frozenset(terms(name))
 
 
+def _short_names(question: str) -> tuple[str, ...]:
+    """Lower-cased capitalized words of ``question`` after its first, of ``SHORT_NAME`` letters or more:
+    what may be a short form of a speaker's name."""
+    words = _WORD.findall(question)[1:]
+    return tuple({w.lower() for w in words if len(w) >= SHORT_NAME and w[0].isupper() and w[1:].islower()})
+
+
 def order(library: Library, scores: dict[tuple[str, int], float], similar: dict[tuple[str, int], float],
-          tuning: Tuning = DEFAULT, within: set[str] | None = None) -> list[tuple[str, int]]:
+          tuning: Tuning = DEFAULT) -> list[tuple[str, int]]:
     """Entries best first: the candidates by their scores (with the coverage rule), then, with the
-    semantic signal, the ``SEMANTIC_TAIL`` other entries (of the documents ``within``) nearest the
-    question by similarity, so that a budget the
-    candidates do not fill is filled with the entries nearest the question in meaning (a question
-    none of whose words is in memory has no candidates, and so still no evidence)."""
+    semantic signal, the ``SEMANTIC_TAIL`` other entries nearest the question by similarity, so that
+    a budget the candidates do not fill is filled with the entries nearest the question in meaning
+    (a question none of whose words is in memory has no candidates, and so still no evidence)."""
     ranked = cover_sessions(library, scores, tuning.session_decay, tuning.session_free)
     if scores and similar and tuning.semantic_weight > 0:
-        ranked += top_similar(similar, SEMANTIC_TAIL, exclude=scores, within=within)
+        ranked += top_similar(similar, SEMANTIC_TAIL, exclude=scores)
     return ranked
 
 
@@ -161,10 +174,11 @@ def lexical_scores(library: Library, index: LibraryIndex, question: str, *, part
                    prefer: tuple[str, ...] = (), region_weight: float = REGION_WEIGHT,
                    among: set[str] | None = None) -> dict[tuple[str, int], float]:
     """Steps 1-4 of the module's docstring: each candidate entry's score from the question's words;
-    ``among``: the documents searched (:func:`named_documents`; None: all)."""
+    ``among``: the documents searched (:func:`named_documents`; None: all), their statistics (idf,
+    lengths) taken as if they were the whole library."""
     wanted = set(terms(question))
     hits = index.search(question, partitions, snippets=False, among=among)
-    idf = index.idf(refresh=False)
+    idf = index.idf(refresh=False, among=among)
     candidates: dict[tuple[str, int], tuple[float, set[str]]] = {}  # entry -> (region bonus, its terms)
 
     def add_regions(hits: list, weight: float) -> None:
@@ -201,7 +215,7 @@ def lexical_scores(library: Library, index: LibraryIndex, question: str, *, part
 
 
 def fuse(lexical: dict[tuple[str, int], float], similar: dict[tuple[str, int], float],
-         tuning: Tuning, within: set[str] | None = None) -> dict[tuple[str, int], float]:
+         tuning: Tuning) -> dict[tuple[str, int], float]:
     """Lexical scores plus the semantic signal: each entry gains ``semantic_weight`` times the best
     lexical score times how far its cosine similarity stands above the library's median, relative
     to the best entry's (so the signal's scale does not depend on the model or the library); the
@@ -210,8 +224,8 @@ def fuse(lexical: dict[tuple[str, int], float], similar: dict[tuple[str, int], f
     if not similar or not lexical or tuning.semantic_weight <= 0:
         return lexical  # no word of the question anywhere: no evidence, not the nearest vectors
     if tuning.fusion == "rank":
-        return fuse_ranks(lexical, similar, tuning, within)
-    pool = top_similar(similar, tuning.semantic_pool, within=within)
+        return fuse_ranks(lexical, similar, tuning)
+    pool = top_similar(similar, tuning.semantic_pool)
     middle, best = median_similarity(similar), similar[(pool or top_similar(similar, 1))[0]]
     spread = (best - middle) or 1.0
     top = max(lexical.values(), default=0.0) or 1.0
@@ -237,24 +251,29 @@ def rank_fusion(first: list, second: list, k: float, weight: float, admit=None) 
 
 
 def fuse_ranks(lexical: dict[tuple[str, int], float], similar: dict[tuple[str, int], float],
-               tuning: Tuning, within: set[str] | None = None) -> dict[tuple[str, int], float]:
+               tuning: Tuning) -> dict[tuple[str, int], float]:
     """Reciprocal rank fusion: 1/(k + lexical rank) + semantic_weight/(k + semantic rank); of the
     entries without a word of the question, only the ``semantic_pool`` most similar join."""
-    near = top_similar(similar, len(similar), within=within)
+    near = top_similar(similar, len(similar))
     pool = set(near[:tuning.semantic_pool])
     return rank_fusion(sorted(lexical, key=lambda key: (-lexical[key], key)), near, RANK_OFFSET,
                        tuning.semantic_weight, admit=pool.__contains__)
 
 
-def top_similar(similar: Mapping[tuple[str, int], float], n: int, exclude=frozenset(),
-                within: set[str] | None = None) -> list[tuple[str, int]]:
-    """The ``n`` keys of ``similar`` with the highest values not in ``exclude`` (and of the documents
-    ``within``), highest first (ties by key), as a full sort gives them; a
-    :class:`memcli.semantic.vectors.Similarities` finds them in numpy."""
+def top_similar(similar: Mapping[tuple[str, int], float], n: int, exclude=frozenset()) -> list[tuple[str, int]]:
+    """The ``n`` keys of ``similar`` with the highest values not in ``exclude``, highest first (ties by
+    key), as a full sort gives them; a :class:`memcli.semantic.vectors.Similarities` finds them in numpy."""
     if hasattr(similar, "top"):
-        return similar.top(n, exclude, within)
-    return sorted((key for key in similar if key not in exclude and (within is None or key[0] in within)),
-                  key=lambda key: (-similar[key], key))[:n]
+        return similar.top(n, exclude)
+    return sorted((key for key in similar if key not in exclude), key=lambda key: (-similar[key], key))[:n]
+
+
+def within(similar: Mapping[tuple[str, int], float], docs: set[str]) -> Mapping[tuple[str, int], float]:
+    """The similarities of the entries of ``docs`` alone: a question answered from some documents
+    ranks among them, and takes its median from them, as if they were the whole library."""
+    if hasattr(similar, "within"):
+        return similar.within(docs)
+    return {key: value for key, value in similar.items() if key[0] in docs}
 
 
 def median_similarity(similar: Mapping[tuple[str, int], float]) -> float:

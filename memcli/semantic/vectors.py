@@ -51,7 +51,7 @@ class Similarities(Mapping):
 
     def __init__(self, keys: list[tuple[str, int]], position: dict[tuple[str, int], int], values: np.ndarray,
                  doc_rows: dict[str, np.ndarray] | None = None):
-        """``doc_rows``: each document's rows of ``values`` (what :meth:`top`'s ``within`` reads)."""
+        """``doc_rows``: each document's rows of ``values`` (what :meth:`within` reads)."""
         self._keys, self._position, self.values = keys, position, values
         self._doc_rows = doc_rows or {}
 
@@ -67,19 +67,28 @@ class Similarities(Mapping):
     def __len__(self) -> int:
         return len(self._keys)
 
+    def within(self, docs: set[str]) -> Similarities:
+        """The similarities of the entries of ``docs`` only (a question answered from those documents
+        ranks, and takes its median, among them as if they were the whole library)."""
+        parts = [self._doc_rows[d] for d in sorted(docs) if d in self._doc_rows]
+        rows = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        keys = [self._keys[i] for i in rows.tolist()]
+        doc_rows, at = {}, 0
+        for d in sorted(docs):
+            if d in self._doc_rows:
+                doc_rows[d] = np.arange(at, at + len(self._doc_rows[d]), dtype=np.int64)
+                at += len(self._doc_rows[d])
+        return Similarities(keys, {key: i for i, key in enumerate(keys)}, self.values[rows], doc_rows)
+
     def median(self) -> float:
         """The upper median (the value a sorted list holds at ``len // 2``)."""
         middle = len(self.values) // 2
         return float(np.partition(self.values, middle)[middle])
 
-    def top(self, n: int, exclude=frozenset(), within: set[str] | None = None) -> list[tuple[str, int]]:
-        """The ``n`` most similar keys not in ``exclude`` (and of the documents ``within``), most similar
-        first (ties by key), exactly as a full sort would give them."""
-        rows = None
-        if within is not None:
-            parts = [self._doc_rows[d] for d in within if d in self._doc_rows]
-            rows = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-        values = self.values if rows is None else self.values[rows]
+    def top(self, n: int, exclude=frozenset()) -> list[tuple[str, int]]:
+        """The ``n`` most similar keys not in ``exclude``, most similar first (ties by key), exactly as
+        a full sort would give them."""
+        values = self.values
         want = min(len(values), n + len(exclude))
         if want <= 0:
             return []
@@ -88,8 +97,6 @@ class Similarities(Mapping):
             chosen = np.flatnonzero(values >= threshold)  # ties at the threshold included
         else:
             chosen = np.arange(len(values))
-        if rows is not None:
-            chosen = rows[chosen]
         keys = [self._keys[i] for i in chosen.tolist() if self._keys[i] not in exclude]
         keys.sort(key=lambda key: (-self.values[self._position[key]], key))
         return keys[:n]

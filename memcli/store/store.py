@@ -316,6 +316,14 @@ class Store:
             out[CURRENT_ID] = (st.st_mtime_ns, st.st_size)
         return out
 
+    def folder_stamp(self) -> int | None:
+        """The documents folder's modification time (ns): it changes when a document is added, replaced
+        by a new file (every write memcli makes) or removed, not when one is edited in place."""
+        try:
+            return os.stat(self.docs_dir).st_mtime_ns
+        except OSError:
+            return None
+
     def signature(self, doc_id: str) -> tuple[int, int] | None:
         """(mtime_ns, size) of a document's committed file, None when it has none: what caches key on."""
         src = self.source(self.doc_path(doc_id))
