@@ -100,7 +100,7 @@ SETTINGS: tuple[Setting, ...] = (
             "CURRENT is shown to the model in windows of about this many tokens"),
     Setting("consolidate.candidates", "MEMCLI_CANDIDATES", 8,
             "existing documents offered to the planner for one window"),
-    Setting("consolidate.route_similarity", "MEMCLI_ROUTE_SIMILARITY", 0.25,
+    Setting("consolidate.route_similarity", "MEMCLI_ROUTE_SIMILARITY", 0.2,
             "least similarity (cosine of TF-IDF) for routing a block into an existing document"),
     Setting("consolidate.merge_similarity", "MEMCLI_MERGE_SIMILARITY", 0.2,
             "least similarity of two small documents' summaries and headings for a merge"),
