@@ -193,6 +193,8 @@ def _renamed(doc, idf: Callable[[str], float], taken: set[str]) -> str:
     title = document_title(live, idf)  # as consolidation titles a new document
     layout.title, layout.title_line = title, None
     doc.body = layout.body()
+    if isinstance(doc.meta.get("aux"), dict):
+        doc.meta["aux"]["title"] = title  # memcli's title now (the one it replaces may name what went)
     doc.meta["summary"] = deterministic_summary(doc, idf)
     old = str(doc.meta.get("id") or "")
     if old.rsplit("-", 1)[0] == slug(title):  # the name still says what is left: kept

@@ -461,3 +461,47 @@ def test_titles_hold_no_stop_word_or_markup_and_summaries_are_entry_sentences(cl
         for sentence in sorted(own, key=len, reverse=True):
             rest = rest.replace(sentence, " ")
         assert not rest.strip(), (doc_id, doc.meta["summary"])
+
+
+def test_a_session_is_never_cut_between_a_question_and_its_reply():
+    from memcli.consolidate.draft import _answered, deterministic_blocks
+    from memcli.store.format import Entry
+
+    turns = []
+    for n in range(40):  # two subjects, the cut between them falling right after a question
+        speaker = ("Ana", "Ben")[n % 2]
+        text = (f"The garden needs tomatoes, basil and compost number {n}." if n < 20
+                else f"The car needs brakes, tyres and an oil change number {n}.")
+        if n == 19:
+            text = "Do you want more basil and compost for the garden?"
+        turns.append(Entry(meta={"seq": str(n + 1), "time": "2024-05-01T10:00", "speaker": speaker}, text=text))
+    blocks = deterministic_blocks(turns, lambda term: 1.0, max_tokens=200)
+    assert len(blocks) > 1
+    for left, right in zip(blocks, blocks[1:]):
+        assert not _answered(left.entries[-1], right.entries[0]), (left.entries[-1].text, right.entries[0].text)
+    assert [e.seq for b in blocks for e in b.entries] == list(range(1, 41))
+
+
+def test_a_growing_document_is_titled_by_all_its_entries_and_a_persons_title_stays(tmp_path):
+    from memcli.consolidate.apply import new_document, refresh_title
+    from memcli.consolidate.layout import Layout
+    from memcli.store.format import Entry
+
+    def entry(seq: int, text: str) -> str:
+        return Entry(meta={"seq": str(seq), "time": "2024-05-01T10:00", "speaker": "Ana"}, text=text).render()
+
+    idf = lambda term: 1.0  # noqa: E731
+    doc = new_document("garden-tomatoes-abc123", "Garden, tomatoes (Ana)")
+    layout = Layout.of(doc)
+    layout.add("2024-05-01 · garden", [entry(1, "The garden tomatoes are ripe.")])
+    layout.add("2024-06-01 · bike", [entry(n, f"My bike race training went well, race {n}.") for n in range(2, 9)])
+    doc.body = layout.body()
+    refresh_title(doc, idf)
+    title = Layout.of(doc).title
+    assert title != "Garden, tomatoes (Ana)" and "race" in title.lower() and doc.meta["aux"]["title"] == title
+    assert doc.meta["id"] == "garden-tomatoes-abc123"
+    edited = Layout.of(doc)
+    edited.title, edited.title_line = "My summer", "# My summer"  # a person renames it
+    doc.body = edited.body()
+    refresh_title(doc, idf)
+    assert Layout.of(doc).title == "My summer"

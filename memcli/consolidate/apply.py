@@ -12,7 +12,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from memcli.consolidate.draft import Block, Draft, clean_title, entry_line, exact_duplicates, resolve_chains
+from memcli.consolidate.draft import (
+    Block,
+    Draft,
+    clean_title,
+    document_title,
+    entry_line,
+    exact_duplicates,
+    resolve_chains,
+)
 from memcli.consolidate.layout import Layout, superseded_line
 from memcli.consolidate.lexical import cosine, grounded, normalized, term_counts, tfidf
 from memcli.consolidate.workspace import Workspace, doc_texts
@@ -26,9 +34,10 @@ from memcli.tokens import count_tokens
 
 
 def new_document(doc_id: str, title: str) -> Document:
+    """A new document under ``title``, which ``aux.title`` records as memcli's (see :func:`refresh_title`)."""
     stamp = now_iso()
     return Document(meta={"id": doc_id, "summary": title, "token_count": 0, "created_time": stamp,
-                          "updated_time": stamp, "update_log": [], "aux": {}},
+                          "updated_time": stamp, "update_log": [], "aux": {"title": title}},
                     body=[f"# {title}", ""])
 
 
@@ -176,6 +185,24 @@ def refresh_summary(ws: Workspace, doc_id: str, *, model: ChatModel | None, stat
         if summary is None:
             stats.fell_back("summary")
     doc.meta["summary"] = summary or deterministic_summary(doc, ws.idf)
+    if model is None:
+        refresh_title(doc, ws.idf)
+
+
+def refresh_title(doc: Document, idf: Callable[[str], float]) -> None:
+    """A title memcli gave (``aux.title`` is the title line's) names the document's entries as they are
+    now, so a document that gathers a subject's blocks is titled by all of them, not its first; the
+    id stays. A title a person wrote (or one from before ``aux.title``) is left as it is."""
+    aux = doc.meta.get("aux")
+    layout = Layout.of(doc)
+    if not isinstance(aux, dict) or layout.title is None or aux.get("title") != layout.title:
+        return
+    entries = layout.live_entries()
+    title = document_title(entries, idf) if entries else layout.title
+    if title and title != layout.title:
+        layout.title, layout.title_line = title, f"# {title}"
+        doc.body = layout.body()
+        aux["title"] = title
 
 
 def finish(ws: Workspace, doc_id: str) -> None:

@@ -112,6 +112,9 @@ def _session_key(entry: Entry) -> tuple:
 
 
 def _segment(entries: list[Entry], vectors: dict[int, Vector], max_tokens: int) -> list[list[Entry]]:
+    """A session cut where the words on either side differ most (nearest the middle on ties), again
+    until each part fits ``max_tokens``; never between a question and the reply to it, unless every
+    possible cut is one."""
     total = sum(count_tokens(e.text) for e in entries)
     if total <= max_tokens or len(entries) < 4:
         return [entries]
@@ -120,11 +123,16 @@ def _segment(entries: list[Entry], vectors: dict[int, Vector], max_tokens: int) 
     for cut in range(2, len(entries) - 1):
         left = _sum(vectors[e.seq] for e in entries[max(0, cut - 3):cut])
         right = _sum(vectors[e.seq] for e in entries[cut:cut + 3])
-        score = (cosine(left, right), abs(cut - middle))
+        score = (_answered(entries[cut - 1], entries[cut]), cosine(left, right), abs(cut - middle))
         if best_score is None or score < best_score:
             best_cut, best_score = cut, score
     return (_segment(entries[:best_cut], vectors, max_tokens)
             + _segment(entries[best_cut:], vectors, max_tokens))
+
+
+def _answered(before: Entry, after: Entry) -> bool:
+    """Whether ``after`` replies to ``before``: a question, then another speaker."""
+    return before.text.rstrip().endswith("?") and before.meta.get("speaker") != after.meta.get("speaker")
 
 
 def _sum(vectors) -> Vector:
