@@ -238,9 +238,10 @@ class LibraryIndex:
             on_disk = file_signatures(self.store)
             cached = {d: (m, s) for d, m, s in self.db.execute("SELECT doc, mtime_ns, size FROM docs")}
         else:
-            on_disk = {d: sig for d in sorted(set(only)) if (sig := self.store.signature(d)) is not None}
+            looked = sorted(set(only))
+            on_disk = {d: sig for d in looked if (sig := self.store.signature(d)) is not None}
             cached = {d: (m, s) for d, m, s in self._in("SELECT doc, mtime_ns, size FROM docs WHERE doc IN ({})",
-                                                         sorted(set(only)))}
+                                                         looked)}
         stale = [d for d, sig in on_disk.items() if cached.get(d) != sig]
         gone = [d for d in cached if d not in on_disk]
         if not stale and not gone:

@@ -185,8 +185,6 @@ def refresh_summary(ws: Workspace, doc_id: str, *, model: ChatModel | None, stat
         if summary is None:
             stats.fell_back("summary")
     doc.meta["summary"] = summary or deterministic_summary(doc, ws.idf)
-    if model is None:
-        refresh_title(doc, ws.idf)
 
 
 def refresh_title(doc: Document, idf: Callable[[str], float]) -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from memcli.config import Settings
 from memcli.consolidate import guard
-from memcli.consolidate.apply import apply_blocks, finish, refresh_summary
+from memcli.consolidate.apply import apply_blocks, finish, refresh_summary, refresh_title
 from memcli.consolidate.draft import rewrite
 from memcli.consolidate.job import Job
 from memcli.consolidate.plan import Planner, plan
@@ -106,6 +106,8 @@ def run_flush(store: Store, index: LibraryIndex, entries: list[Entry], *, model:
     touched = ws.touched()
     for done, doc_id in enumerate(touched, 1):
         refresh_summary(ws, doc_id, model=model, stats=stats)
+        if model is None:  # a model's titles are its plan's; the deterministic path names what is there now
+            refresh_title(ws.docs[doc_id], ws.idf)
         finish(ws, doc_id)
         progress("summaries", done, len(touched))
     report.created = sorted(d for d in ws.created if d not in ws.deleted)

@@ -70,15 +70,10 @@ class Similarities(Mapping):
     def within(self, docs: set[str]) -> Similarities:
         """The similarities of the entries of ``docs`` only (a question answered from those documents
         ranks, and takes its median, among them as if they were the whole library)."""
-        parts = [self._doc_rows[d] for d in sorted(docs) if d in self._doc_rows]
-        rows = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-        keys = [self._keys[i] for i in rows.tolist()]
-        doc_rows, at = {}, 0
-        for d in sorted(docs):
-            if d in self._doc_rows:
-                doc_rows[d] = np.arange(at, at + len(self._doc_rows[d]), dtype=np.int64)
-                at += len(self._doc_rows[d])
-        return Similarities(keys, {key: i for i, key in enumerate(keys)}, self.values[rows], doc_rows)
+        kept = [d for d in sorted(docs) if d in self._doc_rows]
+        rows = np.concatenate([self._doc_rows[d] for d in kept]) if kept else np.zeros(0, np.int64)
+        keys, doc_rows, position = row_index((d, [self._keys[i][1] for i in self._doc_rows[d]]) for d in kept)
+        return Similarities(keys, position, self.values[rows], doc_rows)
 
     def median(self) -> float:
         """The upper median (the value a sorted list holds at ``len // 2``)."""
@@ -100,6 +95,17 @@ class Similarities(Mapping):
         keys = [self._keys[i] for i in chosen.tolist() if self._keys[i] not in exclude]
         keys.sort(key=lambda key: (-self.values[self._position[key]], key))
         return keys[:n]
+
+
+def row_index(runs) -> tuple[list[tuple[str, int]], dict[str, np.ndarray], dict[tuple[str, int], int]]:
+    """(keys, each document's rows, each key's row) of a matrix whose rows are (document, its entries'
+    lines) runs in order."""
+    keys: list[tuple[str, int]] = []
+    doc_rows: dict[str, np.ndarray] = {}
+    for doc_id, lines in runs:
+        doc_rows[doc_id] = np.arange(len(keys), len(keys) + len(lines), dtype=np.int64)
+        keys.extend(zip(repeat(doc_id), lines))
+    return keys, doc_rows, {key: at for at, key in enumerate(keys)}
 
 
 def drop_snapshots(folder: Path, wipe: bool = False) -> list[str]:
@@ -231,13 +237,7 @@ class EntryVectors:
     def _set_rows(self, runs) -> None:
         """The matrix's keys from (document, its entries' lines) in row order: each document's rows are
         one run."""
-        keys: list[tuple[str, int]] = []
-        doc_rows: dict[str, np.ndarray] = {}
-        for doc_id, lines in runs:
-            doc_rows[doc_id] = np.arange(len(keys), len(keys) + len(lines), dtype=np.int64)
-            keys.extend(zip(repeat(doc_id), lines))
-        self._keys, self._doc_rows = keys, doc_rows
-        self._position = {key: at for at, key in enumerate(keys)}
+        self._keys, self._doc_rows, self._position = row_index(runs)
 
     def _save_snapshot(self, signature: tuple) -> None:
         """Keep the matrix of these documents as a snapshot (and drop older ones); a cache, so a failure
