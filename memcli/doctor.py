@@ -71,9 +71,13 @@ def diagnose(store: str | None = None, overrides: dict | None = None, *, verbose
     if (where.path / "state.json").is_file():
         from memcli.store import Store
 
-        refused = Store(where.path).refused_files()
+        opened = Store(where.path)
+        refused = opened.refused_files()
         checks.append(Check("store files", not refused, "; ".join(refused) if refused else
                             "documents are regular files (no symbolic links)"))
+        sharing = _sharing_check(opened)
+        if sharing is not None:
+            checks.append(sharing)
     model: dict = {}
     try:
         cfg = Settings.load(None, overrides)
@@ -82,6 +86,29 @@ def diagnose(store: str | None = None, overrides: dict | None = None, *, verbose
     except MemcliError as err:
         checks.append(Check("configuration", False, err.message))
     return DoctorResult(all(c.ok for c in checks), versions, paths, model, checks)
+
+
+def _sharing_check(store) -> Check | None:
+    """A store shared through git: the merge driver set up in this clone, no entry held twice."""
+    from memcli.store.identity import is_shared
+
+    try:
+        if not is_shared(store.read_state()):
+            return None
+        from memcli.share.git import problems
+        from memcli.share.reconcile import held_twice
+
+        found = problems(store)
+        twice, conflicts = held_twice(store)
+    except MemcliError as err:
+        return Check("git sharing", False, err.message)
+    if twice:
+        found.append(f"{twice} entries are held more than once (a merge by hand?): `memcli sync` keeps each once")
+    if conflicts:
+        found.append(f"{conflicts} entries were changed differently in two clones and are kept twice: keep the "
+                     "line you want and delete the other (`memcli grep 'merge=conflict'` finds them)")
+    return Check("git sharing", not found, "; ".join(found) if found else
+                 "entry merge driver set up in this clone; each entry held once")
 
 
 def _semantic_check(cfg) -> Check:

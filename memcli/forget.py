@@ -31,6 +31,7 @@ from memcli.errors import StoreError, UsageError
 from memcli.results import Result
 from memcli.store import CURRENT_ID, Store
 from memcli.store.format import Entry
+from memcli.store.identity import FORGOTTEN, is_shared
 from memcli.store.store import now_iso, refresh_token_count
 from memcli.turns import parse_time
 
@@ -148,8 +149,19 @@ def forget(store: Store, selection: Selection, *, dry_run: bool = False,
                 if doc_id in renamed:
                     txn.delete(store.relpath(doc_id))
                 txn.write(store.relpath(renamed.get(doc_id, doc_id)), doc.render())
-    entries = [entry for _, hits in found.values() for _, entry in hits]
+        entries = [entry for _, hits in found.values() for _, entry in hits]
+        if entries and is_shared(store.read_state()):  # tombstones, so a clone's copy goes too on merge
+            _tombstone(store, txn, [e.seq for e in entries if e.seq is not None])
     return _result(found, False, changed, removed), entries
+
+
+def _tombstone(store: Store, txn, seqs: list[int]) -> None:
+    try:
+        previous = store.read_file(store.root / FORGOTTEN).decode("utf-8", "replace")
+    except FileNotFoundError:
+        previous = ""
+    known = set(previous.split())
+    txn.write(FORGOTTEN, previous + "".join(f"{seq}\n" for seq in sorted(set(seqs)) if str(seq) not in known))
 
 
 def _log(doc, record: dict) -> None:

@@ -15,6 +15,7 @@ from memcli.privacy import scrub_many
 from memcli.results import Result
 from memcli.store import CURRENT_ID, Store
 from memcli.store.format import Entry
+from memcli.store.identity import Seqs
 from memcli.store.store import new_current, now_iso, read_regular, refresh_token_count
 from memcli.tokens import count_tokens
 from memcli.turns import Turn
@@ -58,13 +59,11 @@ def ingest_turns(store: Store, turns: list[Turn], *, source: str, fmt: str, igno
         current = loaded.doc if loaded else new_current()
         known = store.read_fingerprints()
         state = store.read_state()
-        max_current = max((e.seq or 0 for _, e in current.entries()), default=0)
-        next_seq = max(int(state.get("next_seq", 1)), max_current + 1)
+        seqs = Seqs(store.root, state, [e.seq for _, e in current.entries() if e.seq is not None])
 
         new_lines: list[str] = []
         new_prints: list[str] = []
         tokens_added = 0
-        first_seq = next_seq
         redacted = private = 0
         for done, (turn, clean) in enumerate(zip(turns, scrubbed, strict=True), 1):
             if turn.fingerprint in known or not known.isdisjoint(turn.aliases):
@@ -76,12 +75,11 @@ def ingest_turns(store: Store, turns: list[Turn], *, source: str, fmt: str, igno
             if not clean.text.strip():
                 new_prints.append(turn.fingerprint)
                 continue
-            entry = Entry({"seq": str(next_seq), **turn.meta()}, clean.text)
+            entry = Entry({"seq": str(seqs.take()), **turn.meta()}, clean.text)
             line = entry.render()
             new_lines.append(line)
             new_prints.append(turn.fingerprint)
             tokens_added += count_tokens(line)
-            next_seq += 1
             if progress:
                 progress(done)
 
@@ -93,13 +91,12 @@ def ingest_turns(store: Store, turns: list[Turn], *, source: str, fmt: str, igno
             if not isinstance(current.meta.get("update_log"), list):
                 current.meta["update_log"] = []
             current.meta["update_log"].append({
-                "time": stamp, "op": "ingest", "seq_range": [first_seq, next_seq - 1],
+                "time": stamp, "op": "ingest", "seq_range": [seqs.first, seqs.last],
                 "count": added, "note": source,
             })
             refresh_token_count(current)
             txn.write("CURRENT.md", current.render())
-            state["next_seq"] = next_seq
-            txn.write("state.json", json.dumps(state) + "\n")
+            txn.write("state.json", json.dumps(seqs.save()) + "\n")
         new_prints += [p for p in consumed if p not in known]
         if new_prints:
             exists = store.ingested_path.exists()
@@ -116,7 +113,7 @@ def ingest_turns(store: Store, turns: list[Turn], *, source: str, fmt: str, igno
     return IngestResult(
         source=source, format=fmt, turns=total, added=added,
         skipped=skipped, ignored=ignored,
-        first_seq=first_seq if added else None, last_seq=next_seq - 1 if added else None,
+        first_seq=seqs.first, last_seq=seqs.last,
         tokens_added=tokens_added, current_tokens=current_tokens,
         current_entries=entries, store=str(store.root), redacted=redacted, private=private,
     )

@@ -271,6 +271,8 @@ class Memory:
             result.rejected = [{"where": where, "reason": why} for where, why in parsed.rejected]
             where, why = parsed.rejected[0]
             self._warn(f"{name}: {len(parsed.rejected)} bad records left out, the rest kept (first: {where}: {why})")
+        if result.added:
+            self._record("ingest", f"memcli ingest: {result.added} entries from {Path(str(name)).name}")
         from memcli.consolidate import job
         from memcli.consolidate.run import due
 
@@ -385,7 +387,10 @@ class Memory:
         turn = Turn(text=text, time=when, speaker=speaker, source=source, conv=conv, time_given=time is not None)
         fingerprint_turns([turn], conv or "note", "note")
         # no vectors job for one note: the next question embeds it (Memory._question_vectors)
-        return ingest_turns(self._writable(), [turn], source=source or "note", fmt="note")
+        result = ingest_turns(self._writable(), [turn], source=source or "note", fmt="note")
+        if result.added:
+            self._record("remember", f"memcli remember: a note from {source or 'a person'}")
+        return result
 
     def forget(self, targets: list[str] | tuple[str, ...] = (), *, conv: str | None = None, since: str | None = None,
                until: str | None = None, grep: str | None = None, ignore_case: bool = False,
@@ -403,6 +408,9 @@ class Memory:
             with self.store.reading():
                 idf = self.index.idf()  # names made again from what is left use the library's word weights
             result, entries = forget(self._writable(), selection, idf=idf)
+            if entries:
+                self._record("forget", f"memcli forget: {len(entries)} entries from "
+                             f"{len(result.documents_changed) + len(result.documents_removed)} documents")
         if entries:
             try:
                 result.caches = purge_caches(self, entries, result.documents_changed + result.documents_removed)
@@ -443,10 +451,52 @@ class Memory:
         pending = self.store.current_path.exists() and any(
             True for _ in self.store.load(CURRENT_ID).doc.entries())
         use_model = (self.consolidates_with_model() if llm is None else llm) and pending
-        return run(self.store, cfg, model=self.model() if use_model else None, dry_run=dry_run, progress=progress,
-                   split_limit=split or cfg.consolidate_split_tokens,
-                   merge_limit=merge if merge is not None else cfg.consolidate_merge_tokens, reason=reason,
-                   job=job)
+        result = run(self.store, cfg, model=self.model() if use_model else None, dry_run=dry_run,
+                     progress=progress, split_limit=split or cfg.consolidate_split_tokens,
+                     merge_limit=merge if merge is not None else cfg.consolidate_merge_tokens, reason=reason,
+                     job=job)
+        if not dry_run:
+            docs = len(result.documents)
+            self._record("consolidate", f"memcli consolidate: {result.entries_consolidated} entries into "
+                         f"{docs} document{'s' if docs != 1 else ''}" + (" with the model" if result.llm else ""))
+        return result
+
+    # ------------------------------------------------------------ sharing through git
+
+    def _record(self, op: str, message: str) -> None:
+        """One commit of the change just made, when the store is shared through git."""
+        from memcli.store.identity import is_shared
+
+        if is_shared(self.store.read_state()):
+            from memcli.share.git import record
+
+            record(self.store, op, message, warn=self._warn)
+
+    def share(self):
+        """Share this store through git (``memcli init --git``; see :mod:`memcli.share.git`)."""
+        from memcli.share.git import share
+
+        return share(self._writable())
+
+    def sync(self, *, remote: str | None = None, push: bool = True):
+        """Commit, merge the remote's changes entry by entry, push (:mod:`memcli.share.sync`)."""
+        from memcli.share.sync import sync
+
+        status = self.consolidation_status()
+        return sync(self.store, remote=remote, push=push, running=bool(status and status.get("running")))
+
+    def log(self, limit: int = 20):
+        """The store's history in git: each change memcli made (op) and any other commit."""
+        from memcli.share.git import history
+
+        return history(self.store, limit)
+
+    def undo(self):
+        """Revert the last change memcli made to a shared store, as a new commit."""
+        from memcli.share.git import undo
+
+        status = self.consolidation_status()
+        return undo(self.store, running=bool(status and status.get("running")))
 
     # ------------------------------------------------------------ reading
 

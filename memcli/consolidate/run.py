@@ -42,6 +42,7 @@ from memcli.llm.base import CallStats, ChatModel
 from memcli.paths import Resolved, store_cache_dir
 from memcli.store import CURRENT_ID, Store
 from memcli.store.format import Document, Entry, parse_entry, parse_heading
+from memcli.store.identity import Seqs
 from memcli.store.store import new_current, now_iso, refresh_token_count
 from memcli.tokens import count_tokens
 
@@ -137,7 +138,7 @@ def _body(doc: Document):
             yield parse_entry(line), line
 
 
-def _current_entries(doc: Document, next_seq: int) -> tuple[list[tuple[Entry, str]], int]:
+def _current_entries(doc: Document, seqs: Seqs) -> list[tuple[Entry, str]]:
     """(entry, raw line) pairs of CURRENT; hand-written lines and seq-less entries get seqs."""
     out: list[tuple[Entry, str]] = []
     stamp = now_iso("minutes")
@@ -146,13 +147,12 @@ def _current_entries(doc: Document, next_seq: int) -> tuple[list[tuple[Entry, st
             text = entry.text if entry else line.strip().lstrip("-*+ ").strip()
             meta = dict(entry.meta) if entry else {}
             meta.pop("seq", None)
-            entry = Entry({"seq": str(next_seq), "time": meta.pop("time", stamp), "source": meta.pop("source", "hand"),
-                           **meta}, text)
-            next_seq += 1
+            entry = Entry({"seq": str(seqs.take()), "time": meta.pop("time", stamp),
+                           "source": meta.pop("source", "hand"), **meta}, text)
             line = entry.render()
         out.append((entry, line))
     out.sort(key=lambda pair: pair[0].seq)
-    return out, next_seq
+    return out
 
 
 def _flushes(pairs: list[tuple[Entry, str]], limit: int) -> list[list[tuple[Entry, str]]]:
@@ -222,15 +222,13 @@ def _numbered(store: Store) -> list[tuple[Entry, str]]:
             return []
         current = store.load(CURRENT_ID, strict=True).doc
         state = store.read_state()
-        max_seq = max((e.seq or 0 for _, e in current.entries()), default=0)
-        first = max(int(state.get("next_seq", 1)), max_seq + 1)
-        pairs, next_seq = _current_entries(current, first)
-        if next_seq != first:
+        seqs = Seqs(store.root, state, [e.seq for _, e in current.entries() if e.seq is not None])
+        pairs = _current_entries(current, seqs)
+        if seqs.used:
             current.body = ["# CURRENT", *(line for _, line in pairs), ""]
             refresh_token_count(current)
             txn.write("CURRENT.md", current.render())
-            state["next_seq"] = next_seq
-            txn.write("state.json", json.dumps(state) + "\n")
+            txn.write("state.json", json.dumps(seqs.save()) + "\n")
     return pairs
 
 

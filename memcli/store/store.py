@@ -5,7 +5,8 @@ Layout (directories 0700, files 0600)::
     STORE/
       docs/<id>.md      topic documents
       CURRENT.md        new memories, not yet consolidated
-      state.json        {"format": 1, "next_seq": N}
+      state.json        {"format": 1, "next_seq": N}; shared: format 2, "ids", "next_tick", "origins"
+      origin.json       a shared store's origin in this clone (never committed; memcli.store.identity)
       ingested.txt      fingerprints of ingested turns (one per line)
       config.toml       optional per-store settings
       .lock  .txn/      the inter-process lock and the transaction folder
@@ -36,7 +37,7 @@ from memcli.store.format import Document, FormatError, parse_document
 from memcli.tokens import count_tokens
 
 CURRENT_ID = "CURRENT"
-STORE_FORMAT = 1
+STORE_FORMAT = 2  # the newest this memcli reads; 2: a shared store (unique seqs), a plain store stays 1
 DOC_ID_RE = re.compile(rf"^{atomic.DOC_ID}$")
 
 
@@ -101,7 +102,7 @@ class Store:
             txn = atomic.Transaction(self.root)
             if not self.current_path.exists():
                 txn.write("CURRENT.md", new_current().render())
-            txn.write("state.json", json.dumps({"format": STORE_FORMAT, "next_seq": 1}) + "\n")
+            txn.write("state.json", json.dumps({"format": 1, "next_seq": 1}) + "\n")
             txn.commit()
 
     # ------------------------------------------------------------ locking
@@ -187,7 +188,7 @@ class Store:
         try:
             return json.loads(self.read_file(self.state_path).decode("utf-8"))
         except FileNotFoundError:
-            return {"format": STORE_FORMAT, "next_seq": 1}
+            return {"format": 1, "next_seq": 1}
         except (OSError, ValueError) as exc:
             raise StoreError(f"{self.state_path}: unreadable store state: {exc}") from None
 

@@ -11,6 +11,7 @@ from memcli.cli.app import app
 from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, memory, output, state
 from memcli.cli.output import Output, register
 from memcli.memory import EmbedResult, InitResult, Memory, StatusResult
+from memcli.paths import Resolved
 
 
 @app.command()
@@ -18,15 +19,23 @@ def init(
     ctx: typer.Context,
     directory: Annotated[Optional[Path], typer.Argument(
         help="Where to create .memcli/ (default: the current directory).")] = None,
+    git: Annotated[bool, typer.Option(
+        "--git", help="Share the store through git: unique entry ids, the entry merge driver, a commit a change.")] = False,
     json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
 ) -> None:
     """Create a project store, DIR/.memcli/, used by memcli anywhere below DIR.
 
     Without DIR, the store named by --store or $MEMCLI_STORE is created if one
-    is given, else ./.memcli/.
+    is given, else ./.memcli/. With --git (also on an existing store) the store
+    is shared through the git work tree it is in (a repository is made in the
+    store when there is none): see `memcli sync`, `memcli log`, `memcli undo`.
     """
     out = output(ctx, json, quiet, verbose)
-    out.emit(Memory.init(directory, store=state(ctx).store))
+    created = Memory.init(directory, store=state(ctx).store)
+    if not git:
+        out.emit(created)
+        return
+    out.emit(memory(ctx, where=Resolved(Path(created.store), "memcli init")).share())
 
 
 @register(InitResult)

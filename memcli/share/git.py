@@ -1,0 +1,327 @@
+"""A store shared through git: set-up, one commit per change, sync, log and undo.
+
+``memcli init --git`` makes a store *shared*: its ``state.json`` says ``"ids": "unique"`` (so every
+clone numbers entries that never collide, :mod:`memcli.store.identity`), and the store folder gets
+
+* ``.gitattributes``: CURRENT.md, the documents, ingested.txt, forgotten.txt and state.json merge
+  with ``memcli merge-driver`` (:mod:`memcli.share.merge`);
+* ``.gitignore``: everything but those files and config.toml (the lock, transactions, jobs, KV
+  blocks, this clone's origin); the search index and vectors live outside the store anyway;
+
+and the repository's ``.git/config`` the driver's command (per clone: ``memcli sync`` writes it in a
+clone that lacks it; ``memcli doctor`` checks it). With a shared store, each ingest, note,
+consolidation and forget is one commit of the store's files whose message says what it did and
+carries a ``Memcli-Op:`` trailer; ``memcli log`` lists them and ``memcli undo`` reverts the last.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memcli.errors import ConfigError, StoreError, UsageError
+from memcli.results import Result, omit_empty
+from memcli.store import Store
+from memcli.store.atomic import StoreLock
+from memcli.store.identity import FORGOTTEN, ORIGIN_FILE, UNIQUE, is_shared
+
+DRIVER = "memcli"
+TRAILER = "Memcli-Op"
+UNDOABLE = ("ingest", "remember", "consolidate", "forget")  # forget is refused, with the reason
+UNDO_DEPTH = 200  # commits looked back through for the change to undo
+MERGED = ("CURRENT.md", "docs/*.md", "ingested.txt", FORGOTTEN, "state.json")
+ATTRIBUTES = "".join(f"{pattern} merge={DRIVER}\n" for pattern in MERGED)
+KEPT = (*MERGED, "config.toml", ".gitattributes", ".gitignore")
+IGNORE = ("# memcli: only the store's own files are shared; locks, jobs, KV blocks and this clone's origin "
+          f"({ORIGIN_FILE}) stay local\n*\n!docs/\n" + "".join(f"!{name}\n" for name in KEPT))
+
+
+class GitError(StoreError):
+    """A git command failed (its message is git's own)."""
+
+
+@dataclass
+class Repo:
+    top: Path  # the work tree's top folder
+    store: Path  # the store's folder, relative to ``top`` ("." when the store is the repository)
+
+    def run(self, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+        return git(self.top, *args, check=check, env=env)
+
+    @property
+    def spec(self) -> str:
+        return str(self.store)
+
+
+def git(where: Path, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    if shutil.which("git") is None:
+        raise ConfigError("git is not installed", hint="install git to share a store")
+    full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **(env or {})}
+    done = subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True, env=full_env,
+                          stdin=subprocess.DEVNULL)
+    if check and done.returncode != 0:
+        raise GitError(f"git {args[0]} failed: {(done.stderr or done.stdout).strip() or f'exit {done.returncode}'}")
+    return done
+
+
+def repo_of(root: Path) -> Repo | None:
+    """The git work tree holding the store, or None."""
+    if shutil.which("git") is None or not root.exists():
+        return None
+    done = git(root, "rev-parse", "--show-toplevel", check=False)
+    if done.returncode != 0:
+        return None
+    top = Path(done.stdout.strip()).resolve()
+    return Repo(top, root.resolve().relative_to(top))
+
+
+def shared_repo(store: Store) -> Repo | None:
+    """The repository of a shared store (None when the store is not shared or not in git)."""
+    return repo_of(store.root) if is_shared(store.read_state()) else None
+
+
+def _identity_env(repo: Repo) -> dict:
+    """An author for memcli's commits where git has none configured (a fresh machine, CI)."""
+    env = {}
+    if not repo.run("config", "user.name", check=False).stdout.strip():
+        env.update(GIT_AUTHOR_NAME="memcli", GIT_COMMITTER_NAME="memcli")
+    if not repo.run("config", "user.email", check=False).stdout.strip():
+        env.update(GIT_AUTHOR_EMAIL="memcli@localhost", GIT_COMMITTER_EMAIL="memcli@localhost")
+    return env
+
+
+def driver_command() -> str:
+    return f"'{sys.executable}' -m memcli merge-driver %O %A %B %P"
+
+
+def configure_driver(repo: Repo) -> None:
+    repo.run("config", f"merge.{DRIVER}.name", "memcli: merge a store's files entry by entry")
+    repo.run("config", f"merge.{DRIVER}.driver", driver_command())
+
+
+def problems(store: Store) -> list[str]:
+    """What keeps a shared store's merges from working (``memcli doctor``); empty when all is set."""
+    repo = shared_repo(store)
+    if repo is None:
+        return [] if not is_shared(store.read_state()) else [
+            f"{store.root} is a shared store but not in a git work tree (or git is missing)"]
+    out = []
+    try:
+        attributes = (store.root / ".gitattributes").read_text(encoding="utf-8")
+    except OSError:
+        attributes = ""
+    missing = [p for p in MERGED if f"{p} merge={DRIVER}" not in attributes]
+    if missing:
+        out.append(f"{store.root / '.gitattributes'}: no merge={DRIVER} for {', '.join(missing)}")
+    driver = repo.run("config", f"merge.{DRIVER}.driver", check=False).stdout.strip()
+    if not driver:
+        out.append(f"this clone's git config has no merge.{DRIVER}.driver (run `memcli sync` or `memcli init --git`)")
+    elif "merge-driver" not in driver:
+        out.append(f"merge.{DRIVER}.driver is {driver!r}, not memcli's")
+    return out
+
+
+# ---------------------------------------------------------------- init
+
+
+@dataclass
+class ShareResult(Result):
+    repository: str
+    store: str
+    created_repository: bool
+    commit: str | None
+
+
+def share(store: Store) -> ShareResult:
+    """Make ``store`` shared through the git work tree it is in (one is made in the store when there
+    is none): unique seqs from now on, the attributes, the ignore file, the driver, one commit."""
+    import json
+
+    repo = repo_of(store.root)
+    created = repo is None
+    if created:
+        git(store.root, "init", "-q")
+        repo = repo_of(store.root)
+        assert repo is not None
+    probe = (repo.store / "state.json").as_posix()
+    if repo.run("check-ignore", "-q", "--no-index", "--", probe, check=False).returncode == 0:
+        raise UsageError(f"git ignores the store's files ({probe})",
+                         hint=f"take {repo.store.as_posix()} out of the repository's .gitignore, then run this again")
+    with store.writing() as txn:
+        state = store.read_state()
+        if not is_shared(state):
+            state.update(ids=UNIQUE, format=max(int(state.get("format", 1)), 2))
+            txn.write("state.json", json.dumps(state) + "\n")
+        txn.write(".gitattributes", ATTRIBUTES)
+        txn.write(".gitignore", IGNORE)
+    configure_driver(repo)
+    sha = commit(store, "share", "memcli: share this store through git", allow_empty=False)
+    return ShareResult(str(repo.top), str(store.root), created, sha)
+
+
+# ---------------------------------------------------------------- commits
+
+
+def dirty(repo: Repo) -> bool:
+    return bool(repo.run("status", "--porcelain", "--", repo.spec).stdout.strip())
+
+
+def commit(store: Store, op: str, message: str, *, allow_empty: bool = False, repo: Repo | None = None,
+           locked: bool = False) -> str | None:
+    """Commit the store's files (and only them) with ``message`` and a ``Memcli-Op: op`` trailer;
+    the new commit's id, or None when nothing changed. Under the store's lock, so no memcli write
+    lands half-way through ``git add``."""
+    repo = repo or shared_repo(store)
+    if repo is None:
+        return None
+    if not locked:
+        with StoreLock(store.root, exclusive=True, timeout=store.lock_timeout):
+            return commit(store, op, message, allow_empty=allow_empty, repo=repo, locked=True)
+    if not repo.run("config", f"merge.{DRIVER}.driver", check=False).stdout.strip():
+        configure_driver(repo)  # a fresh clone: the driver lives in each clone's own config
+    repo.run("add", "-A", "--", repo.spec)
+    staged = repo.run("diff", "--cached", "--quiet", "--", repo.spec, check=False).returncode != 0
+    if not staged and not allow_empty:
+        return None
+    repo.run("commit", "-q", "--no-verify", "-m", f"{message}\n\n{TRAILER}: {op}", "--", repo.spec,
+             env=_identity_env(repo))
+    return repo.run("rev-parse", "HEAD").stdout.strip()
+
+
+def record(store: Store, op: str, message: str, warn=None) -> str | None:
+    """:func:`commit` after a change that is already safe on disk: a git failure is a warning."""
+    try:
+        return commit(store, op, message)
+    except (StoreError, OSError) as exc:
+        if warn is not None:
+            warn(f"the change is saved but was not committed to git: {exc}")
+        return None
+
+
+# ---------------------------------------------------------------- log and undo
+
+
+@dataclass
+class Change(Result):
+    commit: str
+    time: str
+    author: str
+    op: str | None  # None: a commit memcli did not make (a person's, a merge)
+    message: str
+    reverts: str | None = omit_empty()  # an undo: the commit it took back
+
+
+@dataclass
+class History(Result):
+    store: str
+    changes: list[Change]
+
+
+def history(store: Store, limit: int = 20) -> History:
+    return History(str(store.root), log(store, limit))
+
+
+def log(store: Store, limit: int = 20) -> list[Change]:
+    repo = _required(store)
+    out = repo.run("log", f"-n{limit}", "--format=%H%x1f%aI%x1f%an%x1f%B%x1e", "--", repo.spec).stdout
+    changes = []
+    for record_text in out.split("\x1e"):
+        if not record_text.strip():
+            continue
+        sha, when, author, body = record_text.strip("\n").split("\x1f", 3)
+        op = next((line.split(":", 1)[1].strip() for line in body.splitlines() if line.startswith(f"{TRAILER}:")),
+                  None)
+        reverts = re.search(r"This reverts commit ([0-9a-f]{40})", body) if op == "undo" else None
+        changes.append(Change(sha, when, author, op, body.strip().splitlines()[0] if body.strip() else "",
+                              reverts[1] if reverts else None))
+    return changes
+
+
+@dataclass
+class Undone(Result):
+    reverted: str  # the commit taken back
+    op: str
+    message: str
+    commit: str  # the revert commit
+    entries_removed: list[int] = field(default_factory=list)  # seqs the undone change had added
+
+
+def undo(store: Store, running: bool) -> Undone:
+    """Revert the last memcli change of the store (a new commit; history is never rewritten), after
+    checking that the revert gives back exactly the entries the store had before that change."""
+    repo = _required(store)
+    if running:
+        raise StoreError("a consolidation is running on this store", hint="wait for it (`memcli consolidate --wait`)")
+    with StoreLock(store.root, exclusive=True, timeout=store.lock_timeout):
+        if dirty(repo):
+            raise StoreError(f"{store.root} has changes not committed to git",
+                             hint="commit them (`memcli sync` does) before undoing")
+        last = _last_change(log(store, UNDO_DEPTH))
+        if last is None:
+            raise UsageError("nothing to undo: no change memcli made is in this store's history")
+        if last.op == "forget":
+            raise UsageError("a forget cannot be undone: it is for good (git's history still holds the text; "
+                             "see docs/reference.md on sharing)")
+        before, made = _entry_seqs(repo, f"{last.commit}^"), _entry_seqs(repo, last.commit)
+        now = _entry_seqs(repo, "HEAD")
+        done = repo.run("revert", "--no-commit", last.commit, check=False)
+        if done.returncode != 0:
+            repo.run("revert", "--abort", check=False)
+            raise StoreError(f"the change {last.commit[:12]} cannot be reverted cleanly: later changes build on it",
+                             hint="undo those first, or revert it by hand with git")
+        # the guard: exactly the entries the change added go, and those it took out come back
+        wanted = (now - (made - before)) | (before - made)
+        after = _entry_seqs(repo, None)
+        if after != wanted:
+            repo.run("revert", "--abort", check=False)
+            raise StoreError("undo would not give back the entries the store had without that change "
+                             f"({len(wanted - after)} lost, {len(after - wanted)} more); nothing was changed")
+        added = sorted(made - before)
+        title = f"memcli undo: the {last.op} of {last.commit[:12]}"
+        repo.run("commit", "-q", "--no-verify", "-m", f"{title}\n\nThis reverts commit {last.commit}: "
+                 f"{last.message}\n\n{TRAILER}: undo", env=_identity_env(repo))
+        sha = repo.run("rev-parse", "HEAD").stdout.strip()
+    return Undone(last.commit, last.op, last.message, sha, added)
+
+
+def _last_change(changes: list[Change]) -> Change | None:
+    """The newest change memcli made that is not an undo and was not undone: successive undos walk
+    back through the history."""
+    undone = {c.reverts for c in changes if c.reverts}
+    for change in changes:
+        if change.op in UNDOABLE and change.commit not in undone:
+            return change
+        if change.op == "share":
+            break
+    return None
+
+
+def _entry_seqs(repo: Repo, rev: str | None) -> set[int]:
+    """Every entry seq in the store at ``rev`` (None: the index, i.e. the staged revert)."""
+    from memcli.store.format import parse_entry
+
+    prefix = "" if str(repo.store) == "." else f"{repo.store.as_posix()}/"
+    tree = rev if rev is not None else repo.run("write-tree").stdout.strip()
+    names = repo.run("ls-tree", "-r", "--name-only", tree, "--", repo.spec).stdout.split("\n")
+    wanted = [n for n in names if n == f"{prefix}CURRENT.md" or (n.startswith(f"{prefix}docs/") and n.endswith(".md"))]
+    seqs: set[int] = set()
+    for name in wanted:
+        text = repo.run("show", f"{tree}:{name}").stdout
+        for line in text.split("\n"):
+            entry = parse_entry(line)
+            if entry is not None and entry.seq is not None:
+                seqs.add(entry.seq)
+    return seqs
+
+
+def _required(store: Store) -> Repo:
+    repo = shared_repo(store)
+    if repo is None:
+        raise UsageError(f"{store.root} is not a store shared through git",
+                         hint="`memcli init --git` shares it (inside a git work tree, or in a new one)")
+    return repo

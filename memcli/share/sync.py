@@ -1,0 +1,137 @@
+"""``memcli sync``: commit the store's changes, merge the remote's with the entry merge, push.
+
+All under the store's lock, so no memcli write lands in the middle. The merge is git's, with
+``memcli merge-driver`` for the store's files (:mod:`memcli.share.merge`); what a file-by-file merge
+cannot settle is settled here: a document one side removed and the other changed keeps the
+changed one, and :func:`memcli.share.reconcile.reconcile` then leaves each entry once in the whole
+store. A conflict outside the store (the project's own files) is not memcli's to settle: the merge
+is aborted and the store left as it was. A push the remote refuses because it moved on meanwhile
+is retried after another merge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from memcli.errors import StoreError, UsageError
+from memcli.results import Result
+from memcli.share.git import Repo, _identity_env, _required, commit, configure_driver, problems
+from memcli.share.reconcile import reconcile
+from memcli.store import Store, atomic
+from memcli.store.atomic import StoreLock
+
+ATTEMPTS = 3
+
+
+@dataclass
+class Synced(Result):
+    store: str
+    repository: str
+    remote: str
+    branch: str
+    committed: str | None = None  # the commit of local changes made outside memcli's own commits
+    merged: int = 0  # commits taken from the remote
+    settled: list[str] = field(default_factory=list)  # files git left in conflict that the sync settled
+    duplicates: int = 0  # entries both sides held, kept once
+    forgotten: int = 0  # entries a clone forgot, taken out here
+    pushed: bool = False
+    head: str = ""
+
+
+def sync(store: Store, *, remote: str | None = None, push: bool = True, running: bool = False) -> Synced:
+    repo = _required(store)
+    if running:
+        raise StoreError("a consolidation is running on this store; sync would commit it half-done",
+                         hint="wait for it (`memcli consolidate --wait`), then sync")
+    if (repo.top / ".git").is_dir() and (repo.top / ".git" / "MERGE_HEAD").exists():
+        raise StoreError(f"{repo.top} is in the middle of a merge", hint="finish or abort it with git first")
+    if problems(store):
+        configure_driver(repo)  # a fresh clone: the driver lives in each clone's own config
+    branch = repo.run("symbolic-ref", "--short", "HEAD").stdout.strip()
+    remote = remote or repo.run("config", f"branch.{branch}.remote", check=False).stdout.strip() or _only_remote(repo)
+    result = Synced(store=str(store.root), repository=str(repo.top), remote=remote, branch=branch)
+    with StoreLock(store.root, exclusive=True, timeout=store.lock_timeout):
+        atomic.recover(store.root)
+        result.committed = commit(store, "sync", "memcli sync: changes made outside memcli", repo=repo, locked=True)
+        for _ in range(ATTEMPTS):
+            repo.run("fetch", "-q", remote)
+            theirs = f"refs/remotes/{remote}/{branch}"
+            if repo.run("rev-parse", "-q", "--verify", theirs, check=False).returncode == 0:
+                _merge(store, repo, theirs, result)
+            if not push:
+                break
+            done = repo.run("push", "-q", "-u", remote, f"HEAD:refs/heads/{branch}", check=False)
+            if done.returncode == 0:
+                result.pushed = True
+                break
+            if "rejected" not in done.stderr and "fetch first" not in done.stderr:
+                raise StoreError(f"git push failed: {done.stderr.strip()}")
+        else:
+            raise StoreError(f"the remote {remote} kept moving: {ATTEMPTS} merges were pushed too late",
+                             hint="run `memcli sync` again")
+        result.head = repo.run("rev-parse", "HEAD").stdout.strip()
+    return result
+
+
+def _only_remote(repo: Repo) -> str:
+    remotes = repo.run("remote").stdout.split()
+    if len(remotes) != 1:
+        raise UsageError("no remote to sync with" if not remotes else
+                         f"this repository has {len(remotes)} remotes: name one with --remote",
+                         hint=None if remotes else "add one: git remote add origin URL")
+    return remotes[0]
+
+
+def _merge(store: Store, repo: Repo, theirs: str, result: Synced) -> None:
+    count = repo.run("rev-list", "--count", f"HEAD..{theirs}").stdout.strip()
+    if count == "0":
+        return
+    env = _identity_env(repo)
+    done = repo.run("merge", "-q", "--no-edit", theirs, check=False, env=env)
+    if done.returncode != 0:
+        _settle(store, repo, result)
+    txn = atomic.Transaction(store.root)
+    try:
+        fixed = reconcile(store, txn)
+        txn.commit()
+    except BaseException:
+        txn.abort()
+        raise
+    result.duplicates += fixed.duplicates
+    result.forgotten += fixed.forgotten
+    repo.run("add", "-A", "--", repo.spec)
+    merging = (repo.top / ".git" / "MERGE_HEAD").exists()
+    if merging:
+        repo.run("commit", "-q", "--no-verify", "--no-edit", env=env)
+    elif fixed.changed:
+        repo.run("commit", "-q", "--no-verify", "-m", f"memcli sync: {fixed.duplicates} entries held twice kept "
+                 f"once, {fixed.forgotten} forgotten", "--", repo.spec, env=env)
+    result.merged += int(count)
+
+
+def _settle(store: Store, repo: Repo, result: Synced) -> None:
+    """Settle what git left unmerged in the store (a document removed on one side and changed on
+    the other: the changed one is kept); abort the merge if anything outside the store conflicts."""
+    status = repo.run("status", "--porcelain", "-z").stdout.split("\0")
+    prefix = "" if str(repo.store) == "." else f"{repo.store.as_posix()}/"
+    unmerged = [(item[:2], item[3:]) for item in status if len(item) > 3 and
+                (item[:2] in ("DD", "AU", "UD", "UA", "DU", "AA", "UU"))]
+    outside = [path for _, path in unmerged if not path.startswith(prefix)]
+    inside = [(code, path) for code, path in unmerged if path.startswith(prefix)]
+    if outside or not unmerged:
+        repo.run("merge", "--abort", check=False)
+        what = ", ".join(outside[:5]) if outside else "the merge failed"
+        raise StoreError(f"git could not merge files outside the store ({what}); the store is as it was",
+                         hint="merge with git and settle those files, then run `memcli sync` again")
+    unreadable = [path for code, path in inside if code in ("UU", "AA")]
+    if unreadable:  # both changed and the driver could not read a version: a person's to settle
+        repo.run("merge", "--abort", check=False)
+        raise StoreError(f"the entry merge could not read {', '.join(unreadable[:5])}; the store is as it was",
+                         hint="`memcli doctor` checks the files; merge them with git, then run `memcli sync` again")
+    for code, path in inside:
+        if code == "DD":
+            repo.run("rm", "-q", "--cached", "--", path, check=False)
+        else:  # changed (or added) on one side, removed on the other: keep the changed one
+            repo.run("checkout", "--theirs" if code in ("DU", "UA") else "--ours", "--", path)
+            repo.run("add", "--", path)
+        result.settled.append(path)

@@ -1,0 +1,107 @@
+"""Entry identities: the seq every new entry gets, unique across the clones of a shared store.
+
+A store that is not shared numbers its entries 1, 2, 3... (``state.json``'s ``next_seq``). A store
+shared through git (``memcli init --git`` sets ``"ids": "unique"`` in ``state.json``) gives each
+clone an **origin**, a number from 1 to 9999 kept in ``origin.json`` (never committed: a new clone
+draws its own, avoiding every origin the shared ``state.json`` lists), and numbers its entries
+
+    seq = tick * 10000 + origin
+
+where ``tick`` is the time of writing in milliseconds, raised to one more than the last tick this
+clone used, so a clone's seqs only grow and two clones never write the same seq unless they drew
+the same origin, which the list of known origins prevents once they have synced. Seqs stay
+integers, sort by the time they were written, and are the entries' identity in every other part
+of memcli (citations, the conservation guard, forget, the merge driver).
+
+Old stores are read as they are: their small seqs stay; a shared store's state moves to format 2
+on its first write after ``memcli init --git``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from pathlib import Path
+
+ORIGINS = 10_000
+UNIQUE = "unique"
+ORIGIN_FILE = "origin.json"
+FORGOTTEN = "forgotten.txt"  # a shared store's forget tombstones: seqs only, one a line
+
+
+def is_shared(state: dict) -> bool:
+    return state.get("ids") == UNIQUE
+
+
+def origin_of(seq: int) -> int | None:
+    """The origin a unique seq was written by (None for a plain store's small seq)."""
+    return seq % ORIGINS if seq >= ORIGINS * 10**9 else None
+
+
+def local_origin(root: Path, state: dict) -> int:
+    """This clone's origin, drawn (and written to ``origin.json``) the first time it is needed.
+
+    ``origin.json`` records the folder it was drawn for: a store copied or cloned elsewhere draws
+    anew, so two copies never share one by accident."""
+    path = root / ORIGIN_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("path") == str(root.absolute()) and 1 <= int(data["origin"]) < ORIGINS:
+            return int(data["origin"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    taken = {int(o) for o in state.get("origins", []) if str(o).isdigit()}
+    free = [o for o in range(1, ORIGINS) if o not in taken]
+    origin = random.SystemRandom().choice(free or list(range(1, ORIGINS)))
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"origin": origin, "path": str(root.absolute())}) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return origin
+
+
+class Seqs:
+    """Hands out the seqs of one write; :meth:`save` puts what it used into the state to commit.
+
+    ``existing`` are seqs already in CURRENT (a hand-edited buffer may hold more than the state
+    knows of)."""
+
+    def __init__(self, root: Path, state: dict, existing: list[int]):
+        self.state = state
+        self.shared = is_shared(state)
+        if self.shared:
+            self.origin = local_origin(root, state)
+            own = [s // ORIGINS for s in existing if origin_of(s) == self.origin]
+            self._next = max(int(state.get("next_tick", 0)), max(own, default=0) + 1)
+        else:
+            self._next = max(int(state.get("next_seq", 1)), max(existing, default=0) + 1)
+        self.first: int | None = None
+        self.last: int | None = None
+
+    def take(self) -> int:
+        if self.shared:
+            tick = max(self._next, int(time.time() * 1000))
+            self._next = tick + 1
+            seq = tick * ORIGINS + self.origin
+        else:
+            seq = self._next
+            self._next += 1
+        if self.first is None:
+            self.first = seq
+        self.last = seq
+        return seq
+
+    @property
+    def used(self) -> bool:
+        return self.first is not None
+
+    def save(self) -> dict:
+        """The state with this write's counters (and, shared, this clone's origin among the known)."""
+        if self.shared:
+            self.state["next_tick"] = self._next
+            self.state["origins"] = sorted({*map(int, self.state.get("origins", [])), self.origin})
+            self.state["format"] = max(int(self.state.get("format", 1)), 2)
+        else:
+            self.state["next_seq"] = self._next
+        return self.state
