@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from memcli.config import Settings
-from memcli.errors import ConfigError, InputError, UsageError
+from memcli.errors import ConfigError, InputError, MemcliError, UsageError
 from memcli.ingest import IngestResult, ingest_turns, read_source
 from memcli.paths import PROJECT_STORE_DIRNAME, Resolved, resolve_config_file, resolve_store, store_cache_dir
 from memcli.results import Result, omit_empty
@@ -467,7 +467,12 @@ class Memory:
         """One commit of the change just made, when the store is shared through git."""
         from memcli.store.identity import is_shared
 
-        if is_shared(self.store.read_state()):
+        try:
+            shared = is_shared(self.store.read_state())
+        except MemcliError as exc:  # the change is made; only its commit is in question
+            self._warn(f"the change is saved; whether to commit it to git could not be told: {exc.message}")
+            return
+        if shared:
             from memcli.share.git import record
 
             record(self.store, op, message, warn=self._warn)

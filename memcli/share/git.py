@@ -26,7 +26,7 @@ from pathlib import Path
 
 from memcli.errors import ConfigError, StoreError, UsageError
 from memcli.results import Result, omit_empty
-from memcli.store import Store
+from memcli.store import Store, atomic
 from memcli.store.atomic import StoreLock
 from memcli.store.identity import FORGOTTEN, ORIGIN_FILE, UNIQUE, is_shared
 
@@ -184,6 +184,7 @@ def commit(store: Store, op: str, message: str, *, allow_empty: bool = False, re
             return commit(store, op, message, allow_empty=allow_empty, repo=repo, locked=True)
     if not repo.run("config", f"merge.{DRIVER}.driver", check=False).stdout.strip():
         configure_driver(repo)  # a fresh clone: the driver lives in each clone's own config
+    atomic.recover(store.root)  # a transaction a crash left half-applied is finished before git reads the files
     repo.run("add", "-A", "--", repo.spec)
     staged = repo.run("diff", "--cached", "--quiet", "--", repo.spec, check=False).returncode != 0
     if not staged and not allow_empty:
@@ -261,6 +262,9 @@ def undo(store: Store, running: bool) -> Undone:
         if dirty(repo):
             raise StoreError(f"{store.root} has changes not committed to git",
                              hint="commit them (`memcli sync` does) before undoing")
+        if repo.run("diff", "--cached", "--quiet", check=False).returncode != 0:
+            raise StoreError("the repository has staged changes, which the undo's commit would take in",
+                             hint="commit or unstage them first")
         last = _last_change(log(store, UNDO_DEPTH))
         if last is None:
             raise UsageError("nothing to undo: no change memcli made is in this store's history")

@@ -12,6 +12,7 @@ is retried after another merge.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from memcli.errors import StoreError, UsageError
 from memcli.results import Result
@@ -43,7 +44,7 @@ def sync(store: Store, *, remote: str | None = None, push: bool = True, running:
     if running:
         raise StoreError("a consolidation is running on this store; sync would commit it half-done",
                          hint="wait for it (`memcli consolidate --wait`), then sync")
-    if (repo.top / ".git").is_dir() and (repo.top / ".git" / "MERGE_HEAD").exists():
+    if _merging(repo):
         raise StoreError(f"{repo.top} is in the middle of a merge", hint="finish or abort it with git first")
     if problems(store):
         configure_driver(repo)  # a fresh clone: the driver lives in each clone's own config
@@ -73,6 +74,12 @@ def sync(store: Store, *, remote: str | None = None, push: bool = True, running:
     return result
 
 
+def _merging(repo: Repo) -> bool:
+    """A merge is in progress (git's MERGE_HEAD, wherever this work tree keeps it)."""
+    path = Path(repo.run("rev-parse", "--git-path", "MERGE_HEAD").stdout.strip())
+    return (path if path.is_absolute() else repo.top / path).exists()
+
+
 def _only_remote(repo: Repo) -> str:
     remotes = repo.run("remote").stdout.split()
     if len(remotes) != 1:
@@ -89,7 +96,7 @@ def _merge(store: Store, repo: Repo, theirs: str, result: Synced) -> None:
     env = _identity_env(repo)
     done = repo.run("merge", "-q", "--no-edit", theirs, check=False, env=env)
     if done.returncode != 0:
-        _settle(store, repo, result)
+        _settle(store, repo, result, done.stderr.strip() or done.stdout.strip())
     txn = atomic.Transaction(store.root)
     try:
         fixed = reconcile(store, txn)
@@ -100,8 +107,7 @@ def _merge(store: Store, repo: Repo, theirs: str, result: Synced) -> None:
     result.duplicates += fixed.duplicates
     result.forgotten += fixed.forgotten
     repo.run("add", "-A", "--", repo.spec)
-    merging = (repo.top / ".git" / "MERGE_HEAD").exists()
-    if merging:
+    if _merging(repo):
         repo.run("commit", "-q", "--no-verify", "--no-edit", env=env)
     elif fixed.changed:
         repo.run("commit", "-q", "--no-verify", "-m", f"memcli sync: {fixed.duplicates} entries held twice kept "
@@ -109,7 +115,7 @@ def _merge(store: Store, repo: Repo, theirs: str, result: Synced) -> None:
     result.merged += int(count)
 
 
-def _settle(store: Store, repo: Repo, result: Synced) -> None:
+def _settle(store: Store, repo: Repo, result: Synced, said: str) -> None:
     """Settle what git left unmerged in the store (a document removed on one side and changed on
     the other: the changed one is kept); abort the merge if anything outside the store conflicts."""
     status = repo.run("status", "--porcelain", "-z").stdout.split("\0")
@@ -118,11 +124,14 @@ def _settle(store: Store, repo: Repo, result: Synced) -> None:
                 (item[:2] in ("DD", "AU", "UD", "UA", "DU", "AA", "UU"))]
     outside = [path for _, path in unmerged if not path.startswith(prefix)]
     inside = [(code, path) for code, path in unmerged if path.startswith(prefix)]
-    if outside or not unmerged:
+    if not unmerged:  # git refused to start (staged changes, local changes it would overwrite)
         repo.run("merge", "--abort", check=False)
-        what = ", ".join(outside[:5]) if outside else "the merge failed"
-        raise StoreError(f"git could not merge files outside the store ({what}); the store is as it was",
-                         hint="merge with git and settle those files, then run `memcli sync` again")
+        raise StoreError(f"git merge refused: {said}; the store is as it was",
+                         hint="commit or stash the project's own changes, then run `memcli sync` again")
+    if outside:
+        repo.run("merge", "--abort", check=False)
+        raise StoreError(f"git could not merge files outside the store ({', '.join(outside[:5])}); the store is as "
+                         "it was", hint="merge with git and settle those files, then run `memcli sync` again")
     unreadable = [path for code, path in inside if code in ("UU", "AA")]
     if unreadable:  # both changed and the driver could not read a version: a person's to settle
         repo.run("merge", "--abort", check=False)

@@ -20,10 +20,11 @@ on its first write after ``memcli init --git``.
 from __future__ import annotations
 
 import json
-import os
 import random
 import time
 from pathlib import Path
+
+from memcli.store.atomic import atomic_write
 
 ORIGINS = 10_000
 UNIQUE = "unique"
@@ -55,9 +56,7 @@ def local_origin(root: Path, state: dict) -> int:
     taken = {int(o) for o in state.get("origins", []) if str(o).isdigit()}
     free = [o for o in range(1, ORIGINS) if o not in taken]
     origin = random.SystemRandom().choice(free or list(range(1, ORIGINS)))
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"origin": origin, "path": str(root.absolute())}) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps({"origin": origin, "path": str(root.absolute())}) + "\n")
     return origin
 
 
