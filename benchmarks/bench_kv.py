@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """KV blocks against re-prefilling: chat turns, and ask on composed memory (ask --kv-compose).
 
-    python benchmarks/bench_kv.py [--sizes 512,2048,6000] [--composed 15] [--recompute 0,32,64,128] [--json]
+    python benchmarks/bench_kv.py [--sizes 512,2048,6000] [--composed 15] [--recompute 0,32,64,128]
+                                  [--alternate 10] [--json]
 
 For each memory-context size (tokens of memory in chat's context, from a
 store holding LoCoMo conv-26 consolidated with --no-llm), with the default
@@ -11,7 +12,9 @@ model, in one process and one run:
 - warm turn: the same memory restored from the blocks the cold turn saved
   (the median of 5 new sessions);
 - resumed session: a session with one earlier exchange, continued in a fresh
-  context (memory and history restored) against the same with no blocks.
+  context (memory and history restored) against the same with no blocks;
+- with ``--alternate N``: N pairs of a cold turn (blocks emptied first) and
+  a warm turn, each pair's ratio, the median and the minimum.
 
 Time to first token counts everything from an empty context to the first
 generated token (memory restore or prefill included). Ratios are cold / warm;
@@ -61,6 +64,9 @@ def main() -> None:
     parser.add_argument("--composed", type=int, default=15,
                         help="questions per development conversation for ask --kv-compose against a full prefill")
     parser.add_argument("--recompute", default="0,32,64,128", help="kv.compose_recompute values compared")
+    parser.add_argument("--alternate", type=int, default=0, metavar="N",
+                        help="N alternating cold / warm turn pairs at each size (every cold turn starts from an "
+                             "empty block store): each pair's ratio, their median and minimum")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="memcli-bench-kv-"))
@@ -84,7 +90,7 @@ def main() -> None:
     model = open_model(cfg, kv_sequences=2)
     rows = []
     try:
-        for size in [int(s) for s in args.sizes.split(",")]:
+        for size in [int(s) for s in args.sizes.split(",") if s.strip()]:
             blocks = block_store(store, cfg)
 
             def session(name: str) -> tuple[ChatSession, float]:
@@ -116,6 +122,8 @@ def main() -> None:
                          "resumed_cold": resumed_cold,
                          "turn_ttft_ratio": round(cold["ttft_s"] / warm["ttft_s"], 1),
                          "resume_ttft_ratio": round(resumed_cold["ttft_s"] / resumed_warm["ttft_s"], 1)})
+            if args.alternate:
+                rows[-1]["alternating"] = alternating(turn, blocks.root, size, args.alternate)
             print(f"size {size}: done", file=sys.stderr, flush=True)
         composed = composed_ask_rows(model, work, args.composed, [int(r) for r in args.recompute.split(",")]) \
             if args.composed else None
@@ -124,18 +132,52 @@ def main() -> None:
     if args.json:
         print(json.dumps({"turns": rows, "composed": composed}, indent=2, default=str))
         return
-    print("| memory tokens | cold turn: prefilled / TTFT | warm turn: prefilled (restored) / TTFT | TTFT ratio "
-          "| resumed session cold: prefilled / TTFT | resumed warm: prefilled (restored) / TTFT | ratio |")
-    print("|---|---|---|---|---|---|---|")
+    if rows:
+        print("| memory tokens | cold turn: prefilled / TTFT | warm turn: prefilled (restored) / TTFT | TTFT ratio "
+              "| resumed session cold: prefilled / TTFT | resumed warm: prefilled (restored) / TTFT | ratio |")
+        print("|---|---|---|---|---|---|---|")
+        for r in rows:
+            c, w, rc, rw = r["cold"], r["warm"], r["resumed_cold"], r["resumed_warm"]
+            print(f"| {c['memory_tokens']} | {c['prefilled']} / {c['ttft_s']:.2f} s | {w['prefilled']} ({w['restored']}) / "
+                  f"{w['ttft_s'] * 1000:.0f} ms | {r['turn_ttft_ratio']}x | {rc['prefilled']} / {rc['ttft_s']:.2f} s | "
+                  f"{rw['prefilled']} ({rw['restored']}) / {rw['ttft_s'] * 1000:.0f} ms | {r['resume_ttft_ratio']}x |")
+        print(f"message: {rows[0]['warm']['message_tokens']} tokens; warm turn's start (memory restored): "
+              + ", ".join(f"{r['warm']['start_s'] * 1000:.1f} ms at {r['warm']['memory_tokens']}" for r in rows))
     for r in rows:
-        c, w, rc, rw = r["cold"], r["warm"], r["resumed_cold"], r["resumed_warm"]
-        print(f"| {c['memory_tokens']} | {c['prefilled']} / {c['ttft_s']:.2f} s | {w['prefilled']} ({w['restored']}) / "
-              f"{w['ttft_s'] * 1000:.0f} ms | {r['turn_ttft_ratio']}x | {rc['prefilled']} / {rc['ttft_s']:.2f} s | "
-              f"{rw['prefilled']} ({rw['restored']}) / {rw['ttft_s'] * 1000:.0f} ms | {r['resume_ttft_ratio']}x |")
-    print(f"message: {rows[0]['warm']['message_tokens']} tokens; warm turn's start (memory restored): "
-          + ", ".join(f"{r['warm']['start_s'] * 1000:.1f} ms at {r['warm']['memory_tokens']}" for r in rows))
+        if r.get("alternating"):
+            print_alternating(r["size"], r["alternating"])
     if composed:
         print_composed(composed)
+
+
+def alternating(turn, blocks_root: Path, size: int, pairs: int) -> list[dict]:
+    """``pairs`` cold turns (the block store emptied first) each followed by a warm turn in a new session
+    over the blocks that cold turn saved: side by side, so both see the same machine."""
+    out = []
+    for i in range(pairs):
+        shutil.rmtree(blocks_root, ignore_errors=True)
+        cold = turn(f"alt-cold-{size}-{i}", QUESTION)
+        warm = turn(f"alt-warm-{size}-{i}", QUESTION)
+        out.append({"cold_s": cold["ttft_s"], "warm_s": warm["ttft_s"], "warm_start_s": warm["start_s"],
+                    "warm_prefilled": warm["prefilled"], "warm_restored": warm["restored"],
+                    "ratio": cold["ttft_s"] / warm["ttft_s"]})
+        print(f"pair {i + 1}/{pairs}: {out[-1]['ratio']:.1f}x", file=sys.stderr, flush=True)
+    return out
+
+
+def print_alternating(size: int, pairs: list[dict]) -> None:
+    import statistics
+
+    ratios = [p["ratio"] for p in pairs]
+    print()
+    print(f"alternating cold / warm turns at {size} memory tokens ({len(pairs)} pairs):")
+    print("| pair | cold TTFT | warm TTFT (of it: memory restored) | warm prefilled (restored) | ratio |")
+    print("|---|---|---|---|---|")
+    for i, p in enumerate(pairs, 1):
+        print(f"| {i} | {p['cold_s']:.2f} s | {p['warm_s'] * 1000:.0f} ms ({p['warm_start_s'] * 1000:.0f} ms) "
+              f"| {p['warm_prefilled']} ({p['warm_restored']}) | {p['ratio']:.1f}x |")
+    print(f"median {statistics.median(ratios):.1f}x, minimum {min(ratios):.1f}x; "
+          f"{sum(r >= 100 for r in ratios)} of {len(ratios)} at 100x or more")
 
 
 def print_composed(c: dict) -> None:

@@ -62,6 +62,7 @@ class StatusResult(Result):
     config_file: str
     index_cache: str
     vectors: dict | None = None  # entries without a vector (missing) and the vectors job (None: no semantic signal)
+    shared: dict | None = None  # a store shared through git: {"origin": this clone's (None: not drawn yet)}
 
 
 @dataclass
@@ -487,8 +488,7 @@ class Memory:
         """Commit, merge the remote's changes entry by entry, push (:mod:`memcli.share.sync`)."""
         from memcli.share.sync import sync
 
-        status = self.consolidation_status()
-        return sync(self.store, remote=remote, push=push, running=bool(status and status.get("running")))
+        return sync(self.store, remote=remote, push=push, running=self._consolidating)
 
     def log(self, limit: int = 20):
         """The store's history in git: each change memcli made (op) and any other commit."""
@@ -500,8 +500,12 @@ class Memory:
         """Revert the last change memcli made to a shared store, as a new commit."""
         from memcli.share.git import undo
 
-        status = self.consolidation_status()
-        return undo(self.store, running=bool(status and status.get("running")))
+        return undo(self.store, running=self._consolidating)
+
+    def _consolidating(self) -> bool:
+        from memcli.consolidate import job
+
+        return job.running(self.root) is not None
 
     # ------------------------------------------------------------ reading
 
@@ -719,6 +723,7 @@ class Memory:
     def status(self) -> StatusResult:
         """The store, how it was chosen, its size, CURRENT and the thresholds in force."""
         from memcli.consolidate.run import due
+        from memcli.store.identity import drawn_origin, is_shared
 
         with self.store.reading():
             rows = self.index.catalog()
@@ -737,7 +742,8 @@ class Memory:
             profile=self.profile.to_dict(), reader=self.default_reader(),
             consolidate_llm=self.consolidates_with_model(), settings=self.settings.to_dict(),
             config_file=str(resolve_config_file().path), index_cache=str(store_cache_dir(self.root)),
-            vectors=self.vectors_status() if self.settings.search_semantic else None)
+            vectors=self.vectors_status() if self.settings.search_semantic else None,
+            shared={"origin": drawn_origin(self.root)} if is_shared(state) else None)
 
     # ------------------------------------------------------------ chat and KV blocks
 

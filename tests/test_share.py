@@ -229,6 +229,7 @@ def test_seqs_are_unique_per_clone_and_old_stores_keep_theirs(tmp_path):
     assert new == sorted(new) and len(set(new)) == len(new) and all(s > ORIGINS * 10**9 for s in new)
     origin = json.loads((folder / ".memcli" / "origin.json").read_text())["origin"]
     assert {origin_of(s) for s in new} == {origin}
+    assert plain.status().shared == {"origin": origin}
     tracked = git(folder, "ls-files").split()
     assert ".memcli/origin.json" not in tracked and ".memcli/.lock" not in tracked
     assert ".memcli/CURRENT.md" in tracked and ".memcli/.gitattributes" in tracked
@@ -294,6 +295,8 @@ def test_sync_refuses_outside_a_shared_store_and_while_a_consolidation_runs(tmp_
     plain = run_memcli("--store", tmp_path / ".memcli", "sync")
     assert plain.code == 2 and "init --git" in plain.stderr
     git(tmp_path, "init", "-q")
+    subprocess.run(["git", "init", "-q", "--bare", str(tmp_path / "remote.git")], check=True)
+    git(tmp_path, "remote", "add", "origin", str(tmp_path / "remote.git"))
     memory = Memory(tmp_path / ".memcli")
     memory.share()
     from memcli.consolidate import job

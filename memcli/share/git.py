@@ -16,11 +16,14 @@ carries a ``Memcli-Op:`` trailer; ``memcli log`` lists them and ``memcli undo`` 
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +31,7 @@ from memcli.errors import ConfigError, StoreError, UsageError
 from memcli.results import Result, omit_empty
 from memcli.store import Store, atomic
 from memcli.store.atomic import StoreLock
-from memcli.store.identity import FORGOTTEN, ORIGIN_FILE, UNIQUE, is_shared
+from memcli.store.identity import FORGOTTEN, ORIGIN_FILE, UNIQUE, is_shared, local_origin
 
 DRIVER = "memcli"
 TRAILER = "Memcli-Op"
@@ -96,7 +99,7 @@ def _identity_env(repo: Repo) -> dict:
 
 
 def driver_command() -> str:
-    return f"'{sys.executable}' -m memcli merge-driver %O %A %B %P"
+    return f"{shlex.quote(sys.executable)} -m memcli merge-driver %O %A %B %P"
 
 
 def configure_driver(repo: Repo) -> None:
@@ -123,6 +126,9 @@ def problems(store: Store) -> list[str]:
         out.append(f"this clone's git config has no merge.{DRIVER}.driver (run `memcli sync` or `memcli init --git`)")
     elif "merge-driver" not in driver:
         out.append(f"merge.{DRIVER}.driver is {driver!r}, not memcli's")
+    elif not shutil.which(shlex.split(driver)[0]):
+        out.append(f"merge.{DRIVER}.driver runs {shlex.split(driver)[0]}, which is not there any more "
+                   "(run `memcli init --git` again)")
     return out
 
 
@@ -140,8 +146,6 @@ class ShareResult(Result):
 def share(store: Store) -> ShareResult:
     """Make ``store`` shared through the git work tree it is in (one is made in the store when there
     is none): unique seqs from now on, the attributes, the ignore file, the driver, one commit."""
-    import json
-
     repo = repo_of(store.root)
     created = repo is None
     if created:
@@ -156,6 +160,8 @@ def share(store: Store) -> ShareResult:
         state = store.read_state()
         if not is_shared(state):
             state.update(ids=UNIQUE, format=max(int(state.get("format", 1)), 2))
+            # this clone's origin drawn now and listed, so every clone made from here avoids it
+            state["origins"] = sorted({*map(int, state.get("origins", [])), local_origin(store.root, state)})
             txn.write("state.json", json.dumps(state) + "\n")
         txn.write(".gitattributes", ATTRIBUTES)
         txn.write(".gitignore", IGNORE)
@@ -252,13 +258,15 @@ class Undone(Result):
     entries_removed: list[int] = field(default_factory=list)  # seqs the undone change had added
 
 
-def undo(store: Store, running: bool) -> Undone:
+def undo(store: Store, running: Callable[[], bool] = lambda: False) -> Undone:
     """Revert the last memcli change of the store (a new commit; history is never rewritten), after
-    checking that the revert gives back exactly the entries the store had before that change."""
+    checking that the revert gives back exactly the entries the store had before that change.
+    ``running``: whether a consolidation runs on the store (asked once the lock is held)."""
     repo = _required(store)
-    if running:
-        raise StoreError("a consolidation is running on this store", hint="wait for it (`memcli consolidate --wait`)")
     with StoreLock(store.root, exclusive=True, timeout=store.lock_timeout):
+        if running():
+            raise StoreError("a consolidation is running on this store",
+                             hint="wait for it (`memcli consolidate --wait`)")
         if dirty(repo):
             raise StoreError(f"{store.root} has changes not committed to git",
                              hint="commit them (`memcli sync` does) before undoing")

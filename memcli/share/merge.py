@@ -93,6 +93,7 @@ def merge_document(base: str, ours: str, theirs: str) -> tuple[str, int]:
         seq = _seq(line)
         anchors.setdefault(seq if seq is not None else ("line", line), index)
     after: dict[int, list[str]] = {}
+    base_lines = set(b.body)
     place = -1
     t_body = t.body[:-1] if t.body and t.body[-1] == "" else t.body
     for line in t_body:
@@ -103,13 +104,11 @@ def merge_document(base: str, ours: str, theirs: str) -> tuple[str, int]:
             while place + 1 < len(body) and _ours_only(body[place + 1], b_entries, t_entries):
                 place += 1  # after what ours added there too: ours' new lines, then theirs'
             continue
-        if seq is None:
-            if not line.strip() or line in b.body:
+        if seq is None:  # a heading, a person's line, a marked conflict
+            if not line.strip() or line in base_lines:
                 continue  # blank, or a line ours removed
         elif seq in o_entries or (seq in b_entries and b_entries[seq] == line):
             continue  # ours has it elsewhere, or ours removed what theirs left as it was
-        elif parse_entry(line).meta.get(CONFLICT_KEY) == "conflict" and line in body:
-            continue
         after.setdefault(place, []).append(line)
 
     out: list[str] = list(after.get(-1, []))

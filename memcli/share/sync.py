@@ -11,6 +11,7 @@ is retried after another merge.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,11 +40,11 @@ class Synced(Result):
     head: str = ""
 
 
-def sync(store: Store, *, remote: str | None = None, push: bool = True, running: bool = False) -> Synced:
+def sync(store: Store, *, remote: str | None = None, push: bool = True,
+         running: Callable[[], bool] = lambda: False) -> Synced:
+    """``running``: whether a consolidation runs on the store (asked again once the lock is held: a
+    consolidation lets the lock go between its flushes)."""
     repo = _required(store)
-    if running:
-        raise StoreError("a consolidation is running on this store; sync would commit it half-done",
-                         hint="wait for it (`memcli consolidate --wait`), then sync")
     if _merging(repo):
         raise StoreError(f"{repo.top} is in the middle of a merge", hint="finish or abort it with git first")
     if problems(store):
@@ -52,6 +53,9 @@ def sync(store: Store, *, remote: str | None = None, push: bool = True, running:
     remote = remote or repo.run("config", f"branch.{branch}.remote", check=False).stdout.strip() or _only_remote(repo)
     result = Synced(store=str(store.root), repository=str(repo.top), remote=remote, branch=branch)
     with StoreLock(store.root, exclusive=True, timeout=store.lock_timeout):
+        if running():
+            raise StoreError("a consolidation is running on this store; sync would commit it half-done",
+                             hint="wait for it (`memcli consolidate --wait`), then sync")
         atomic.recover(store.root)
         result.committed = commit(store, "sync", "memcli sync: changes made outside memcli", repo=repo, locked=True)
         for _ in range(ATTEMPTS):

@@ -41,22 +41,29 @@ def origin_of(seq: int) -> int | None:
     return seq % ORIGINS if seq >= ORIGINS * 10**9 else None
 
 
+def drawn_origin(root: Path) -> int | None:
+    """This clone's origin if it has drawn one (for ``memcli status``), without drawing it."""
+    try:
+        data = json.loads((root / ORIGIN_FILE).read_text(encoding="utf-8"))
+        if data.get("path") == str(root.absolute()) and 1 <= int(data["origin"]) < ORIGINS:
+            return int(data["origin"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
 def local_origin(root: Path, state: dict) -> int:
     """This clone's origin, drawn (and written to ``origin.json``) the first time it is needed.
 
     ``origin.json`` records the folder it was drawn for: a store copied or cloned elsewhere draws
     anew, so two copies never share one by accident."""
-    path = root / ORIGIN_FILE
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("path") == str(root.absolute()) and 1 <= int(data["origin"]) < ORIGINS:
-            return int(data["origin"])
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
+    drawn = drawn_origin(root)
+    if drawn is not None:
+        return drawn
     taken = {int(o) for o in state.get("origins", []) if str(o).isdigit()}
     free = [o for o in range(1, ORIGINS) if o not in taken]
     origin = random.SystemRandom().choice(free or list(range(1, ORIGINS)))
-    atomic_write(path, json.dumps({"origin": origin, "path": str(root.absolute())}) + "\n")
+    atomic_write(root / ORIGIN_FILE, json.dumps({"origin": origin, "path": str(root.absolute())}) + "\n")
     return origin
 
 

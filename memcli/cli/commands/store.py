@@ -58,7 +58,12 @@ def _render_status(result: StatusResult, out: Output) -> None:
     s = result.settings
     out.write(f"store:        {result.store}  (from {result.store_source})")
     out.write(f"documents:    {result.documents} ({result.library_tokens} tokens)")
-    out.write(f"entries:      {result.entries} in all; next seq {result.next_seq}")
+    if result.shared is None:
+        out.write(f"entries:      {result.entries} in all; next seq {result.next_seq}")
+    else:
+        origin = result.shared["origin"]
+        out.write(f"entries:      {result.entries} in all; shared through git (`memcli sync`), this clone's "
+                  f"origin {origin if origin is not None else 'drawn on its first write'}")
     out.write(f"CURRENT:      {result.current_entries} entries, {result.current_tokens} tokens"
               + (f", oldest {result.current_oldest}" if result.current_oldest else ""))
     out.write(f"consolidate:  at {s['consolidate.threshold_tokens']['value']} tokens or "
