@@ -122,13 +122,17 @@ def merge_document(base: str, ours: str, theirs: str) -> tuple[str, int]:
     return merged.render(), conflicts
 
 
-def _merge_meta(base: dict, ours: dict, theirs: dict) -> dict:
+def _values(base: dict, ours: dict, theirs: dict) -> dict:
+    """Our keys and values, with theirs where only they set or changed one."""
     out = dict(ours)
     for key, value in theirs.items():
-        if key == "update_log":
-            continue
         if key not in ours or (ours.get(key) == base.get(key) and value != base.get(key)):
             out[key] = value
+    return out
+
+
+def _merge_meta(base: dict, ours: dict, theirs: dict) -> dict:
+    out = _values(base, ours, {k: v for k, v in theirs.items() if k != "update_log"})
     if isinstance(ours.get("update_log"), list) or isinstance(theirs.get("update_log"), list):
         log = list(ours.get("update_log") or [])
         log += [item for item in theirs.get("update_log") or [] if item not in log]
@@ -161,10 +165,7 @@ def merge_state(base: str, ours: str, theirs: str) -> tuple[str, int]:
         return data if isinstance(data, dict) else {}
 
     b, o, t = load(base), load(ours), load(theirs)
-    out = dict(o)
-    for key, value in t.items():
-        if key not in o or (o.get(key) == b.get(key) and value != b.get(key)):
-            out[key] = value
+    out = _values(b, o, t)
     for key in ("format", "next_seq", "next_tick"):
         values = [int(m[key]) for m in (o, t) if str(m.get(key, "")).isdigit()]
         if values:

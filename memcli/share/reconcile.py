@@ -47,17 +47,31 @@ def held_twice(store: Store) -> tuple[int, int]:
     """(entries the store holds more than once with the same text, entries marked ``merge=conflict``):
     what ``memcli doctor`` reports."""
     with store.reading():
-        texts: dict[int, set[str]] = {}
-        counts: dict[int, int] = {}
-        conflicts = 0
-        for doc_id in store.all_ids():
-            for _, entry in store.load(doc_id).doc.entries():
-                if entry.meta.get(CONFLICT_KEY) == "conflict":
-                    conflicts += 1
-                elif entry.seq is not None:
-                    counts[entry.seq] = counts.get(entry.seq, 0) + 1
-                    texts.setdefault(entry.seq, set()).add(entry.text)
-    return sum(1 for seq, n in counts.items() if n > 1 and len(texts[seq]) == 1), conflicts
+        loaded = {doc_id: store.load(doc_id) for doc_id in store.all_ids()}
+    copies, conflicts = _copies(loaded)
+    return sum(1 for found in copies.values() if len(found) > 1 and len(_texts(loaded, found)) == 1), conflicts
+
+
+def _copies(loaded: dict) -> tuple[dict[int, list[tuple[tuple, str, int]]], int]:
+    """Every copy of every entry, by seq, as (rank, document, body index), best kept first; and how many
+    entries are marked ``merge=conflict`` (never counted as copies)."""
+    copies: dict[int, list[tuple[tuple, str, int]]] = {}
+    conflicts = 0
+    for doc_id, item in loaded.items():
+        for index, line in enumerate(item.doc.body):
+            entry = parse_entry(line)
+            if entry is None or entry.seq is None:
+                continue
+            if entry.meta.get(CONFLICT_KEY) == "conflict":
+                conflicts += 1
+                continue
+            rank = (doc_id == CURRENT_ID, "superseded_by" not in entry.meta, doc_id, index)
+            copies.setdefault(entry.seq, []).append((rank, doc_id, index))
+    return copies, conflicts
+
+
+def _texts(loaded: dict, found: list[tuple[tuple, str, int]]) -> set[str]:
+    return {parse_entry(loaded[doc_id].doc.body[index]).text for _, doc_id, index in found}
 
 
 def reconcile(store: Store, txn: Transaction | None = None) -> Reconciled:
@@ -69,14 +83,7 @@ def reconcile(store: Store, txn: Transaction | None = None) -> Reconciled:
     result = Reconciled()
     gone = forgotten_seqs(store)
     loaded = {doc_id: store.load(doc_id) for doc_id in store.all_ids()}
-    copies: dict[int, list[tuple[tuple, str, int]]] = {}
-    for doc_id, item in loaded.items():
-        for index, line in enumerate(item.doc.body):
-            entry = parse_entry(line)
-            if entry is None or entry.seq is None or entry.meta.get(CONFLICT_KEY) == "conflict":
-                continue
-            rank = (doc_id == CURRENT_ID, "superseded_by" not in entry.meta, doc_id, index)
-            copies.setdefault(entry.seq, []).append((rank, doc_id, index))
+    copies, _ = _copies(loaded)
     drop: dict[str, set[int]] = {}
     for seq, found in copies.items():
         if seq in gone:
@@ -86,8 +93,7 @@ def reconcile(store: Store, txn: Transaction | None = None) -> Reconciled:
             continue
         if len(found) < 2:
             continue
-        texts = {parse_entry(loaded[d].doc.body[i]).text for _, d, i in found}
-        if len(texts) > 1:
+        if len(_texts(loaded, found)) > 1:
             continue  # an edit conflict, for a person
         for _, doc_id, index in sorted(found)[1:]:
             drop.setdefault(doc_id, set()).add(index)
