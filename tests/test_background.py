@@ -35,6 +35,16 @@ def turns(n: int, tag: str) -> list[Turn]:
                  speaker="Sam") for i in range(n)]
 
 
+def hold(tmp_path, flush: int) -> dict:
+    """The environment that makes a consolidation job wait before its flush ``flush`` until released."""
+    (tmp_path / "hold").write_text(str(flush))
+    return {"MEMCLI_TEST_JOB_HOLD": str(tmp_path / "hold")}
+
+
+def release(tmp_path) -> None:
+    (tmp_path / "hold").unlink()
+
+
 def every_seq_once(root, n: int) -> None:
     counts = seq_counts(root)
     assert sorted(counts) == list(range(1, n + 1)) and set(counts.values()) == {1}, counts
@@ -53,7 +63,7 @@ def test_small_profile_consolidates_inline_and_quickly(tmp_path):
 def test_background_consolidation_commits_the_ingest_first_and_can_be_waited_for(tmp_path):
     root = tmp_path / "store"
     env = {"MEMCLI_CONSOLIDATE_TOKENS": "300", "MEMCLI_CONSOLIDATE_BACKGROUND": "always",
-           "MEMCLI_TEST_COMMIT_PAUSE": "0.5"}  # several slow flushes: the job is still running below
+           **hold(tmp_path, 1)}  # the job waits before its first flush: certainly running below
     proc = memcli(root, "ingest", CONV, "--json", env=env)
     assert proc.returncode == 0, proc.stderr
     started = json.loads(proc.stdout)["consolidation"]
@@ -65,6 +75,7 @@ def test_background_consolidation_commits_the_ingest_first_and_can_be_waited_for
     assert "running:      consolidation, process" in status.stdout
     again = memcli(root, "consolidate", "--json")  # a second consolidation is refused, with the reason
     assert again.returncode != 0 and "already running" in again.stderr
+    release(tmp_path)
     waited = memcli(root, "consolidate", "--wait", "--json", env=env)
     assert waited.returncode == 0, waited.stderr
     final = json.loads(waited.stdout)["job"]
@@ -78,13 +89,13 @@ def test_background_consolidation_commits_the_ingest_first_and_can_be_waited_for
 @pytest.mark.slow
 def test_an_ingest_during_a_background_consolidation_is_kept(tmp_path):
     root = tmp_path / "store"
-    env = {"MEMCLI_CONSOLIDATE_TOKENS": "300", "MEMCLI_CONSOLIDATE_BACKGROUND": "always",
-           "MEMCLI_TEST_COMMIT_PAUSE": "0.2"}
+    env = {"MEMCLI_CONSOLIDATE_TOKENS": "300", "MEMCLI_CONSOLIDATE_BACKGROUND": "always", **hold(tmp_path, 2)}
     assert memcli(root, "ingest", CONV, env=env).returncode == 0
     assert job.running(root) is not None
     late = Memory(root, settings={"consolidate.threshold_tokens": 300, "consolidate.auto": True})
     added = late.ingest(turns(12, "late"))  # during the run: committed at once, no second job
     assert added.added == 12 and added.consolidation is None  # the running job is not started twice
+    release(tmp_path)
     Memory(root).wait_for_consolidation()
     every_seq_once(root, 37)
     memory = Memory(root)
@@ -95,10 +106,11 @@ def test_an_ingest_during_a_background_consolidation_is_kept(tmp_path):
 
 def test_stop_keeps_what_was_committed_and_the_rest_in_current(tmp_path):
     root = tmp_path / "store"
-    env = {"MEMCLI_CONSOLIDATE_TOKENS": "300", "MEMCLI_CONSOLIDATE_BACKGROUND": "always",
-           "MEMCLI_TEST_COMMIT_PAUSE": "0.3"}
+    env = {"MEMCLI_CONSOLIDATE_TOKENS": "300", "MEMCLI_CONSOLIDATE_BACKGROUND": "always", **hold(tmp_path, 2)}
     assert memcli(root, "ingest", CONV, env=env).returncode == 0
-    time.sleep(1.0)
+    while job.running(root) and (job.read_status(root) or {}).get("flush", 0) < 2:
+        time.sleep(0.05)
+    assert job.read_status(root)["flush"] == 2  # the first flush committed, held before the second
     stopped = memcli(root, "consolidate", "--stop", "--json")
     assert stopped.returncode == 0, stopped.stderr
     assert json.loads(stopped.stdout)["job"]["state"] == "stopped"

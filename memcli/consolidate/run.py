@@ -245,6 +245,7 @@ def _run(store: Store, cfg: Settings, *, model, split_limit: int, merge_limit: i
     try:
         for number, chunk in enumerate(chunks, 1):
             entries = [e for e, _ in chunk]
+            job.begin_flush(number, len(chunks))
 
             def stage(s: str, d: int, t: int, n: int = number) -> None:
                 job.progress(n, len(chunks), s, d, t)
