@@ -146,6 +146,18 @@ def test_choose_breaks_ties_by_rank_normalises_by_length_and_wants_the_persons_l
     assert choose([], None, DEFAULT)[0] is None
 
 
+def test_choose_abstains_when_another_entry_answers_about_as_well():
+    plain = Tuning(overlap=0.0, rank=0.0)
+    top = Candidate("a", "D", 1, None, "", 0, 0.0, -1.0, 1)
+    same_entry = Candidate("b", "D", 1, None, "", 0, 0.0, -1.05, 1)  # its own entry's other span: no rival
+    rival = Candidate("c", "D", 2, None, "", 1, 0.0, -1.2, 1)
+    assert choose([top, same_entry], None, replace(plain, lead=0.5))[0] is top
+    best, why = choose([top, same_entry, rival], None, replace(plain, lead=0.5))
+    assert best is None and "another line" in why
+    assert choose([top, same_entry, rival], None, replace(plain, lead=0.1))[0] is top  # leads by 0.2
+    assert choose([top, rival], None, plain)[0] is top  # lead 0: never
+
+
 def test_a_generated_answer_must_say_only_what_the_evidence_says():
     read = [Evidence(doc="CURRENT", start_line=1, end_line=1,
                      text="[2024-07-02 20:05] Caroline: I passed the home study last week.")]

@@ -18,7 +18,9 @@ against it). The citation is the chosen line.
   "Thanks, Ana!", is not about them): the evidence answers the question for someone else
   (``Tuning.subject``);
 - no line read that is theirs holds a word of the question other than those names (``Tuning.support``);
-- the model finds "I don't know" likelier than the best candidate by more than ``Tuning.margin``.
+- the model finds "I don't know" likelier than the best candidate by more than ``Tuning.margin``;
+- the best candidate leads the best candidate of any other entry read by less than ``Tuning.lead``: the
+  evidence does not single out one line to answer from.
 
 The constants are chosen by cross-validation on the two development conversations
 (``benchmarks/tune_answers.py``; docs/benchmarks.md).
@@ -58,6 +60,7 @@ class Tuning:
     rank: float = 2.0  # weight of log(1 + the rank of the candidate's entry), taken off its score
     echo: float = 0.0  # weight of the share of its own words that repeat the question (measured: off, docs/benchmarks.md)
     margin: float = math.inf  # abstain when "I don't know" is likelier than the best candidate by more
+    lead: float = 0.0  # abstain when the best leads the best of any other entry by less (0: never)
     support: bool = True  # abstain when no sentence read holds a word of the question (names aside)
     subject: bool = True  # a question naming a known speaker: the best answer must be theirs or about them
     limit: int = 96  # candidates scored at most (from the best-ranked entries down)
@@ -270,15 +273,21 @@ def choose(found: list[Candidate], unknown: tuple[float, int] | None,
            tuning: Tuning = DEFAULT) -> tuple[Candidate | None, str]:
     """(the best candidate by :func:`score`, ties to the better-ranked entry; or None) and why: None
     when the best is not about the person the question names (``tuning.subject``: the evidence's best
-    answer is someone else's), or when "I don't know" scores higher by more than ``tuning.margin``."""
+    answer is someone else's), when "I don't know" scores higher by more than ``tuning.margin``, or
+    when the best of another entry's candidates comes within ``tuning.lead`` of it."""
     if not found:
         return None, "no candidates"
-    best = max(found, key=lambda c: (score(c, tuning), -c.rank))
+    scored = [(score(c, tuning), c) for c in found]
+    top, best = max(scored, key=lambda sc: (sc[0], -sc[1].rank))
     if tuning.subject and not best.about:
         return None, "the best answer in the evidence is about someone else than the question's person"
     if unknown is not None and best.logprob is not None \
             and _likelihood(*unknown, tuning) - _likelihood(best.logprob, best.tokens, tuning) > tuning.margin:
         return None, "the model finds no answer in the evidence likelier than none"
+    if tuning.lead > 0:
+        rival = max((s for s, c in scored if c.rank != best.rank), default=-math.inf)
+        if top - rival < tuning.lead:
+            return None, "another line of the evidence answers about as well"
     return best, "span of the evidence"
 
 
