@@ -2,7 +2,10 @@
 
 Precedence: built-in default < user config file (``config.toml``) < the
 store's own ``config.toml`` < ``MEMCLI_*`` environment variable < command-line
-flag. Each setting has a dotted config key (``[consolidate] threshold_tokens =
+flag. The store's file travels with the store (git, a copy), so the settings that
+send memory off the machine, name a credential, load a model file or choose a folder
+memcli deletes in are taken from it only once the user approved them
+(:mod:`memcli.trust`, ``memcli trust``). Each setting has a dotted config key (``[consolidate] threshold_tokens =
 5000`` in TOML) and an environment variable; ``memcli status --json`` and
 ``memcli doctor`` show the effective values.
 """
@@ -17,6 +20,7 @@ from typing import Any
 
 from memcli.errors import ConfigError
 from memcli.paths import resolve_config_file
+from memcli.trust import approved, guarded
 
 
 @dataclass(frozen=True)
@@ -191,12 +195,22 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read configuration: {exc}") from None
 
 
+def read_store_config(store_root: Path) -> dict[str, Any]:
+    """The store's own ``config.toml``, flattened (never read through a link)."""
+    store_file = store_root / "config.toml"
+    if store_file.is_symlink():
+        raise ConfigError(f"{store_file} is a symbolic link; memcli does not follow links inside a store",
+                          hint=f"remove {store_file}, or make it a regular file")
+    return _read_toml(store_file)
+
+
 class Settings:
     """Effective settings; ``settings.search_k`` etc., plus where each came from."""
 
-    def __init__(self, values: dict[str, Any], sources: dict[str, str]):
+    def __init__(self, values: dict[str, Any], sources: dict[str, str], ignored: dict[str, Any] | None = None):
         self._values = values
         self._sources = sources
+        self.ignored = ignored or {}  # guarded settings of the store's config.toml not approved (memcli trust)
 
     def __getattr__(self, attr: str) -> Any:
         try:
@@ -210,7 +224,7 @@ class Settings:
         for key, value in overrides.items():
             setting = _BY_KEY[key]
             values[setting.attr], sources[setting.attr] = _coerce(setting, value, origin), origin
-        return Settings(values, sources)
+        return Settings(values, sources, self.ignored)
 
     def source(self, key: str) -> str:
         return self._sources[_BY_KEY[key].attr]
@@ -226,9 +240,14 @@ class Settings:
         layers: list[tuple[str, dict[str, Any]]] = []
         user_file = resolve_config_file().path
         layers.append((str(user_file), _read_toml(user_file)))
+        ignored: dict[str, Any] = {}
         if store_root is not None:
             store_file = store_root / "config.toml"
-            layers.append((str(store_file), _read_toml(store_file)))
+            table = read_store_config(store_root)
+            ignored = guarded(table)
+            if ignored and approved(store_root, ignored):
+                ignored = {}
+            layers.append((str(store_file), {k: v for k, v in table.items() if k not in ignored}))
         values: dict[str, Any] = {}
         sources: dict[str, str] = {}
         for s in SETTINGS:
@@ -245,4 +264,13 @@ class Settings:
             unknown = sorted(set(table) - set(_BY_KEY))
             if unknown:
                 raise ConfigError(f"{origin}: unknown setting(s): {', '.join(unknown)}")
-        return cls(values, sources)
+        return cls(values, sources, ignored)
+
+    def ignored_note(self, store_root: Path) -> str | None:
+        """What the store's config.toml sets that is not honoured, and how to approve it."""
+        if not self.ignored:
+            return None
+        return (f"{store_root / 'config.toml'} sets {', '.join(sorted(self.ignored))}, which memcli takes from a "
+                "store's own file only once you approve it (it can send memory off this machine, name a "
+                "credential, load a model or choose a folder memcli deletes in): not used; `memcli trust` "
+                "shows and approves it")

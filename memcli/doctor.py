@@ -52,8 +52,10 @@ def _version(package: str) -> str | None:
         return None
 
 
-def diagnose(store: str | None = None, overrides: dict | None = None, *, verbose: bool = False) -> DoctorResult:
-    """Versions, resolved paths (and where they came from), and the configured model loaded and run."""
+def diagnose(store: str | None = None, overrides: dict | None = None, *, verbose: bool = False,
+             repair: bool = False) -> DoctorResult:
+    """Versions, resolved paths (and where they came from), and the configured model loaded and run;
+    ``repair``: a damaged store state is put back first (:mod:`memcli.share.repair`)."""
     import platform
 
     from memcli import __version__
@@ -72,6 +74,20 @@ def diagnose(store: str | None = None, overrides: dict | None = None, *, verbose
         from memcli.store import Store
 
         opened = Store(where.path)
+        if repair:
+            from memcli.share.repair import repair_state
+
+            try:
+                done = repair_state(opened)
+            except MemcliError as err:
+                done = f"could not be repaired: {err.message}"
+            if done:
+                checks.append(Check("repair", not done.startswith("could not"), done))
+        try:
+            opened.read_state()
+            checks.append(Check("store state", True, "state.json is valid"))
+        except MemcliError as err:
+            checks.append(Check("store state", False, err.message + (f" ({err.hint})" if err.hint else "")))
         refused = opened.refused_files()
         checks.append(Check("store files", not refused, "; ".join(refused) if refused else
                             "documents are regular files (no symbolic links)"))

@@ -21,6 +21,7 @@ computed over memory blocks that went.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from collections.abc import Callable
@@ -30,9 +31,10 @@ from pathlib import Path
 from memcli.errors import StoreError, UsageError
 from memcli.results import Result
 from memcli.store import CURRENT_ID, Store
+from memcli.store.atomic import atomic_write
 from memcli.store.format import Entry
 from memcli.store.identity import FORGOTTEN, is_shared
-from memcli.store.store import now_iso, refresh_token_count
+from memcli.store.store import now_iso, read_regular, refresh_token_count
 from memcli.turns import parse_time
 
 _CITATION = re.compile(r"^(?P<doc>[^:\s]+):(?P<start>\d+)(?:-(?P<end>\d+))?$")
@@ -44,23 +46,27 @@ class Selection:
     """What to forget. Targets (citations and seqs) add up; every other criterion narrows."""
 
     citations: list[tuple[str, int, int]] = field(default_factory=list)  # (doc, first line, last line)
-    seqs: set[int] = field(default_factory=set)
+    seqs: list[tuple[int, int]] = field(default_factory=list)  # inclusive seq ranges (never expanded)
     conv: str | None = None  # a conversation or session id (the entries' conv)
     since: str | None = None  # ISO times, inclusive
     until: str | None = None
     pattern: object | None = None  # a memcli.tools.Pattern (a time limit on the whole search)
+    everything: bool = False  # --all: the whole memory may go
 
     @classmethod
     def parse(cls, targets: list[str], *, conv: str | None = None, since: str | None = None,
-              until: str | None = None, grep: str | None = None, ignore_case: bool = False) -> Selection:
-        """From the command's words: ``doc:12-14`` citations and ``17`` / ``17-20`` / ``seq:17`` seqs."""
-        sel = cls(conv=conv or None)
+              until: str | None = None, grep: str | None = None, ignore_case: bool = False,
+              everything: bool = False) -> Selection:
+        """From the command's words: ``doc:12-14`` citations and ``17`` / ``17-20`` / ``seq:17`` seqs.
+        A pattern that matches the empty string (``""``, ``(?i)``, ``x*``) matches every entry: it is
+        refused unless ``everything`` (``--all``) says so."""
+        sel = cls(conv=conv or None, everything=everything)
         for target in targets:
             if (m := _SEQS.match(target)) is not None:
                 first, last = int(m["first"]), int(m["last"] or m["first"])
-                if last < first or last - first > 1_000_000:
+                if last < first:
                     raise UsageError(f"bad seq range {target!r}")
-                sel.seqs.update(range(first, last + 1))
+                sel.seqs.append((first, last))
             elif (m := _CITATION.match(target)) is not None:
                 first, last = int(m["start"]), int(m["end"] or m["start"])
                 if last < first:
@@ -76,14 +82,18 @@ class Selection:
             from memcli.tools import Pattern
 
             sel.pattern = Pattern(grep, ignore_case=ignore_case)
-        if not (sel.citations or sel.seqs or sel.conv or sel.since or sel.until or sel.pattern):
-            raise UsageError("say what to forget: citations (doc:12-14), seqs, --conv, --since/--until or --grep")
+            if not everything and next(iter(sel.pattern.finditer("")), None) is not None:
+                raise UsageError(f"the pattern {grep!r} matches the empty string, so every entry: refused",
+                                 hint="give a pattern that names what to forget, or --all to forget everything")
+        if not (sel.citations or sel.seqs or sel.conv or sel.since or sel.until or sel.pattern or everything):
+            raise UsageError("say what to forget: citations (doc:12-14), seqs, --conv, --since/--until, --grep "
+                             "or --all")
         return sel
 
     def matches(self, doc_id: str, lineno: int, entry: Entry) -> bool:
         if self.citations or self.seqs:
             cited = any(doc == doc_id and first <= lineno <= last for doc, first, last in self.citations)
-            if not cited and entry.seq not in self.seqs:
+            if not cited and not (entry.seq is not None and self._in_ranges(entry.seq)):
                 return False
         if self.conv is not None and entry.meta.get("conv") != self.conv:
             return False
@@ -91,6 +101,25 @@ class Selection:
         if (self.since and when < self.since) or (self.until and when > self.until):
             return False
         return self.pattern is None or next(iter(self.pattern.finditer(entry.text)), None) is not None
+
+    def _in_ranges(self, seq: int) -> bool:
+        """Whether ``seq`` is in one of the ranges (merged and searched by bisection: the cost is the
+        store's entries times log of the ranges, never the ranges' width)."""
+        if getattr(self, "_starts", None) is None:
+            merged: list[list[int]] = []
+            for first, last in sorted(self.seqs):
+                if merged and first <= merged[-1][1] + 1:
+                    merged[-1][1] = max(merged[-1][1], last)
+                else:
+                    merged.append([first, last])
+            self._starts, self._ends = [a for a, _ in merged], [b for _, b in merged]
+        at = bisect.bisect_right(self._starts, seq) - 1
+        return at >= 0 and seq <= self._ends[at]
+
+    def cited(self, doc_id: str, lineno: int) -> list[str]:
+        """The citations (as written) that name this line."""
+        return [f"{doc}:{first}-{last}" for doc, first, last in self.citations
+                if doc == doc_id and first <= lineno <= last]
 
 
 @dataclass
@@ -107,16 +136,29 @@ class Forgotten(Result):
     warnings: list[str] = field(default_factory=list)
 
 
+PREVIEW = ".forget-preview.json"  # the seqs a dry run showed for each citation (local, never shared)
+PURGE = ".forget-purge.json"  # written before a forget commits, removed once the caches are clean
+
+
 def forget(store: Store, selection: Selection, *, dry_run: bool = False,
            idf: Callable[[str], float] = lambda term: 1.0) -> tuple[Forgotten, list[Entry]]:
     """Take the selected entries out of the documents and CURRENT (one transaction). Returns the result
-    and the forgotten entries (for the caches; never stored). ``idf``: the library's, for new names."""
+    and the forgotten entries (for the caches; never stored). ``idf``: the library's, for new names.
+
+    A citation is a place, and places move (a consolidation, an ingest): a dry run records the seqs
+    each citation named, and a forget with the same citation is refused when it now names others.
+    Before the commit a purge note is written, so caches a crash left holding forgotten text are
+    dropped by the next command (:func:`pending_purge`)."""
     if dry_run:
         with store.reading():
-            found = _find(store, selection)
+            found, total = _find(store, selection)
+        _guard_everything(selection, found, total)
+        _record_preview(store, selection, found)
         return _result(found, True, [], []), []
     with store.writing() as txn:
-        found = _find(store, selection)
+        found, total = _find(store, selection)
+        _guard_everything(selection, found, total)
+        _check_preview(store, selection, found)
         changed, removed, renamed, edited = [], [], {}, {}
         stamp = now_iso()
         taken = set(store.all_ids())
@@ -152,7 +194,70 @@ def forget(store: Store, selection: Selection, *, dry_run: bool = False,
         entries = [entry for _, hits in found.values() for _, entry in hits]
         if entries and is_shared(store.read_state()):  # tombstones, so a clone's copy goes too on merge
             _tombstone(store, txn, [e.seq for e in entries if e.seq is not None])
+        if entries:
+            atomic_write(store.root / PURGE, json.dumps({"time": stamp, "documents": [*changed, *removed]}))
+    _clear_preview(store)
     return _result(found, False, changed, removed), entries
+
+
+def _guard_everything(selection: Selection, found: dict, total: int) -> None:
+    count = sum(len(hits) for _, hits in found.values())
+    if total > 1 and count == total and not selection.everything:
+        raise UsageError(f"this would forget every entry in memory ({total}); nothing was forgotten",
+                         hint="narrow the selection, or add --all if the whole memory is to go")
+
+
+def _citation_seqs(selection: Selection, found: dict) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {f"{d}:{a}-{b}": [] for d, a, b in selection.citations}
+    for doc_id, (_, hits) in found.items():
+        for lineno, entry in hits:
+            for key in selection.cited(doc_id, lineno):
+                out[key].append(entry.seq if entry.seq is not None else -1)
+    return out
+
+
+def _record_preview(store: Store, selection: Selection, found: dict) -> None:
+    if not selection.citations:
+        return
+    try:
+        atomic_write(store.root / PREVIEW, json.dumps(_citation_seqs(selection, found)))
+    except OSError:
+        pass  # a read-only store: the dry run still answers
+
+
+def _check_preview(store: Store, selection: Selection, found: dict) -> None:
+    if not selection.citations:
+        return
+    try:
+        shown = json.loads(read_regular(store.root / PREVIEW))
+    except (OSError, ValueError, StoreError):
+        return  # no dry run: the citations are taken as they are now
+    if not isinstance(shown, dict):
+        return
+    for key, seqs in _citation_seqs(selection, found).items():
+        if key in shown and shown[key] != seqs:
+            raise UsageError(f"{key} no longer holds what the dry run showed (seq {shown[key]} then, {seqs} now: "
+                             "the store changed since); nothing was forgotten",
+                             hint="run the dry run again, or forget by seq (the dry run shows each entry's seq)")
+
+
+def _clear_preview(store: Store) -> None:
+    try:
+        (store.root / PREVIEW).unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def pending_purge(root: Path) -> bool:
+    """A forget committed but its caches were not cleaned (a crash, a kill): they must be dropped."""
+    return (root / PURGE).exists()
+
+
+def purge_done(root: Path) -> None:
+    try:
+        (root / PURGE).unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def _tombstone(store: Store, txn, seqs: list[int]) -> None:
@@ -217,22 +322,26 @@ def _renamed(doc, idf: Callable[[str], float], taken: set[str]) -> str:
     return new_id
 
 
-def _find(store: Store, selection: Selection) -> dict:
-    """{doc id: (loaded document, [(line, entry)])} of the documents holding a selected entry."""
+def _find(store: Store, selection: Selection) -> tuple[dict, int]:
+    """{doc id: (loaded document, [(line, entry)])} of the documents holding a selected entry, and
+    how many entries the store holds."""
     known = set(store.all_ids())
     for doc, _, _ in selection.citations:
         if doc not in known:
             raise UsageError(f"no document {doc!r}", hint="`memcli docs` lists the documents")
     found = {}
+    total = 0
     for doc_id in store.all_ids():
         loaded = store.load(doc_id)
-        hits = [(lineno, entry) for lineno, entry in loaded.doc.entries() if selection.matches(doc_id, lineno, entry)]
+        entries = list(loaded.doc.entries())
+        total += len(entries)
+        hits = [(lineno, entry) for lineno, entry in entries if selection.matches(doc_id, lineno, entry)]
         if hits and loaded.error:
             raise StoreError(f"{loaded.error}: this document holds entries to forget, and memcli does not rewrite "
                              "a document whose front matter it cannot read", hint="repair its front matter first")
         if hits:
             found[doc_id] = (loaded, hits)
-    return found
+    return found, total
 
 
 def _result(found: dict, dry_run: bool, changed: list[str], removed: list[str]) -> Forgotten:
@@ -268,11 +377,16 @@ def purge_caches(memory, entries: list[Entry], docs: list[str]) -> dict:
     elif index.path != ":memory:" and (index.folder / "vectors.sqlite").exists():
         (index.folder / "vectors.sqlite").unlink()  # kept by a run with the semantic signal on: rebuilt by one
         out["vectors"] = "cache removed"
-    out.update(_purge_kv(memory, [e.text for e in entries]))
+    try:
+        out.update(purge_kv(memory, [e.text for e in entries]))
+    except StoreError as exc:  # a link where the KV folder would be: never followed, so never cleaned
+        out["kv_refused"] = exc.message
     return out
 
 
-def _purge_kv(memory, texts: list[str]) -> dict:
+def purge_kv(memory, texts: list[str] | None) -> dict:
+    """KV blocks of changed documents, chat sessions holding one of ``texts`` (None: every session,
+    when the texts are no longer known) or built on blocks that went, and chat's token caches."""
     from memcli.kv import block_store, kv_root
     from memcli.kv.context import stale_labels
 
@@ -288,7 +402,7 @@ def _purge_kv(memory, texts: list[str]) -> dict:
     for path in sorted((root / "sessions").glob("*.json")) if (root / "sessions").is_dir() else ():
         saved = _session(path)
         # a session said a forgotten text, or its state was computed over memory blocks that went
-        if saved is None or _holds_any(saved, texts) or not set(saved.get("memory_keys") or []) <= kept:
+        if saved is None or texts is None or _holds_any(saved, texts) or not set(saved.get("memory_keys") or []) <= kept:
             path.unlink(missing_ok=True)
             if saved is not None and isinstance(saved.get("session_key"), str):
                 blocks.remove(saved["session_key"])

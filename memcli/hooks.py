@@ -51,11 +51,26 @@ def read_hook_event(raw: str) -> dict:
     return event
 
 
+def _usable(path: str, field: str) -> Path:
+    """A path from the event, checked: one the file system can take (no lone surrogate, no NUL,
+    not longer than a path may be)."""
+    try:
+        encoded = os.fsencode(path)
+    except UnicodeError:
+        raise InputError("<hook stdin>", "not a usable path (it holds a lone surrogate)", where=field) from None
+    if b"\x00" in encoded:
+        raise InputError("<hook stdin>", "not a usable path (it holds a NUL byte)", where=field)
+    if len(encoded) > 4096 or any(len(part) > 255 for part in encoded.split(b"/")):
+        raise InputError("<hook stdin>", f"not a usable path ({len(encoded):,} bytes; too long for a file name)",
+                         where=field)
+    return Path(path).expanduser()
+
+
 def event_cwd(event: dict) -> Path | None:
     cwd = event.get("cwd")
-    if not isinstance(cwd, str) or not cwd or "\x00" in cwd:
+    if not isinstance(cwd, str) or not cwd:
         return None
-    return Path(cwd).expanduser()
+    return _usable(cwd, "cwd")
 
 
 def project_root(cwd: Path) -> Path:
@@ -95,9 +110,7 @@ def transcript(event: dict) -> Path:
     path = event.get("transcript_path")
     if not isinstance(path, str) or not path:
         raise InputError("<hook stdin>", f"{name} event without a transcript_path")
-    if "\x00" in path:
-        raise InputError("<hook stdin>", "the transcript_path holds a NUL byte", where="transcript_path")
-    return Path(path).expanduser()
+    return _usable(path, "transcript_path")
 
 
 def start_saving(event: dict, store: Path, project: str | None) -> dict:

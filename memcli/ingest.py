@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import IO
 
 from memcli.errors import InputError
-from memcli.privacy import scrub_many
+from memcli.privacy import scrub_fields, scrub_many
 from memcli.results import Result
 from memcli.store import CURRENT_ID, Store
 from memcli.store.format import Entry
@@ -19,6 +19,8 @@ from memcli.store.identity import Seqs
 from memcli.store.store import new_current, now_iso, read_regular, refresh_token_count
 from memcli.tokens import count_tokens
 from memcli.turns import Turn
+
+FIELDS = ("speaker", "source", "conv", "ref", "project")  # a turn's stored fields beside its text and time
 
 
 @dataclass
@@ -50,10 +52,18 @@ def ingest_turns(store: Store, turns: list[Turn], *, source: str, fmt: str, igno
 
     ``consumed`` are fingerprints of input turns that ``turns`` (extracted
     facts) stand for: recorded as ingested so the same input is skipped next time.
-    Private spans and secrets are taken out of every text first (:mod:`memcli.privacy`); a turn that
+    Private spans and secrets are taken out of every text first (:mod:`memcli.privacy`; a span
+    opened in one message of a session runs on into its next ones), and out of every other field
+    that is stored (speaker, source, conversation, reference, project) and of ``source``; a turn that
     was all private is recorded as ingested and not stored.
     """
-    scrubbed = scrub_many([t.text for t in turns])
+    scrubbed = scrub_many([t.text for t in turns], sessions=[t.conv for t in turns])
+    clean = scrub_fields([source, *(getattr(t, key) or "" for t in turns for key in FIELDS)])
+    source = clean.get(source, source) or "input"
+    for turn in turns:
+        for key in FIELDS:
+            if getattr(turn, key):
+                setattr(turn, key, clean[getattr(turn, key)] or None)
     with store.writing() as txn:
         loaded = store.load(CURRENT_ID, strict=True) if store.current_path.exists() else None
         current = loaded.doc if loaded else new_current()
@@ -65,17 +75,17 @@ def ingest_turns(store: Store, turns: list[Turn], *, source: str, fmt: str, igno
         new_prints: list[str] = []
         tokens_added = 0
         redacted = private = 0
-        for done, (turn, clean) in enumerate(zip(turns, scrubbed, strict=True), 1):
+        for done, (turn, kept) in enumerate(zip(turns, scrubbed, strict=True), 1):
             if turn.fingerprint in known or not known.isdisjoint(turn.aliases):
                 if progress:
                     progress(done)
                 continue
             known.add(turn.fingerprint)
-            redacted, private = redacted + clean.secrets, private + clean.private
-            if not clean.text.strip():
+            redacted, private = redacted + kept.secrets, private + kept.private
+            if not kept.text.strip():
                 new_prints.append(turn.fingerprint)
                 continue
-            entry = Entry({"seq": str(seqs.take()), **turn.meta()}, clean.text)
+            entry = Entry({"seq": str(seqs.take()), **turn.meta()}, kept.text)
             line = entry.render()
             new_lines.append(line)
             new_prints.append(turn.fingerprint)
@@ -151,12 +161,25 @@ def forget_entries(store: Store, *, conv: str, texts: list[str]) -> int:
 
 
 MAX_INPUT_BYTES = 64 * 1024 * 1024  # the default of ingest.max_bytes
+JSON_LINES = ("claude-code", "codex", "jsonl")  # formats of one record a line, read record by record when large
 
 
-def read_source(source: str | Path | IO[bytes] | IO[str], name: str | None = None,
-                max_bytes: int = MAX_INPUT_BYTES) -> tuple[bytes, str]:
-    """(bytes, name for messages) of an input: a path to a regular file, or an open file (named ``name``,
-    else its own name); at most ``max_bytes``. A FIFO, device or socket path is refused, never waited on."""
+@dataclass
+class Source:
+    data: bytes
+    name: str
+    dropped: int = 0  # records of a large JSON-lines file left out for their size (tool output)
+    record_limit: int = 0
+
+
+def read_input(source: str | Path | IO[bytes] | IO[str], name: str | None = None,
+               max_bytes: int = MAX_INPUT_BYTES, *, json_lines: bool = False,
+               record_limit: int = 256 * 1024) -> Source:
+    """The bytes of an input and its name for messages: a path to a regular file, or an open file (named
+    ``name``, else its own name); at most ``max_bytes``. A FIFO, device or socket path is refused, never
+    waited on. With ``json_lines`` (an agent session: one record a line) a file over
+    ``max_bytes`` is read record by record: a record over ``record_limit`` bytes (a tool's output;
+    no message memcli keeps is that long) is left out and counted, and the rest must fit."""
     too_big = f"larger than {max_bytes:,} bytes (ingest.max_bytes)"
     if hasattr(source, "read"):
         name = name or str(getattr(source, "name", "<input>"))
@@ -164,10 +187,13 @@ def read_source(source: str | Path | IO[bytes] | IO[str], name: str | None = Non
         data = data.encode("utf-8") if isinstance(data, str) else data
         if len(data) > max_bytes:
             raise InputError(name, too_big)
-        return data, name
+        return Source(data, name)
     name = str(source)
     try:
+        os.fsencode(source)
         info = os.stat(source)
+    except UnicodeError:
+        raise InputError(name.encode("utf-8", "replace").decode("utf-8"), "not a usable file name") from None
     except FileNotFoundError:
         raise InputError(name, "no such file") from None
     except OSError as exc:
@@ -176,13 +202,25 @@ def read_source(source: str | Path | IO[bytes] | IO[str], name: str | None = Non
         raise InputError(name, "is a directory")
     if not stat.S_ISREG(info.st_mode):
         raise InputError(name, "not a regular file (a FIFO, device or socket); pass a file, or - for standard input")
-    if info.st_size > max_bytes:
+    if info.st_size > max_bytes and not json_lines:
         raise InputError(name, too_big)
     try:
         with open(source, "rb") as handle:
-            data = handle.read(max_bytes + 1)
+            if info.st_size <= max_bytes:
+                data = handle.read(max_bytes + 1)
+                if len(data) > max_bytes:
+                    raise InputError(name, too_big)
+                return Source(data, name)
+            kept, size, dropped = [], 0, 0
+            for record in handle:  # lines; a record over the limit is skipped without being kept whole
+                if len(record) > record_limit:
+                    dropped += 1
+                    continue
+                size += len(record)
+                if size > max_bytes:
+                    raise InputError(name, f"{too_big}, even without its {dropped} records over "
+                                           f"{record_limit:,} bytes")
+                kept.append(record)
     except OSError as exc:
         raise InputError(name, f"cannot read: {exc.strerror}") from None
-    if len(data) > max_bytes:
-        raise InputError(name, too_big)
-    return data, name
+    return Source(b"".join(kept), name, dropped, record_limit)

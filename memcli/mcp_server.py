@@ -266,6 +266,7 @@ def build_server(memory: Memory, *, read_only: bool = False, with_ask: bool = Tr
 
         memory.settings = memory.settings.with_overrides({"kv.dir": str(store_cache_dir(memory.root) / "kv")},
                                                          "--read-only")
+    memory.read_only = memory.store.read_only = memory.read_only or read_only
     tools = MemoryTools(memory)
     worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memcli-memory")
     # grep reads the store's files only (no index, no model), so a regular expression that runs to its

@@ -27,7 +27,7 @@ from typing import IO, Any
 
 from memcli.config import Settings
 from memcli.errors import ConfigError, InputError, MemcliError, UsageError
-from memcli.ingest import IngestResult, ingest_turns, read_source
+from memcli.ingest import JSON_LINES, IngestResult, ingest_turns, read_input
 from memcli.paths import PROJECT_STORE_DIRNAME, Resolved, resolve_config_file, resolve_store, store_cache_dir
 from memcli.results import Result, omit_empty
 from memcli.store import CURRENT_ID, Store
@@ -40,6 +40,13 @@ Progress = Callable[[str, int, int], None]  # (stage, done, total)
 class InitResult(Result):
     store: str
     created: bool
+
+
+@dataclass
+class TrustResult(Result):
+    store: str
+    settings: dict  # the guarded settings the store's config.toml sets
+    approved: bool  # whether they are honoured now
 
 
 @dataclass
@@ -96,23 +103,28 @@ class Memory:
 
     def __init__(self, store: str | Path | Resolved | None = None, *, create: bool = False,
                  settings: dict[str, Any] | None = None, model=None, cache_dir: Path | None = None,
-                 verbose: bool = False, on_warning: Callable[[str], None] | None = None):
+                 verbose: bool = False, on_warning: Callable[[str], None] | None = None, read_only: bool = False):
         """``store``: a directory (else $MEMCLI_STORE, the nearest ``.memcli/``, or the XDG data
         directory); ``create``: make it if missing; ``settings``: overrides by dotted key
         (``{"ask.budget": 1000}``); ``model``: a chat model to use instead of the configured one;
         ``cache_dir``: where the search index lives (default: the per-store cache folder);
         ``on_warning``: told of problems memcli works around (an unusable cache); default: Python's
-        ``warnings``.
+        ``warnings``; ``read_only``: never write to the store, not even to finish a write a crash
+        left half-done (that is read as committed).
 
         With ``create`` a missing store is made by the first write (bad input creates nothing)."""
         self.where = store if isinstance(store, Resolved) else resolve_store(store)
         self._missing = create and not (self.where.path / "state.json").exists()
         self.store = Store(self.where.path) if self._missing else Store.open(self.where)
+        self.read_only = self.store.read_only = read_only
+        self._overrides = settings
         self.settings = Settings.load(self.store.root, settings)
         self.store.lock_timeout = self.settings.store_lock_timeout
         self.verbose = verbose
         self._warn = on_warning or _python_warning
         self.store.on_warning = self._warn
+        if (note := self.settings.ignored_note(self.store.root)) is not None:
+            self._warn(note)
         self._chat_model = model
         self._own_model = model is None
         self._sequences = 0
@@ -134,6 +146,17 @@ class Memory:
         Store.open(Resolved(root, "memcli init"), create=True)
         return InitResult(str(root), not existed)
 
+    def trust(self, *, revoke: bool = False) -> TrustResult:
+        """Approve (``revoke``: take back) the store's own settings that :mod:`memcli.trust` guards,
+        exactly as its config.toml sets them now; a later change to any of them needs a new approval."""
+        from memcli.config import read_store_config
+        from memcli.trust import approve, guarded
+
+        values = guarded(read_store_config(self.root))
+        approve(self.root, None if revoke or not values else values)
+        self.settings = Settings.load(self.root, self._overrides)
+        return TrustResult(str(self.root), {k: str(v) for k, v in values.items()}, bool(values) and not revoke)
+
     # ------------------------------------------------------------ resources
 
     def _writable(self) -> Store:
@@ -153,6 +176,7 @@ class Memory:
     def index(self):
         """The search index (BM25 partitions and the catalog), opened on first use."""
         if self._index is None:
+            self._finish_purge()
             from memcli.index import LibraryIndex
 
             when = self.settings.search_vectors
@@ -250,7 +274,13 @@ class Memory:
             fingerprint_turns(source, name, format or "turns")
             parsed = Parsed(format or "turns", source)
         else:
-            raw, name = read_source(source, name, cfg.ingest_max_bytes)
+            lines = format in JSON_LINES or str(name or source).lower().endswith((".jsonl", ".ndjson"))
+            found = read_input(source, name, cfg.ingest_max_bytes, json_lines=lines,
+                               record_limit=max(256 * 1024, 8 * cfg.ingest_max_entry_chars))
+            raw, name = found.data, found.name
+            if found.dropped:
+                self._warn(f"{name}: larger than ingest.max_bytes; {found.dropped} records over "
+                           f"{found.record_limit:,} bytes (tool output) left out, the rest read")
             parsed = parse_input(raw, name, fmt=format, sample=sample, default_time=default_time, conv=conv,
                                  max_entry_chars=cfg.ingest_max_entry_chars, keep_harness=keep_harness)
         if project:
@@ -273,7 +303,7 @@ class Memory:
             where, why = parsed.rejected[0]
             self._warn(f"{name}: {len(parsed.rejected)} bad records left out, the rest kept (first: {where}: {why})")
         if result.added:
-            self._record("ingest", f"memcli ingest: {result.added} entries from {Path(str(name)).name}")
+            self._record("ingest", f"memcli ingest: {result.added} entries from {Path(result.source).name}")
         from memcli.consolidate import job
         from memcli.consolidate.run import due
 
@@ -390,19 +420,20 @@ class Memory:
         # no vectors job for one note: the next question embeds it (Memory._question_vectors)
         result = ingest_turns(self._writable(), [turn], source=source or "note", fmt="note")
         if result.added:
-            self._record("remember", f"memcli remember: a note from {source or 'a person'}")
+            self._record("remember", f"memcli remember: a note from {result.source if source else 'a person'}")
         return result
 
     def forget(self, targets: list[str] | tuple[str, ...] = (), *, conv: str | None = None, since: str | None = None,
                until: str | None = None, grep: str | None = None, ignore_case: bool = False,
-               dry_run: bool = False):
+               dry_run: bool = False, everything: bool = False):
         """Take entries out of memory for good (see :mod:`memcli.forget`): ``targets`` are citations
-        (``doc:12-14``) and seqs (``17``, ``17-20``); ``conv``, ``since``/``until`` and ``grep`` narrow.
+        (``doc:12-14``) and seqs (``17``, ``17-20``); ``conv``, ``since``/``until`` and ``grep`` narrow;
+        ``everything`` (``--all``) lets a selection take the whole memory, which is refused otherwise.
         Returns a :class:`~memcli.forget.Forgotten`; with ``dry_run`` it lists what would go."""
-        from memcli.forget import Selection, forget, purge_caches
+        from memcli.forget import Selection, forget, purge_caches, purge_done
 
         selection = Selection.parse(list(targets), conv=conv, since=since, until=until, grep=grep,
-                                    ignore_case=ignore_case)
+                                    ignore_case=ignore_case, everything=everything)
         if dry_run:
             result, entries = forget(self.store, selection, dry_run=True)
         else:
@@ -419,7 +450,29 @@ class Memory:
                 result.caches = {"dropped": self._drop_caches()}
                 result.warnings.append(f"the caches could not be cleaned ({exc}); they were removed and are "
                                        "rebuilt when needed")
+            if "kv_refused" in result.caches:
+                result.warnings.append(f"KV blocks were not cleaned: {result.caches['kv_refused']}")
+            purge_done(self.root)
         return result
+
+    def _finish_purge(self) -> None:
+        """A forget whose cache cleaning was cut short (a kill): every cache that could hold the
+        forgotten text is dropped (rebuilt when needed), then the note goes. A read-only server
+        drops them too (they are not the store) and leaves the note for a writer."""
+        from memcli.forget import pending_purge, purge_done, purge_kv
+
+        if not pending_purge(self.root):
+            return
+        dropped = self._drop_caches()
+        try:
+            purge_kv(self, None)
+        except (OSError, MemcliError) as exc:
+            self._warn(f"a forget's KV blocks could not all be dropped: {exc}")
+            return
+        if not self.read_only:
+            purge_done(self.root)
+        self._warn(f"a forget was interrupted before its caches were cleaned; they were dropped ({len(dropped)} "
+                   "files) and are rebuilt when needed")
 
     def _drop_caches(self) -> list[str]:
         """Remove this store's search index and vector cache files (rebuilt on the next question)."""
@@ -496,11 +549,11 @@ class Memory:
 
         return history(self.store, limit)
 
-    def undo(self):
-        """Revert the last change memcli made to a shared store, as a new commit."""
+    def undo(self, *, any_clone: bool = False):
+        """Revert this clone's last change to a shared store (``any_clone``: anyone's), as a new commit."""
         from memcli.share.git import undo
 
-        return undo(self.store, running=self._consolidating)
+        return undo(self.store, running=self._consolidating, any_clone=any_clone)
 
     def _consolidating(self) -> bool:
         from memcli.consolidate import job

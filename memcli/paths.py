@@ -87,8 +87,14 @@ def store_cache_dir(store_root: Path) -> Path:
 
 
 def ensure_private_dir(path: Path) -> Path:
-    """Create ``path`` (and parents) with mode 0700: memory is personal data."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """Create ``path`` (and each missing parent) with mode 0700: memory is personal data."""
+    missing = []
+    folder = path
+    while not folder.exists() and folder.parent != folder:
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        folder.mkdir(mode=0o700, exist_ok=True)
     try:
         if (path.stat().st_mode & 0o777) != 0o700:
             path.chmod(0o700)

@@ -15,7 +15,7 @@ import re
 import threading
 from dataclasses import dataclass
 
-PRIVATE = re.compile(r"<private>.*?(?:</private>|\Z)", re.S | re.I)  # an unclosed span runs to the end
+_PRIVATE_TAG = re.compile(r"<\s*(/?)\s*private\s*>", re.I)  # <private>, </private>, < private >, </ private>
 _KEY_BLOCK = re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----.*?(?:-----END[A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----|\Z)",
                         re.S)
 _ENTROPY = "high-entropy-string"
@@ -35,13 +35,46 @@ def placeholder(kind: str) -> str:
     return f"[redacted:{re.sub(r'[^a-z0-9]+', '-', kind.lower()).strip('-') or 'secret'}]"
 
 
+def drop_private(text: str, depth: int = 0) -> tuple[str, int, int]:
+    """``text`` without what is inside ``<private>`` spans: nesting counted (the span ends at the
+    close that balances its open), a close with nothing open dropped, an unclosed span running to the
+    end. ``depth``: spans left open by the messages before (a session's earlier messages). Returns
+    (kept text, spans dropped, depth at the end)."""
+    kept: list[str] = []
+    spans = 0
+    at = 0
+    for tag in _PRIVATE_TAG.finditer(text):
+        if depth == 0:
+            kept.append(text[at:tag.start()])
+        at = tag.end()
+        if tag.group(1):  # a close
+            depth = max(depth - 1, 0)
+        else:
+            spans += depth == 0
+            depth += 1
+    if depth == 0:
+        kept.append(text[at:])
+    elif not kept and not spans:
+        spans = 1  # the whole message is inside a span an earlier one opened
+    return "".join(kept), spans, depth
+
+
 def scrub(text: str) -> Scrubbed:
     """``text`` without its private spans and with its secrets replaced."""
     return scrub_many([text])[0]
 
 
-def scrub_many(texts: list[str]) -> list[Scrubbed]:
-    """:func:`scrub` of each text (detect-secrets set up once for all of them)."""
+def scrub_fields(values: list[str]) -> dict[str, str]:
+    """Each distinct value (a speaker, a file name, a session id...) with its secrets replaced and
+    its private spans dropped, for every field that reaches the store, its file names or git."""
+    distinct = sorted({v for v in values if v})
+    return {value: clean.text for value, clean in zip(distinct, scrub_many(distinct), strict=True)}
+
+
+def scrub_many(texts: list[str], sessions: list[str | None] | None = None) -> list[Scrubbed]:
+    """:func:`scrub` of each text (detect-secrets set up once for all of them). ``sessions``: each
+    text's session, when the texts are a session's messages in order: a ``<private>`` span opened
+    in one message runs on into the next messages of its session until it is closed."""
     from detect_secrets.core import scan
     from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
     from detect_secrets.settings import default_settings
@@ -53,9 +86,11 @@ def scrub_many(texts: list[str]) -> list[Scrubbed]:
         settings.disable_filters("detect_secrets.filters.heuristic.is_indirect_reference")
         settings.disable_plugins("IPPublicDetector")  # a server's address is a fact to remember, not a credential
         entropy = Base64HighEntropyString()
-        for text in texts:
-            kept, private = PRIVATE.subn("", text)
-            if private:
+        depths: dict[str | None, int] = {}
+        for n, text in enumerate(texts):
+            session = sessions[n] if sessions is not None else n
+            kept, private, depths[session] = drop_private(text, depths.get(session, 0))
+            if private or kept != text:
                 kept = re.sub(r"[ \t]{2,}", " ", kept).strip()
             spans = _findings(kept, scan, entropy)
             out.append(Scrubbed(_replace(kept, spans), private, len(spans)))

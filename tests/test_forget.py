@@ -95,7 +95,7 @@ def test_a_topic_document_left_empty_is_removed(cli, tmp_path, store_dir):
     assert cli("ingest", first, "--conv", "only").code == 0
     assert cli("consolidate").code == 0
     assert list((store_dir / "docs").glob("*.md"))
-    done = cli("forget", "--conv", "only", "--json")
+    done = cli("forget", "--conv", "only", "--all", "--json")  # the whole memory: said so
     assert done.code == 0 and done.json["documents_removed"] and not list((store_dir / "docs").glob("*.md"))
 
 

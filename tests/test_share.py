@@ -266,7 +266,7 @@ def test_undo_after_a_consolidation_restores_the_library_byte_for_byte_and_log_s
     assert again.code == 0 and again.json["op"] == "ingest" and len(again.json["entries_removed"]) == 6
     assert len(Clone(project).entries()) == 6
     # a forget is for good
-    assert run_memcli("--store", store, "forget", "--grep", ".", "-q").code == 0
+    assert run_memcli("--store", store, "forget", "--grep", ".", "--all", "-q").code == 0
     refused = run_memcli("--store", store, "undo")
     assert refused.code == 2 and "cannot be undone" in refused.stderr
 

@@ -11,7 +11,30 @@ def _wants_json(argv: list[str]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``memcli`` console script; maps every failure to an exit code."""
+    """Entry point of the ``memcli`` console script; maps every failure to an exit code (Ctrl-C while
+    it starts, before the commands are loaded, is 130 too)."""
+    try:
+        _main(argv)
+        code = 0
+    except SystemExit as done:
+        code = done.code
+    except KeyboardInterrupt:
+        print("memcli: interrupted", file=sys.stderr)
+        code = 130
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the command is over: Ctrl-C while Python shuts down changes nothing
+    if code == 130:  # interrupted: Python would end itself by SIGINT (exit -2) rather than say 130
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(130)
+    sys.exit(code)
+
+
+def _main(argv: list[str] | None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv == ["--version"]:  # fast path: nothing heavy, not even Typer
         from memcli import __version__
@@ -32,6 +55,16 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(run(argv))
 
 
+def _name_holder(app, argv: list[str]) -> None:
+    """What a writer of this command says of itself in the store's lock: its name, no arguments."""
+    from memcli.store import atomic
+
+    names = {info.name or info.callback.__name__.replace("_", "-") for info in app.registered_commands}
+    names |= {group.name for group in app.registered_groups}
+    verb = next((word for word in argv if word in names), "")
+    atomic.HOLDER_NOTE[0] = f"memcli {verb}".strip()
+
+
 def run(argv: list[str]) -> int:
     import typer
 
@@ -40,6 +73,7 @@ def run(argv: list[str]) -> int:
     from memcli.cli.output import Output
     from memcli.errors import EXIT_INTERRUPTED, EXIT_USAGE, MemcliError, UsageError
 
+    _name_holder(app, argv)
     debug = "--debug" in argv or os.environ.get("MEMCLI_DEBUG") in ("1", "true", "yes")
     out = Output(json=_wants_json(argv))
     if not argv:

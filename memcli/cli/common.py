@@ -38,7 +38,7 @@ def output(ctx: typer.Context, json: bool = False, quiet: bool = False, verbose:
     return out
 
 
-def memory(ctx: typer.Context, *, create: bool = False, where=None):
+def memory(ctx: typer.Context, *, create: bool = False, where=None, read_only: bool = False):
     """The :class:`memcli.Memory` of this invocation: the store (``where``, a
     :class:`~memcli.paths.Resolved`, else flag > environment > nearest .memcli/ > XDG), settings
     (defaults < config files < environment < global flags)."""
@@ -47,7 +47,7 @@ def memory(ctx: typer.Context, *, create: bool = False, where=None):
     app = state(ctx)
     out = ctx.meta.get("memcli_output") or output(ctx)
     return Memory(where or app.store, create=create, settings=app.overrides or None, verbose=app.verbose,
-                  on_warning=out.warn)
+                  on_warning=out.warn, read_only=read_only)
 
 
 def overrides(ctx: typer.Context) -> dict:

@@ -11,10 +11,28 @@ from __future__ import annotations
 
 from pathlib import Path
 
+FOLDERS = ("blocks", "sessions", "units", "latent")  # what memcli keeps in the KV directory
+
 
 def kv_root(store, cfg) -> Path:
-    """The KV directory: ``kv.dir`` when set, else ``kv/`` inside the store."""
-    return Path(cfg.kv_dir).expanduser() if cfg.kv_dir else store.root / "kv"
+    """The KV directory: ``kv.dir`` when set, else ``kv/`` inside the store. A link where the
+    directory or one of its folders would be is refused, never followed (forget deletes files in
+    them); memcli's own folders there are kept private (0700: KV blocks are memory in another form)."""
+    from memcli.errors import StoreError
+
+    root = Path(cfg.kv_dir).expanduser() if cfg.kv_dir else store.root / "kv"
+    for path in (root, *(root / name for name in FOLDERS)):
+        if path.is_symlink():
+            raise StoreError(f"{path} is a symbolic link; memcli does not follow links where it keeps KV blocks",
+                             hint=f"remove the link {path}; memcli makes the folder again")
+    if root.is_dir():
+        for path in (root, *(root / name for name in FOLDERS)):
+            try:
+                if path.is_dir() and path.stat().st_mode & 0o077:
+                    path.chmod(0o700)
+            except OSError:
+                pass
+    return root
 
 
 def block_store(store, cfg):

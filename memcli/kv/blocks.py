@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memcli.errors import MemcliError, StoreError
+from memcli.paths import ensure_private_dir
 from memcli.store.atomic import atomic_write, open_regular
 
 MAGIC = b"MEMCLI-KV 1\n"
@@ -117,7 +118,7 @@ class BlockStore:
         header.size = len(state)
         header.digest = header.own_digest()
         path = self.path(header.key)
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        ensure_private_dir(path.parent)
         atomic_write(path, MAGIC + json.dumps(header.to_dict(), sort_keys=True).encode() + b"\n" + state)
         return path
 

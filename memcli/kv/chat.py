@@ -32,6 +32,7 @@ from memcli.kv.context import CHAT_HEADER, memory_texts
 from memcli.kv.engine import KVEngine, Unit
 from memcli.kv.unit_cache import cached_units, units_key
 from memcli.llm.repetition import loop_start
+from memcli.paths import ensure_private_dir
 from memcli.results import Result
 from memcli.store import Store
 from memcli.store.atomic import atomic_write
@@ -238,7 +239,7 @@ class ChatSession:
             if key != old:
                 self.engine.save(key, self.memory_keys[-1] if self.memory_keys else None,
                                  f"session:{self.name}", self.memory_end, end)
-        self.sessions_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        ensure_private_dir(self.sessions_dir)
         atomic_write(self._session_path(), json.dumps({
             "name": self.name, "messages": self.messages, "memory_keys": self.memory_keys,
             "session_key": key, "tokens": tokens, "fingerprint_id": self.engine.fp_id}))

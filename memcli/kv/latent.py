@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 from memcli.errors import ConfigError, StoreError
 from memcli.kv.blocks import SUMMARY_SUFFIX, BlockRefused, BlockStore
+from memcli.paths import ensure_private_dir
 from memcli.store.atomic import atomic_write, open_regular
 
 HEADS = 4  # retrieval heads whose attention scores a block (benchmarks/tune_latent.py)
@@ -241,7 +242,7 @@ def retrieval_heads(engine, prefix, progress=None) -> RetrievalHeads:
         pass  # damaged or a link: found again
     found = find_heads(engine, prefix, progress)
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        ensure_private_dir(path.parent)
         atomic_write(path, json.dumps({"version": CALIBRATION_VERSION, "fingerprint_id": found.fingerprint_id,
                                        "heads": found.heads, "quality": found.quality}))
     except OSError:

@@ -21,6 +21,7 @@ from pathlib import Path
 from memcli.cache import file_signatures
 from memcli.errors import StoreError
 from memcli.kv.engine import Unit
+from memcli.paths import ensure_private_dir
 from memcli.store.atomic import atomic_write
 from memcli.store.store import read_regular
 
@@ -52,7 +53,7 @@ def cached_units(folder: Path | None, key: str, build: Callable[[], list[Unit]])
         pass  # damaged or not a regular file: rebuilt below
     units = build()
     try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        ensure_private_dir(folder)
         atomic_write(path, json.dumps({"key": key, "units": [[u.label, u.tokens] for u in units]}))
         for old in sorted(folder.glob("*.json"), key=_mtime, reverse=True)[KEEP:]:
             old.unlink(missing_ok=True)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from memcli import joblock
 from memcli.errors import StoreError
+from memcli.paths import ensure_private_dir
 from memcli.store.atomic import FILE_MODE, atomic_write
 from memcli.store.store import now_iso
 
@@ -38,14 +39,20 @@ class AlreadyRunning(StoreError):
 
 
 def read_status(folder: Path) -> dict | None:
-    return joblock.read_status(folder / STATUS)
+    """The job's status file; one that says running while no process holds the lock is a job that was
+    killed: reported as such (the next write or question starts another)."""
+    status = joblock.read_status(folder / STATUS)
+    if status is not None and status.get("state") == "running" and not joblock.held(folder / LOCK):
+        status = {**status, "state": "killed", "error": "the job ended without saying so (killed); the next "
+                  "write or question starts another"}
+    return status
 
 
 def running(folder: Path) -> dict | None:
     """The running job's status, or None when no job holds the lock."""
     if not joblock.held(folder / LOCK):
         return None
-    return read_status(folder) or {"state": "running"}
+    return joblock.read_status(folder / STATUS) or {"state": "running"}
 
 
 def start(store_root: Path, folder: Path) -> int | None:
@@ -53,7 +60,7 @@ def start(store_root: Path, folder: Path) -> int | None:
     if running(folder):
         return None
     try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        ensure_private_dir(folder)
         with open(folder / LOG, "ab") as log:
             child = subprocess.Popen(
                 [sys.executable, "-m", "memcli", "--store", str(store_root), "embed", "--worker",
@@ -69,7 +76,7 @@ def run(vectors, folder: Path, on_progress: Callable[[int, int], None] | None = 
     """Compute every missing vector of ``vectors`` (:class:`memcli.semantic.vectors.EntryVectors`)
     under the job's lock, writing progress to ``vectors.json``; returns the final status. Raises
     :class:`AlreadyRunning` when another process holds the lock."""
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    ensure_private_dir(folder)
     fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, FILE_MODE)
     try:
         try:
@@ -124,6 +131,8 @@ def describe(status: dict | None, missing: int) -> str:
         return (f"being computed in the background (process {status.get('pid')}, "
                 f"{status.get('done', 0)} of {total} texts)" if total else
                 f"being computed in the background (process {status.get('pid')})")
+    if status and status.get("state") == "killed" and missing:
+        return f"{missing} entries have none yet; the last job was killed (memcli embed computes them now)"
     if missing:
         return f"{missing} entries have none yet (memcli embed computes them now)"
     return "every entry has one"

@@ -29,16 +29,15 @@ from pathlib import Path
 
 from memcli.errors import ConfigError, StoreError, UsageError
 from memcli.results import Result, omit_empty
+from memcli.share.attributes import ATTRIBUTES, DRIVER, MERGED, enforce_attributes
 from memcli.store import Store, atomic
 from memcli.store.atomic import StoreLock
-from memcli.store.identity import FORGOTTEN, ORIGIN_FILE, UNIQUE, is_shared, local_origin
+from memcli.store.identity import ORIGIN_FILE, UNIQUE, drawn_origin, is_shared, local_origin
 
-DRIVER = "memcli"
 TRAILER = "Memcli-Op"
+ORIGIN_TRAILER = "Memcli-Origin"  # the clone that made the change (its origin): undo takes back its own
 UNDOABLE = ("ingest", "remember", "consolidate", "forget")  # forget is refused, with the reason
 UNDO_DEPTH = 200  # commits looked back through for the change to undo
-MERGED = ("CURRENT.md", "docs/*.md", "ingested.txt", FORGOTTEN, "state.json")
-ATTRIBUTES = "".join(f"{pattern} merge={DRIVER}\n" for pattern in MERGED)
 KEPT = (*MERGED, "config.toml", ".gitattributes", ".gitignore")
 IGNORE = ("# memcli: only the store's own files are shared; locks, jobs, KV blocks and this clone's origin "
           f"({ORIGIN_FILE}) stay local\n*\n!docs/\n" + "".join(f"!{name}\n" for name in KEPT))
@@ -88,7 +87,7 @@ def shared_repo(store: Store) -> Repo | None:
     return repo_of(store.root) if is_shared(store.read_state()) else None
 
 
-def _identity_env(repo: Repo) -> dict:
+def identity_env(repo: Repo) -> dict:
     """An author for memcli's commits where git has none configured (a fresh machine, CI)."""
     env = {}
     if not repo.run("config", "user.name", check=False).stdout.strip():
@@ -100,6 +99,13 @@ def _identity_env(repo: Repo) -> dict:
 
 def driver_command() -> str:
     return f"{shlex.quote(sys.executable)} -m memcli merge-driver %O %A %B %P"
+
+
+def enforce(store: Store, repo: Repo) -> list[str]:
+    """memcli's merge attributes in the store's ``.gitattributes`` and the clone's ``info/attributes``
+    (:mod:`memcli.share.attributes`); the store's file when a commit had changed it."""
+    info = Path(repo.run("rev-parse", "--git-path", "info/attributes").stdout.strip())
+    return enforce_attributes(store.root, repo.store, info if info.is_absolute() else repo.top / info)
 
 
 def configure_driver(repo: Repo) -> None:
@@ -166,6 +172,7 @@ def share(store: Store) -> ShareResult:
         txn.write(".gitattributes", ATTRIBUTES)
         txn.write(".gitignore", IGNORE)
     configure_driver(repo)
+    enforce(store, repo)
     sha = commit(store, "share", "memcli: share this store through git", allow_empty=False)
     return ShareResult(str(repo.top), str(store.root), created, sha)
 
@@ -190,13 +197,16 @@ def commit(store: Store, op: str, message: str, *, allow_empty: bool = False, re
             return commit(store, op, message, allow_empty=allow_empty, repo=repo, locked=True)
     if not repo.run("config", f"merge.{DRIVER}.driver", check=False).stdout.strip():
         configure_driver(repo)  # a fresh clone: the driver lives in each clone's own config
+        enforce(store, repo)
     atomic.recover(store.root)  # a transaction a crash left half-applied is finished before git reads the files
     repo.run("add", "-A", "--", repo.spec)
     staged = repo.run("diff", "--cached", "--quiet", "--", repo.spec, check=False).returncode != 0
     if not staged and not allow_empty:
         return None
-    repo.run("commit", "-q", "--no-verify", "-m", f"{message}\n\n{TRAILER}: {op}", "--", repo.spec,
-             env=_identity_env(repo))
+    origin = drawn_origin(store.root)
+    trailers = f"{TRAILER}: {op}" + (f"\n{ORIGIN_TRAILER}: {origin}" if origin is not None else "")
+    repo.run("commit", "-q", "--no-verify", "-m", f"{message}\n\n{trailers}", "--", repo.spec,
+             env=identity_env(repo))
     return repo.run("rev-parse", "HEAD").stdout.strip()
 
 
@@ -221,6 +231,7 @@ class Change(Result):
     op: str | None  # None: a commit memcli did not make (a person's, a merge)
     message: str
     reverts: str | None = omit_empty()  # an undo: the commit it took back
+    origin: int | None = omit_empty()  # the clone that made it (memcli's changes)
 
 
 @dataclass
@@ -234,19 +245,23 @@ def history(store: Store, limit: int = 20) -> History:
 
 
 def log(store: Store, limit: int = 20) -> list[Change]:
-    repo = _required(store)
+    repo = required(store)
     out = repo.run("log", f"-n{limit}", "--format=%H%x1f%aI%x1f%an%x1f%B%x1e", "--", repo.spec).stdout
     changes = []
     for record_text in out.split("\x1e"):
         if not record_text.strip():
             continue
         sha, when, author, body = record_text.strip("\n").split("\x1f", 3)
-        op = next((line.split(":", 1)[1].strip() for line in body.splitlines() if line.startswith(f"{TRAILER}:")),
-                  None)
+        op = _trailer(body, TRAILER)
+        origin = _trailer(body, ORIGIN_TRAILER)
         reverts = re.search(r"This reverts commit ([0-9a-f]{40})", body) if op == "undo" else None
         changes.append(Change(sha, when, author, op, body.strip().splitlines()[0] if body.strip() else "",
-                              reverts[1] if reverts else None))
+                              reverts[1] if reverts else None, int(origin) if origin and origin.isdigit() else None))
     return changes
+
+
+def _trailer(body: str, name: str) -> str | None:
+    return next((line.split(":", 1)[1].strip() for line in body.splitlines() if line.startswith(f"{name}:")), None)
 
 
 @dataclass
@@ -258,11 +273,12 @@ class Undone(Result):
     entries_removed: list[int] = field(default_factory=list)  # seqs the undone change had added
 
 
-def undo(store: Store, running: Callable[[], bool] = lambda: False) -> Undone:
-    """Revert the last memcli change of the store (a new commit; history is never rewritten), after
-    checking that the revert gives back exactly the entries the store had before that change.
-    ``running``: whether a consolidation runs on the store (asked once the lock is held)."""
-    repo = _required(store)
+def undo(store: Store, running: Callable[[], bool] = lambda: False, *, any_clone: bool = False) -> Undone:
+    """Revert this clone's last memcli change of the store (``any_clone``: the last of any clone's),
+    as a new commit (history is never rewritten), after checking that the revert gives back exactly
+    the entries the store had before that change. ``running``: whether a consolidation runs on the
+    store (asked once the lock is held)."""
+    repo = required(store)
     with StoreLock(store.root, exclusive=True, timeout=store.lock_timeout):
         if running():
             raise StoreError("a consolidation is running on this store",
@@ -273,14 +289,20 @@ def undo(store: Store, running: Callable[[], bool] = lambda: False) -> Undone:
         if repo.run("diff", "--cached", "--quiet", check=False).returncode != 0:
             raise StoreError("the repository has staged changes, which the undo's commit would take in",
                              hint="commit or unstage them first")
-        last = _last_change(log(store, UNDO_DEPTH))
+        changes = log(store, UNDO_DEPTH)
+        newest = _last_change(changes)
+        last = newest if any_clone else _last_change(changes, origin=drawn_origin(store.root))
+        if last is None and newest is not None:
+            raise UsageError(f"this clone made no change to undo; the newest is {newest.author}'s {newest.op} "
+                             f"({newest.commit[:12]}: {newest.message})",
+                             hint="`memcli undo --any` takes back the newest change whoever made it")
         if last is None:
             raise UsageError("nothing to undo: no change memcli made is in this store's history")
         if last.op == "forget":
             raise UsageError("a forget cannot be undone: it is for good (git's history still holds the text; "
                              "see docs/reference.md on sharing)")
-        before, made = _entry_seqs(repo, f"{last.commit}^"), _entry_seqs(repo, last.commit)
-        now = _entry_seqs(repo, "HEAD")
+        before, made = entry_seqs(repo, f"{last.commit}^"), entry_seqs(repo, last.commit)
+        now = entry_seqs(repo, "HEAD")
         done = repo.run("revert", "--no-commit", last.commit, check=False)
         if done.returncode != 0:
             repo.run("revert", "--abort", check=False)
@@ -288,7 +310,7 @@ def undo(store: Store, running: Callable[[], bool] = lambda: False) -> Undone:
                              hint="undo those first, or revert it by hand with git")
         # the guard: exactly the entries the change added go, and those it took out come back
         wanted = (now - (made - before)) | (before - made)
-        after = _entry_seqs(repo, None)
+        after = entry_seqs(repo, None)
         if after != wanted:
             repo.run("revert", "--abort", check=False)
             raise StoreError("undo would not give back the entries the store had without that change "
@@ -296,24 +318,24 @@ def undo(store: Store, running: Callable[[], bool] = lambda: False) -> Undone:
         added = sorted(made - before)
         title = f"memcli undo: the {last.op} of {last.commit[:12]}"
         repo.run("commit", "-q", "--no-verify", "-m", f"{title}\n\nThis reverts commit {last.commit}: "
-                 f"{last.message}\n\n{TRAILER}: undo", env=_identity_env(repo))
+                 f"{last.message}\n\n{TRAILER}: undo", env=identity_env(repo))
         sha = repo.run("rev-parse", "HEAD").stdout.strip()
     return Undone(last.commit, last.op, last.message, sha, added)
 
 
-def _last_change(changes: list[Change]) -> Change | None:
-    """The newest change memcli made that is not an undo and was not undone: successive undos walk
-    back through the history."""
+def _last_change(changes: list[Change], origin: int | None | bool = False) -> Change | None:
+    """The newest change memcli made that is not an undo and was not undone (successive undos walk
+    back through the history); with ``origin``, made by that clone."""
     undone = {c.reverts for c in changes if c.reverts}
     for change in changes:
-        if change.op in UNDOABLE and change.commit not in undone:
+        if change.op in UNDOABLE and change.commit not in undone and (origin is False or change.origin == origin):
             return change
         if change.op == "share":
             break
     return None
 
 
-def _entry_seqs(repo: Repo, rev: str | None) -> set[int]:
+def entry_seqs(repo: Repo, rev: str | None) -> set[int]:
     """Every entry seq in the store at ``rev`` (None: the index, i.e. the staged revert)."""
     from memcli.store.format import parse_entry
 
@@ -331,7 +353,7 @@ def _entry_seqs(repo: Repo, rev: str | None) -> set[int]:
     return seqs
 
 
-def _required(store: Store) -> Repo:
+def required(store: Store) -> Repo:
     repo = shared_repo(store)
     if repo is None:
         raise UsageError(f"{store.root} is not a store shared through git",

@@ -70,12 +70,20 @@ def merge_document(base: str, ours: str, theirs: str) -> tuple[str, int]:
 
     body = o.body[:-1] if o.body and o.body[-1] == "" else list(o.body)
     ends_with_newline = bool(o.body) and o.body[-1] == ""
+    base_lines = set(b.body)
+    t_body = t.body[:-1] if t.body and t.body[-1] == "" else t.body
+    their_lines = set(t_body)
     kept: list[list[str]] = []  # per ours line: what it becomes (nothing, itself, a change, or both)
+    seen: set[int] = set()
     for line in body:
         seq = _seq(line)
         if seq is None:
             kept.append([line])
             continue
+        if seq in seen:  # a second version of an entry a person kept (a settled conflict): kept as it is,
+            kept.append([] if line in base_lines and line not in their_lines else [line])  # unless theirs took it out
+            continue
+        seen.add(seq)
         base_line, their_line = b_entries.get(seq), t_entries.get(seq)
         if their_line is None:
             kept.append([] if base_line == line else [line])  # theirs removed it, unless ours changed it
@@ -91,14 +99,14 @@ def merge_document(base: str, ours: str, theirs: str) -> tuple[str, int]:
     anchors: dict[object, int] = {}
     for index, line in enumerate(body):
         seq = _seq(line)
-        anchors.setdefault(seq if seq is not None else ("line", line), index)
+        anchors.setdefault(("line", line), index)
+        if seq is not None:
+            anchors.setdefault(seq, index)
     after: dict[int, list[str]] = {}
-    base_lines = set(b.body)
     place = -1
-    t_body = t.body[:-1] if t.body and t.body[-1] == "" else t.body
     for line in t_body:
         seq = _seq(line)
-        key = seq if seq is not None else ("line", line)
+        key = ("line", line) if seq is None or ("line", line) in anchors or t_entries.get(seq) != line else seq
         if key in anchors:
             place = anchors[key]
             while place + 1 < len(body) and _ours_only(body[place + 1], b_entries, t_entries):
@@ -107,6 +115,9 @@ def merge_document(base: str, ours: str, theirs: str) -> tuple[str, int]:
         if seq is None:  # a heading, a person's line, a marked conflict
             if not line.strip() or line in base_lines:
                 continue  # blank, or a line ours removed
+        elif t_entries.get(seq) != line:  # another version of an entry theirs keeps beside the first
+            if line in base_lines:
+                continue  # ours removed it
         elif seq in o_entries or (seq in b_entries and b_entries[seq] == line):
             continue  # ours has it elsewhere, or ours removed what theirs left as it was
         after.setdefault(place, []).append(line)
@@ -133,9 +144,10 @@ def _values(base: dict, ours: dict, theirs: dict) -> dict:
 
 def _merge_meta(base: dict, ours: dict, theirs: dict) -> dict:
     out = _values(base, ours, {k: v for k, v in theirs.items() if k != "update_log"})
-    if isinstance(ours.get("update_log"), list) or isinstance(theirs.get("update_log"), list):
-        log = list(ours.get("update_log") or [])
-        log += [item for item in theirs.get("update_log") or [] if item not in log]
+    mine, their = (m.get("update_log") if isinstance(m.get("update_log"), list) else [] for m in (ours, theirs))
+    if mine or their or isinstance(ours.get("update_log"), list):
+        log = list(mine)
+        log += [item for item in their if item not in log]
         out["update_log"] = sorted(log, key=lambda item: str(item.get("time", "")) if isinstance(item, dict) else "")
     times = [str(m["updated_time"]) for m in (ours, theirs) if m.get("updated_time")]
     if times:
@@ -156,23 +168,39 @@ def _unique(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def merge_state(base: str, ours: str, theirs: str) -> tuple[str, int]:
-    def load(text: str) -> dict:
-        try:
-            data = json.loads(text) if text.strip() else {}
-        except ValueError:
-            data = {}
-        return data if isinstance(data, dict) else {}
+def _valid_state(text: str) -> dict:
+    """A side's state with only the values a state may hold (a damaged value is dropped, so the merge
+    gives a usable state from the good values, never spreads the damage)."""
+    from memcli.store.identity import ORIGINS
 
-    b, o, t = load(base), load(ours), load(theirs)
+    try:
+        data = json.loads(text) if text.strip() else {}
+    except ValueError:
+        data = {}
+    if not isinstance(data, dict):
+        return {}
+    out = dict(data)
+    for key in ("format", "next_seq", "next_tick"):
+        if key in out and not (isinstance(out[key], int) and not isinstance(out[key], bool) and out[key] >= 0):
+            del out[key]
+    origins = out.get("origins")
+    out["origins"] = [o for o in origins if isinstance(o, int) and not isinstance(o, bool) and 0 < o < ORIGINS] \
+        if isinstance(origins, list) else []
+    return out
+
+
+def merge_state(base: str, ours: str, theirs: str) -> tuple[str, int]:
+    b, o, t = _valid_state(base), _valid_state(ours), _valid_state(theirs)
     out = _values(b, o, t)
     for key in ("format", "next_seq", "next_tick"):
-        values = [int(m[key]) for m in (o, t) if str(m.get(key, "")).isdigit()]
+        values = [m[key] for m in (o, t) if key in m]
         if values:
             out[key] = max(values)
-    origins = {int(x) for m in (o, t) for x in m.get("origins", []) if str(x).isdigit()}
+    origins = sorted({*o["origins"], *t["origins"]})
     if origins:
-        out["origins"] = sorted(origins)
+        out["origins"] = origins
+    else:
+        out.pop("origins", None)
     return json.dumps(out) + "\n", 0
 
 

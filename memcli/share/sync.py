@@ -11,16 +11,19 @@ is retried after another merge.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from memcli.errors import StoreError, UsageError
 from memcli.results import Result
-from memcli.share.git import Repo, _identity_env, _required, commit, configure_driver, problems
-from memcli.share.reconcile import reconcile
+from memcli.share.git import Repo, commit, configure_driver, enforce, entry_seqs, identity_env, problems, required
+from memcli.share.locks import begin_merge, clear_stale, end_merge
+from memcli.share.reconcile import forgotten_seqs, reconcile
 from memcli.store import Store, atomic
 from memcli.store.atomic import StoreLock
+from memcli.store.identity import drawn_origin, origin_of, redraw
 
 ATTEMPTS = 3
 
@@ -38,25 +41,32 @@ class Synced(Result):
     forgotten: int = 0  # entries a clone forgot, taken out here
     pushed: bool = False
     head: str = ""
+    cleared: list[str] = field(default_factory=list)  # stale git locks and merge temporaries a killed sync left
+    repaired: list[str] = field(default_factory=list)  # what was put back: memcli's merge attributes
+    origin: dict | None = None  # {"from", "to"}: another clone wrote with this clone's origin; a new one drawn
 
 
 def sync(store: Store, *, remote: str | None = None, push: bool = True,
          running: Callable[[], bool] = lambda: False) -> Synced:
     """``running``: whether a consolidation runs on the store (asked again once the lock is held: a
     consolidation lets the lock go between its flushes)."""
-    repo = _required(store)
-    if _merging(repo):
-        raise StoreError(f"{repo.top} is in the middle of a merge", hint="finish or abort it with git first")
-    if problems(store):
-        configure_driver(repo)  # a fresh clone: the driver lives in each clone's own config
-    branch = repo.run("symbolic-ref", "--short", "HEAD").stdout.strip()
-    remote = remote or repo.run("config", f"branch.{branch}.remote", check=False).stdout.strip() or _only_remote(repo)
-    result = Synced(store=str(store.root), repository=str(repo.top), remote=remote, branch=branch)
+    repo = required(store)
     with StoreLock(store.root, exclusive=True, timeout=store.lock_timeout):
+        cleared = clear_stale(repo, store.root)  # what a killed sync left (no git process running here)
+        if _merging(repo):
+            raise StoreError(f"{repo.top} is in the middle of a merge", hint="finish or abort it with git first")
+        if problems(store):
+            configure_driver(repo)  # a fresh clone: the driver lives in each clone's own config
+        branch = repo.run("symbolic-ref", "--short", "HEAD").stdout.strip()
+        remote = remote or repo.run("config", f"branch.{branch}.remote", check=False).stdout.strip() \
+            or _only_remote(repo)
+        result = Synced(store=str(store.root), repository=str(repo.top), remote=remote, branch=branch,
+                        cleared=cleared)
         if running():
             raise StoreError("a consolidation is running on this store; sync would commit it half-done",
                              hint="wait for it (`memcli consolidate --wait`), then sync")
         atomic.recover(store.root)
+        result.repaired = enforce(store, repo)
         result.committed = commit(store, "sync", "memcli sync: changes made outside memcli", repo=repo, locked=True)
         for _ in range(ATTEMPTS):
             repo.run("fetch", "-q", remote)
@@ -78,6 +88,17 @@ def sync(store: Store, *, remote: str | None = None, push: bool = True,
     return result
 
 
+def _origin_clash(store: Store, repo: Repo, theirs: str) -> int | None:
+    """This clone's origin, when the remote holds entries of that origin that this clone never wrote
+    (nor forgot): another clone (a restored or copied folder, a cloned machine) draws the same seqs."""
+    mine = drawn_origin(store.root)
+    if mine is None:
+        return None
+    base = repo.run("merge-base", "HEAD", theirs, check=False).stdout.strip()
+    known = entry_seqs(repo, "HEAD") | (entry_seqs(repo, base) if base else set()) | forgotten_seqs(store)
+    return mine if any(origin_of(seq) == mine for seq in entry_seqs(repo, theirs) - known) else None
+
+
 def _merging(repo: Repo) -> bool:
     """A merge is in progress (git's MERGE_HEAD, wherever this work tree keeps it)."""
     path = Path(repo.run("rev-parse", "--git-path", "MERGE_HEAD").stdout.strip())
@@ -97,13 +118,25 @@ def _merge(store: Store, repo: Repo, theirs: str, result: Synced) -> None:
     count = repo.run("rev-list", "--count", f"HEAD..{theirs}").stdout.strip()
     if count == "0":
         return
-    env = _identity_env(repo)
+    env = identity_env(repo)
+    clash = _origin_clash(store, repo, theirs)
+    begin_merge(store.root, repo.run("rev-parse", theirs).stdout.strip())
     done = repo.run("merge", "-q", "--no-edit", theirs, check=False, env=env)
     if done.returncode != 0:
-        _settle(store, repo, result, done.stderr.strip() or done.stdout.strip())
+        try:
+            _settle(store, repo, result, done.stderr.strip() or done.stdout.strip())
+        except BaseException:
+            end_merge(store.root)
+            raise
+    enforce(store, repo)  # their commit may have changed them: memcli's own again, before anything is read
     txn = atomic.Transaction(store.root)
     try:
         fixed = reconcile(store, txn)
+        if clash is not None:  # another clone writes with this clone's origin: this one draws a new one
+            state = store.read_state()
+            result.origin = {"from": clash, "to": redraw(store.root, state)}
+            state["origins"] = sorted({*state.get("origins", []), result.origin["to"]})
+            txn.write("state.json", json.dumps(state) + "\n")
         txn.commit()
     except BaseException:
         txn.abort()
@@ -113,9 +146,10 @@ def _merge(store: Store, repo: Repo, theirs: str, result: Synced) -> None:
     repo.run("add", "-A", "--", repo.spec)
     if _merging(repo):
         repo.run("commit", "-q", "--no-verify", "--no-edit", env=env)
-    elif fixed.changed:
+    elif fixed.changed or clash is not None:
         repo.run("commit", "-q", "--no-verify", "-m", f"memcli sync: {fixed.duplicates} entries held twice kept "
                  f"once, {fixed.forgotten} forgotten", "--", repo.spec, env=env)
+    end_merge(store.root)
     result.merged += int(count)
 
 

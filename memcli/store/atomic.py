@@ -140,6 +140,11 @@ def atomic_write(path: Path, data: str | bytes) -> None:
     fsync_dir(path.parent)
 
 
+# what a writer says of itself in the lock (for one that times out waiting): the program and the
+# command's name, never its arguments (a forget's pattern, a note's text); the CLI sets the command
+HOLDER_NOTE = [os.path.basename(sys.argv[0] or "python")[:40]]
+
+
 class StoreLock:
     """Inter-process lock on a store: ``exclusive`` for writers, shared for readers."""
 
@@ -187,7 +192,7 @@ class StoreLock:
         if self.exclusive:  # say who writes, for a writer that times out waiting
             try:
                 os.ftruncate(self._fd, 0)
-                os.pwrite(self._fd, f"{os.getpid()} {' '.join(sys.argv)[:200]}\n".encode(), 0)
+                os.pwrite(self._fd, f"{os.getpid()} {HOLDER_NOTE[0]}\n".encode(), 0)
             except OSError:
                 pass  # a read-only store: the lock still works, only the note is missing
 

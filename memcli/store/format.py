@@ -318,6 +318,11 @@ def split_front_matter(text: str) -> tuple[int, str]:
 _FRONT_END_RE = re.compile(r"\n---\r?(?:\n|$)")
 
 
+# front matter keys memcli reads, and the type each must have (a document may come from a teammate)
+FRONT_TYPES: dict[str, type] = {"update_log": list, "token_count": int, "aux": dict}
+FRONT_NAMES = {list: "list", int: "whole number", dict: "mapping"}
+
+
 def parse_document(text: str) -> Document:
     """Parse a document; raises FormatError for a broken front-matter block."""
     if text.startswith("---\n") or text.startswith("---\r\n"):
@@ -333,6 +338,11 @@ def parse_document(text: str) -> Document:
                     raise FormatError(f"invalid YAML front matter: {exc.problem}", line) from None
                 if not isinstance(meta, dict):
                     raise FormatError("front matter is not a mapping", 2)
+                for key, kind in FRONT_TYPES.items():
+                    if key in meta and meta[key] is not None and (
+                            not isinstance(meta[key], kind) or (kind is int and isinstance(meta[key], bool))):
+                        raise FormatError(f"front matter: {key} must be a {FRONT_NAMES[kind]}, not "
+                                          f"{type(meta[key]).__name__}", 2)
                 doc = Document(meta=meta, body=lines[index + 1:], front_raw=front_raw)
                 doc.mark_loaded()
                 return doc

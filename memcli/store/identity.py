@@ -32,6 +32,25 @@ ORIGIN_FILE = "origin.json"
 FORGOTTEN = "forgotten.txt"  # a shared store's forget tombstones: seqs only, one a line
 
 
+def state_problem(state: object) -> str | None:
+    """What is wrong with a ``state.json`` (it may come from a teammate's commit), or None."""
+    if not isinstance(state, dict):
+        return "not a JSON object"
+
+    def whole(value: object, least: int) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+    for key, least in (("format", 1), ("next_seq", 1), ("next_tick", 0)):
+        if key in state and not whole(state[key], least):
+            return f"{key} must be a whole number of at least {least}, not {state[key]!r}"[:300]
+    origins = state.get("origins", [])
+    if not isinstance(origins, list) or not all(whole(o, 1) and o < ORIGINS for o in origins):
+        return f"origins must be a list of numbers from 1 to {ORIGINS - 1}, not {origins!r}"[:300]
+    if state.get("ids", UNIQUE) != UNIQUE:
+        return f"ids must be {UNIQUE!r} or absent, not {state['ids']!r}"[:300]
+    return None
+
+
 def is_shared(state: dict) -> bool:
     return state.get("ids") == UNIQUE
 
@@ -41,30 +60,53 @@ def origin_of(seq: int) -> int | None:
     return seq % ORIGINS if seq >= ORIGINS * 10**9 else None
 
 
+def _place(root: Path) -> dict:
+    """What tells this copy of the store from another: its folder, the folder's inode and the machine
+    (a home folder restored or copied, even to the same path, is another folder or another machine)."""
+    try:
+        machine = Path("/etc/machine-id").read_text(encoding="utf-8").strip()[:64]
+    except OSError:
+        machine = ""
+    try:
+        info = root.stat()
+        inode = f"{info.st_dev}:{info.st_ino}"
+    except OSError:
+        inode = ""
+    return {"path": str(root.absolute()), "folder": inode, "machine": machine}
+
+
 def drawn_origin(root: Path) -> int | None:
     """This clone's origin if it has drawn one (for ``memcli status``), without drawing it."""
     try:
         data = json.loads((root / ORIGIN_FILE).read_text(encoding="utf-8"))
-        if data.get("path") == str(root.absolute()) and 1 <= int(data["origin"]) < ORIGINS:
+        place = _place(root)
+        if all(data.get(key, place[key]) == place[key] for key in place) and 1 <= int(data["origin"]) < ORIGINS:
             return int(data["origin"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         pass
     return None
 
 
-def local_origin(root: Path, state: dict) -> int:
+def local_origin(root: Path, state: dict, *, avoid: set[int] = frozenset()) -> int:
     """This clone's origin, drawn (and written to ``origin.json``) the first time it is needed.
 
-    ``origin.json`` records the folder it was drawn for: a store copied or cloned elsewhere draws
-    anew, so two copies never share one by accident."""
+    ``origin.json`` records the folder (path and inode) and machine it was drawn for: a store copied,
+    restored or cloned elsewhere draws anew, so two copies never share one by accident (``memcli
+    sync`` catches what this cannot: :func:`redraw`)."""
     drawn = drawn_origin(root)
-    if drawn is not None:
+    if drawn is not None and drawn not in avoid:
         return drawn
-    taken = {int(o) for o in state.get("origins", []) if str(o).isdigit()}
+    taken = {int(o) for o in state.get("origins", [])} | set(avoid)
     free = [o for o in range(1, ORIGINS) if o not in taken]
     origin = random.SystemRandom().choice(free or list(range(1, ORIGINS)))
-    atomic_write(root / ORIGIN_FILE, json.dumps({"origin": origin, "path": str(root.absolute())}) + "\n")
+    atomic_write(root / ORIGIN_FILE, json.dumps({"origin": origin, **_place(root)}) + "\n")
     return origin
+
+
+def redraw(root: Path, state: dict) -> int:
+    """A new origin for this clone, when another clone turned out to write with the same one."""
+    current = drawn_origin(root)
+    return local_origin(root, state, avoid={current} if current is not None else set())
 
 
 class Seqs:

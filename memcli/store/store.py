@@ -66,6 +66,7 @@ class Store:
         self.ingested_path = root / "ingested.txt"
         self.index_dir: Path | None = None  # None: the per-store folder in the cache directory
         self.on_warning: Callable[[str], None] | None = None  # told when a read works around a problem
+        self.read_only = False  # True: a reading never finishes an interrupted write (read as committed)
         # while a committed transaction cannot be applied: its files, read from .txn/ (None: deleted);
         # per thread (the MCP server reads on several), restored when a nested read ends
         self._local = threading.local()
@@ -120,7 +121,9 @@ class Store:
                 self._local.depth -= 1
             return
         failure: StoreWriteError | None = None
-        if atomic.pending(self.root):
+        if atomic.pending(self.root) and self.read_only:
+            failure = StoreWriteError(f"{self.root} is opened read-only")
+        elif atomic.pending(self.root):
             try:
                 with atomic.StoreLock(self.root, exclusive=True, timeout=self.lock_timeout):
                     atomic.recover(self.root)
@@ -185,12 +188,21 @@ class Store:
     # ------------------------------------------------------------ state
 
     def read_state(self) -> dict:
+        """``state.json``, checked: a state that came damaged (a teammate's commit, a hand edit) is
+        an error naming the file and the commit that last changed it, never a crash later on."""
+        from memcli.store.identity import state_problem
+
         try:
-            return json.loads(self.read_file(self.state_path).decode("utf-8"))
+            state = json.loads(self.read_file(self.state_path).decode("utf-8"))
+            problem = state_problem(state)
         except FileNotFoundError:
             return {"format": 1, "next_seq": 1}
         except (OSError, ValueError) as exc:
-            raise StoreError(f"{self.state_path}: unreadable store state: {exc}") from None
+            problem = f"unreadable: {exc}"
+        if problem is not None:
+            raise StoreError(f"{self.state_path}: damaged store state: {problem}{last_commit(self.state_path)}",
+                             hint="`memcli doctor --repair` puts back the newest good state from git's history")
+        return state
 
     def read_fingerprints(self) -> set[str]:
         try:
@@ -267,7 +279,7 @@ class Store:
         except FormatError as exc:
             where = f"{path}:{exc.line}" if exc.line else str(path)
             if strict:
-                raise StoreError(f"{where}: {exc}") from None
+                raise StoreError(f"{where}: {exc}{last_commit(path)}") from None
             doc = Document(meta={}, body=text.split("\n"))
             doc.mark_loaded()
             return LoadedDoc(doc_id, path, doc, error=f"{where}: {exc}")
@@ -341,6 +353,23 @@ def _regular(path: Path) -> bool:
         return stat.S_ISREG(os.lstat(path).st_mode)
     except OSError:
         return False
+
+
+def last_commit(path: Path) -> str:
+    """``"; last changed by commit abc123 (Ann, 2 hours ago)"`` when git tracks ``path``, else ``""``:
+    for errors about a file that may have come from a teammate."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None:
+        return ""
+    try:
+        done = subprocess.run(["git", "-C", str(path.parent), "log", "-1", "--format=%h (%an, %ar)", "--", path.name],
+                              capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    said = done.stdout.strip()
+    return f"; last changed by commit {said}" if done.returncode == 0 and said else ""
 
 
 def read_regular(path: Path) -> bytes:

@@ -13,15 +13,18 @@ from memcli.doctor import DoctorResult, diagnose
 @app.command()
 def doctor(
     ctx: typer.Context,
+    repair: bool = typer.Option(False, "--repair", help="Put back a damaged state.json (from git's history, "
+                                "else made from the store), counters past every entry."),
     json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
 ) -> None:
     """Check the installation: versions, paths and where they came from, the model, GPU offload.
 
-    Loads the configured model and generates one token. Exits 0 when every
+    Loads the configured model and generates one token. --repair puts back a
+    damaged state.json (a teammate's commit, a hand edit). Exits 0 when every
     check passes, 3 when the model or configuration is missing, 1 otherwise.
     """
     out = output(ctx, json, quiet, verbose)
-    result = diagnose(state(ctx).store, overrides(ctx), verbose=out.verbose)
+    result = diagnose(state(ctx).store, overrides(ctx), verbose=out.verbose, repair=repair)
     out.emit(result)
     if not result.ok:
         raise typer.Exit(result.exit_code)

@@ -26,6 +26,8 @@ def forget(
         "--grep", "-e", help="Only entries whose text matches this regular expression.")] = None,
     ignore_case: Annotated[bool, typer.Option("--ignore-case", "-i", help="--grep ignores case.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be forgotten; change nothing.")] = False,
+    everything: Annotated[bool, typer.Option(
+        "--all", help="Allow the selection to take every entry (alone: forget the whole memory).")] = False,
     json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
 ) -> None:
     """Take entries out of memory for good.
@@ -38,10 +40,16 @@ def forget(
     chat session that holds their text are cleaned. The update log records
     which seqs went, not their text; ingesting the same file again does not
     bring them back. Exit 1 when nothing matches.
+
+    A selection that would take every entry in memory, and a --grep pattern
+    that matches the empty string ("", "(?i)", "x*"), are refused (exit 2)
+    unless --all is given. A citation is a place, and places move: after a
+    --dry-run, a forget with the same citation is refused when the line now
+    holds another entry than the dry run showed.
     """
     out = output(ctx, json, quiet, verbose)
     result = memory(ctx).forget(targets or [], conv=conv, since=since, until=until, grep=grep,
-                                ignore_case=ignore_case, dry_run=dry_run)
+                                ignore_case=ignore_case, dry_run=dry_run, everything=everything)
     for warning in result.warnings:
         out.warn(warning)
     out.emit(result)

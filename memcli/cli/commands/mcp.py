@@ -54,4 +54,4 @@ def mcp(
         return
     from memcli.mcp_server import serve
 
-    serve(memory(ctx, create=not read_only), read_only=read_only, with_ask=ask)  # read-only: never creates one
+    serve(memory(ctx, create=not read_only, read_only=read_only), read_only=read_only, with_ask=ask)  # read-only: never creates one

@@ -74,16 +74,22 @@ def _render_log(result: History, out: Output) -> None:
 @app.command()
 def undo(
     ctx: typer.Context,
+    any_clone: Annotated[bool, typer.Option(
+        "--any", help="Take back the newest change whichever clone made it (a teammate's too).")] = False,
     json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
 ) -> None:
-    """Revert the last change memcli made to a shared store, as a new commit.
+    """Revert the last change this clone made to a shared store, as a new commit.
 
-    History is never rewritten. The revert must give back exactly the
-    entries the store had before that change, or nothing is done. A forget
-    cannot be undone. Exit 1 when the change cannot be reverted cleanly.
+    Successive undos walk back through this clone's changes; a teammate's
+    change that arrived through sync is never taken back unless --any says
+    so (without it, when this clone made none, the newest change's author is
+    named, exit 2). History is never rewritten. The revert must give back
+    exactly the entries the store had before that change, or nothing is
+    done. A forget cannot be undone. Exit 1 when the change cannot be
+    reverted cleanly.
     """
     out = output(ctx, json, quiet, verbose)
-    out.emit(memory(ctx).undo())
+    out.emit(memory(ctx).undo(any_clone=any_clone))
 
 
 @register(Undone)

@@ -1,4 +1,4 @@
-"""memcli init | status | embed."""
+"""memcli init | status | embed | trust."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import typer
 from memcli.cli.app import app
 from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, memory, output, state
 from memcli.cli.output import Output, register
-from memcli.memory import EmbedResult, InitResult, Memory, StatusResult
+from memcli.memory import EmbedResult, InitResult, Memory, StatusResult, TrustResult
 from memcli.paths import Resolved
 
 
@@ -133,3 +133,32 @@ def _render_embed(result: EmbedResult, out: Output) -> None:
     else:
         out.write(f"vectors: {result.entries} entries"
                   + (f" ({result.seconds} s)" if result.seconds is not None else ""))
+
+
+@app.command()
+def trust(
+    ctx: typer.Context,
+    revoke: Annotated[bool, typer.Option("--revoke", help="Take the approval back.")] = False,
+    json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
+) -> None:
+    """Approve the store's own model and KV-folder settings, as its config.toml sets them now.
+
+    A store's config.toml travels with it (git, a copied folder), so memcli
+    takes model.backend, model.base_url, model.api_key_env, model.name,
+    model.path and kv.dir from it only once you approve them here, for this
+    store on this machine; your own config file, MEMCLI_* variables and flags
+    are always used. Any later change to one of them needs a new approval.
+    """
+    out = output(ctx, json, quiet, verbose)
+    out.emit(memory(ctx).trust(revoke=revoke))
+
+
+@register(TrustResult)
+def _render_trust(result: TrustResult, out: Output) -> None:
+    if not result.settings:
+        out.write(f"{result.store}/config.toml sets nothing that needs approval")
+        return
+    for key, value in sorted(result.settings.items()):
+        out.write(f"{key} = {value}")
+    out.write("approved for this store: these are used" if result.approved else
+              "not approved: these are not used (`memcli trust` approves them)")
