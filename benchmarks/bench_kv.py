@@ -235,8 +235,8 @@ def composed_ask_rows(model, work: Path, per_conversation: int, recompute: list[
     from memcli.kv.engine import KVEngine, Unit
     from memcli.kv.latent import retrieval_heads
     from memcli.kv.units import Units, fill
-    from memcli.retrieve.evidence import Library
     from memcli.retrieve.policy import DEFAULT, ranked_entries
+    from memcli.store.lines import Library
 
     rows: dict = {"recall": {}, "agreement": [], "selection_s": {}}
     for name in ("conv-26", "conv-30"):
@@ -328,8 +328,8 @@ def composed_ask_rows(model, work: Path, per_conversation: int, recompute: list[
 
 def text_units(store, index, question: str):
     from memcli.kv.units import Units
-    from memcli.retrieve.evidence import Library
     from memcli.retrieve.policy import DEFAULT, ranked_entries
+    from memcli.store.lines import Library
 
     library = Library(store)
     return Units(library).ranked(ranked_entries(library, index, question, tuning=DEFAULT))

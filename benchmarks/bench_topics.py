@@ -32,7 +32,7 @@ from collections import Counter
 from pathlib import Path
 
 from memcli.memory import Memory
-from memcli.retrieve.evidence import sentences
+from memcli.store.lines import sentences
 from memcli.terms import STOPWORDS, stem, terms
 
 os.environ.setdefault("MEMCLI_VECTORS", "inline")

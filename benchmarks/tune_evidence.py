@@ -34,8 +34,9 @@ from pathlib import Path
 from memcli.eval.locomo import CATEGORIES, load_conversations, select
 from memcli.eval.metrics import evidence_recall, gold_dialog_ids
 from memcli.memory import Memory
-from memcli.retrieve.evidence import WHOLE, Library, assemble
+from memcli.retrieve.evidence import WHOLE, assemble
 from memcli.retrieve.policy import DEFAULT, Tuning, dedupe, focus, fuse, lexical_scores, order
+from memcli.store.lines import Library
 from memcli.tokens import count_tokens
 
 os.environ.setdefault("MEMCLI_VECTORS", "inline")  # questions rank with every vector, not a job's progress

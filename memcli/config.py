@@ -22,6 +22,8 @@ from memcli.errors import ConfigError
 from memcli.paths import resolve_config_file
 from memcli.trust import approved, guarded
 
+READERS = ("agent", "no-agent", "evidence", "evidence-only")  # ask's readers (ask.reader's values)
+
 
 @dataclass(frozen=True)
 class Setting:

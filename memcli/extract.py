@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.prompts import EXTRACT_SYSTEM, extract_schema
-from memcli.llm.structured import Invalid, ask_json
+from memcli.llm.structured import ask_json
 from memcli.tokens import count_tokens
 from memcli.turns import Turn
 
@@ -58,16 +58,10 @@ def extract_facts(turns: list[Turn], *, model: ChatModel, stats: CallStats, wind
                  for tid, t in zip(ids, window)]
 
         def validate(data, window=window, ids=ids) -> list[Turn]:
-            if not isinstance(data, dict) or not isinstance(data.get("facts"), list):
-                raise Invalid("expected {\"facts\": [...]}")
-            facts = []
+            facts = []  # the shape, and that every cited turn was given, the schema has checked
             for item in data["facts"]:
-                if not isinstance(item, dict) or not isinstance(item.get("text"), str):
-                    raise Invalid("a fact has no text")
                 text = re.sub(r"\s+", " ", item["text"]).strip()
-                cited = item.get("turns")
-                if not isinstance(cited, list) or not cited or any(c not in ids for c in cited):
-                    raise Invalid(f"fact {text[:40]!r} cites turns that were not given")
+                cited = item["turns"]
                 if len(text) < 5:
                     continue
                 facts.append(_fact(text, [window[ids.index(c)] for c in dict.fromkeys(cited)]))

@@ -441,7 +441,7 @@ def test_titles_hold_no_stop_word_or_markup_and_summaries_are_entry_sentences(cl
     """Deterministic names and summaries, on the example and two real agent sessions filed together."""
     from conftest import REPO
 
-    from memcli.retrieve.evidence import sentences
+    from memcli.store.lines import sentences
     from memcli.terms import STOPWORDS
 
     for path in (EXAMPLES / "caroline-and-priya.json", REPO / "tests" / "samples" / "codex-0.125-codemie.jsonl",

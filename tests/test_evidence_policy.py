@@ -10,9 +10,10 @@ from memcli.config import Settings
 from memcli.index import LibraryIndex
 from memcli.paths import Resolved
 from memcli.retrieve import policy
-from memcli.retrieve.evidence import DocLines, Library, assemble, best_part, render_entry, render_run
+from memcli.retrieve.evidence import assemble, best_part, render_entry, render_run
 from memcli.store import Store
 from memcli.store.format import Entry
+from memcli.store.lines import DocLines, Library
 from memcli.tokens import count_tokens
 
 CHATTER = [  # unrelated small talk, a different line each time

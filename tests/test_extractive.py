@@ -8,7 +8,7 @@ import math
 from dataclasses import replace
 
 from memcli.retrieve.answer import grounded
-from memcli.retrieve.evidence import Evidence, Library, assemble
+from memcli.retrieve.evidence import Evidence, assemble
 from memcli.retrieve.extractive import (
     DEFAULT,
     UNKNOWN,
@@ -23,6 +23,7 @@ from memcli.retrieve.extractive import (
     spans,
 )
 from memcli.store.format import Entry
+from memcli.store.lines import Library
 from memcli.terms import term_set
 
 

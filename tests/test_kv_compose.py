@@ -94,7 +94,7 @@ def test_memory_units_follow_days_and_keep_their_labels(tmp_path):
     their blocks) alone; a window's label changes when its text does."""
     from memcli import Memory
     from memcli.kv.units import WINDOW_TOKENS, Units
-    from memcli.retrieve.evidence import Library
+    from memcli.store.lines import Library
 
     memory = Memory(tmp_path / "s", create=True)
     memory.ingest(EXAMPLES / "caroline-and-priya.json")

@@ -82,7 +82,7 @@ def test_composed_memory_agrees_with_a_full_prefill_on_the_reference_model(examp
     from memcli.kv.engine import KVEngine, Unit
     from memcli.kv.units import Units
     from memcli.llm import open_model
-    from memcli.retrieve.evidence import Library
+    from memcli.store.lines import Library
 
     memory = Memory(str(example_store), settings={"model.path": REFERENCE, "model.threads": 2})
     model = open_model(memory.settings, kv_sequences=2)

@@ -4,23 +4,21 @@ person answered from that person's conversations, and no import cycle among memc
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import random
 import re
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, REPO, run_memcli
+from conftest import EXAMPLES, LOCOMO, REPO, needs_locomo, run_memcli
 from test_evidence_policy import conversation
 
 from memcli.memory import Memory
 from memcli.retrieve import policy
-from memcli.retrieve.evidence import Library
 from memcli.semantic.vectors import Similarities
+from memcli.store.lines import Library
 from memcli.terms import terms
 
 OTHERS = [("Ansel", "Brisa"), ("Corin", "Dalia"), ("Elio", "Fenna"), ("Gero", "Hanne"), ("Ivo", "Juna"),
@@ -138,41 +136,14 @@ def test_the_index_kept_per_document_scores_as_one_built_anew(tmp_path):
     assert anew.index.people() == memory.index.people()
 
 
-def test_no_import_cycle_among_memcli_modules():
-    modules = {".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): p
-               for p in (REPO / "memcli").rglob("*.py")}
-    graph: dict[str, set[str]] = {name: set() for name in modules}
-    for name, path in modules.items():
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("memcli"):
-                inner = {f"{node.module}.{a.name}" for a in node.names} & modules.keys()
-                graph[name] |= inner
-                if node.module in modules and len(inner) < len(node.names):
-                    graph[name].add(node.module)
-            elif isinstance(node, ast.Import):
-                graph[name] |= {a.name for a in node.names} & modules.keys()
-    done: set[str] = set()
-
-    def visit(name: str, path: list[str]) -> None:
-        if name in path:
-            raise AssertionError("import cycle: " + " -> ".join([*path[path.index(name):], name]))
-        if name in done:
-            return
-        for target in sorted(graph[name]):
-            visit(target, [*path, name])
-        done.add(name)
-
-    for name in sorted(graph):
-        visit(name, [])
-
-
+@needs_locomo
 def test_the_scale_benchmark_renames_people_everywhere():
     import sys
 
     sys.path.insert(0, str(REPO / "benchmarks"))
     from bench_scale import renamed
 
-    data = json.loads((Path(REPO).parent / "shared" / "data" / "locomo" / "conv-26.json").read_text())
+    data = json.loads((LOCOMO / "conv-26.json").read_text())
     copy = renamed("conv-26", data, 5)
     text = json.dumps(copy)
     for name in (data["speaker_a"], data["speaker_b"]):

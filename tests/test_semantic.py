@@ -13,13 +13,14 @@ from memcli.config import Settings
 from memcli.index import LibraryIndex
 from memcli.paths import Resolved
 from memcli.retrieve import policy
-from memcli.retrieve.evidence import Focus, Library, assemble, compact, render_entry
+from memcli.retrieve.evidence import Focus, assemble, compact, render_entry
 from memcli.semantic import encoder as encoder_module
 from memcli.semantic.encoder import Encoder
 from memcli.semantic.vectors import entry_text
 from memcli.semantic.wordpiece import WordPiece, basic_words
 from memcli.store import Store
 from memcli.store.format import Entry
+from memcli.store.lines import Library
 from memcli.terms import terms
 
 SMALL_TALK = [

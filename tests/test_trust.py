@@ -528,8 +528,8 @@ def _forget_template(tmp_path):
     return template, gone
 
 
-@pytest.mark.parametrize("trials", [pytest.param(4, id="4-trials"),
-                                    pytest.param(20, id="20-trials", marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("trials", [pytest.param(20, id="20-trials")])
 def test_a_kill_during_forget_leaves_no_stale_vectors(tmp_path, trials):
     import random
     import shutil
@@ -586,8 +586,8 @@ def test_a_kill_during_forget_leaves_no_stale_vectors(tmp_path, trials):
         assert after_commit >= 1  # the hard case came up
 
 
-@pytest.mark.parametrize("trials", [pytest.param(3, id="3-trials"),
-                                    pytest.param(20, id="20-trials", marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("trials", [pytest.param(20, id="20-trials")])
 def test_a_killed_sync_never_wedges_the_clone(tmp_path, trials):
     import random
     import signal

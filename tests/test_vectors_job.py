@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import LOCOMO, run_memcli
+from conftest import LOCOMO, needs_locomo, run_memcli
 
 BACKGROUND = {"MEMCLI_VECTORS": "background"}
 
@@ -32,6 +32,7 @@ def cache_folder(store: Path) -> Path:
     return Path(status.json["index_cache"])
 
 
+@needs_locomo
 def test_a_question_right_after_a_long_ingest_does_not_wait_for_vectors(tmp_path):
     store = tmp_path / "s"
     done = run_memcli("--store", store, "ingest", LOCOMO / "conv-26.json", "--sample", "conv-26", "--json",
@@ -55,6 +56,7 @@ def test_a_question_right_after_a_long_ingest_does_not_wait_for_vectors(tmp_path
 
 
 @pytest.mark.slow
+@needs_locomo
 def test_a_killed_job_resumes_from_its_last_chunk(tmp_path):
     store = tmp_path / "s"
     assert run_memcli("--store", store, "ingest", LOCOMO / "conv-26.json", "--sample", "conv-26",
@@ -92,6 +94,7 @@ def test_a_few_new_texts_are_embedded_by_the_question_itself(tmp_path):
 
 
 @pytest.mark.slow
+@needs_locomo
 def test_writers_do_not_wait_for_the_job_and_it_covers_what_they_wrote(tmp_path):
     """The job holds the store's lock only while it reads documents: an ingest that waits at most 2 s for
     the lock succeeds while the job embeds, and the job's next pass embeds what that ingest added."""

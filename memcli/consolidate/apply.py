@@ -27,8 +27,8 @@ from memcli.consolidate.workspace import Workspace, doc_texts
 from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.prompts import SUMMARY_SCHEMA, SUMMARY_SYSTEM
 from memcli.llm.structured import Invalid, ask_json
-from memcli.retrieve.evidence import sentences
 from memcli.store.format import Document, Entry, parse_entry
+from memcli.store.lines import sentences
 from memcli.store.store import now_iso, refresh_token_count
 from memcli.tokens import count_tokens
 
@@ -158,8 +158,6 @@ def _summary_validator(doc: Document):
     sources = doc_texts(doc)
 
     def validate(data) -> str:
-        if not isinstance(data, dict) or not isinstance(data.get("summary"), str):
-            raise Invalid("expected {\"summary\": \"...\"}")
         text = re.sub(r"\s+", " ", data["summary"]).strip()
         if len(text) < 8 or not re.search(r"[^\W\d_]{3}", text):
             raise Invalid("the summary is empty or too short")

@@ -183,16 +183,10 @@ def _validator(window: list[Entry], idf: Idf, stats: CallStats):
     order = [e.seq for e in window]
 
     def validate(data) -> Draft:
-        if not isinstance(data, dict) or not isinstance(data.get("groups"), list):
-            raise Invalid("expected {\"groups\": [...], \"superseded\": [...]}")
         owner: dict[int, int] = {}
         titles: list[str] = []
-        for index, group in enumerate(data["groups"]):
-            if not isinstance(group, dict) or not isinstance(group.get("seqs"), list):
-                raise Invalid(f"group {index} has no seqs list")
+        for index, group in enumerate(data["groups"]):  # the shape and the seqs given: the schema has checked
             for seq in group["seqs"]:
-                if not isinstance(seq, int) or seq not in by_seq:
-                    raise Invalid(f"seq {seq!r} is not one of the entries given")
                 if seq in owner and owner[seq] != index:
                     raise Invalid(f"seq {seq} is in two groups")
                 owner[seq] = index

@@ -98,7 +98,6 @@ class Planner:
                 self._assign(block, choice[0])
 
     def _ask(self, blocks: list[Block], offered: list[str]) -> dict[int, tuple[str, str]] | None:
-        allowed = set(offered)
         lines = ["Documents:"]
         for doc_id in offered:
             summary = self.pending_titles.get(doc_id) or self.ws.summary(doc_id)
@@ -111,17 +110,9 @@ class Planner:
             lines.append(f"{index}. {block.title} — {sample}")
 
         def validate(data) -> dict[int, tuple[str, str]]:
-            if not isinstance(data, dict) or not isinstance(data.get("actions"), list):
-                raise Invalid("expected {\"actions\": [...]}")
             out: dict[int, tuple[str, str]] = {}
-            for action in data["actions"]:
-                if not isinstance(action, dict):
-                    raise Invalid("an action is not an object")
-                group, doc = action.get("group"), action.get("doc")
-                if not isinstance(group, int) or not 0 <= group < len(blocks):
-                    raise Invalid(f"group {group!r} does not exist")
-                if doc != "new" and doc not in allowed:
-                    raise Invalid(f"document {doc!r} is not in the list")
+            for action in data["actions"]:  # groups that exist and listed documents: the schema has checked
+                group, doc = action["group"], action["doc"]
                 if group in out:
                     raise Invalid(f"group {group} has two actions")
                 title = clean_title(action.get("title") or "")

@@ -46,7 +46,7 @@ def build(memory, *, verify: bool = False, ask_units: bool = False, progress=Non
         if ask_units:
             from memcli.kv.composed_ask import ComposedPrompt, unit_blocks
             from memcli.kv.units import Units
-            from memcli.retrieve.evidence import Library
+            from memcli.store.lines import Library
 
             every = [u for u in Units(Library(memory.store)).every() if u.lines]
             _, tokens = unit_blocks(engine, ComposedPrompt(engine), every, progress)

@@ -31,8 +31,8 @@ from memcli.kv.units import MemoryUnit, Units, fill
 from memcli.llm.base import CallStats
 from memcli.retrieve.answer import ANSWER_SYSTEM, MAX_ANSWER_TOKENS, UNKNOWN, clean, grounded, speakers
 from memcli.retrieve.ask import AskResult
-from memcli.retrieve.evidence import Library
 from memcli.retrieve.policy import DEFAULT, rank_fusion, ranked_entries
+from memcli.store.lines import Library
 
 EXCERPTS = "Excerpts:\n"
 _USER = "\x1eUSER\x1e"

@@ -19,7 +19,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from memcli.retrieve.evidence import DocLines, Evidence, Library, assemble
+from memcli.retrieve.evidence import Evidence, assemble
+from memcli.store.lines import DocLines, Library
 from memcli.tokens import count_tokens
 
 WINDOW_TOKENS = 512

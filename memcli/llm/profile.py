@@ -145,7 +145,7 @@ def _by_profile(value, key: str, choices: tuple[str, ...], profile: Profile, cap
 def reader_for(settings, profile: Profile) -> str:
     """ask's reader: the ``ask.reader`` setting, or for ``auto`` the profile's (capable: agent; small:
     evidence, the deterministic evidence and one answer call)."""
-    from memcli.retrieve.ask import READERS
+    from memcli.config import READERS
 
     return _by_profile(settings.ask_reader, "ask.reader", READERS, profile, "agent", "evidence")
 

@@ -28,9 +28,10 @@ from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.structured import Invalid, ask_json
 from memcli.results import Result, omit_empty
 from memcli.retrieve.agent_tools import CATALOG_PAGE, AgentTools, ToolResult, calls_schema, catalog_text, tool_lines
-from memcli.retrieve.evidence import Evidence, Library, assemble, recent_current, snippet_lines
+from memcli.retrieve.evidence import Evidence, assemble, recent_current, snippet_lines
 from memcli.retrieve.policy import dedupe, interleave, ranked_entries
 from memcli.store import Store
+from memcli.store.lines import Library
 
 MAX_CALLS_PER_ROUND = 3
 MAX_SNIPPETS_PER_ROUND = 8
@@ -88,6 +89,9 @@ class AgentRetrieval:
 
 
 def _validate(data: object) -> dict:
+    """A round's answer: the agent's own checks rather than the schema's, so that a call the schema
+    would refuse (an unknown tool, a bad argument) reaches the tools and comes back to the model as
+    that call's error, instead of costing the whole round."""
     if not isinstance(data, dict):
         raise Invalid("the answer must be a JSON object")
     for key, kind in (("relevant_snippets", list), ("tool_calls", list), ("done", bool)):
@@ -126,7 +130,7 @@ class Agent:
         direct: list[tuple[str, int]] = []  # the cited lines only
         stop = "max-rounds"
         for number in range(1, self.max_rounds + 1):
-            reply = ask_json(self.model, messages, schema, _validate, step="agent", stats=stats, max_tokens=400,
+            reply = ask_json(self.model, messages, schema, _validate, step="agent", stats=stats, max_tokens=400, check_schema=False,
                              shared=shared)
             if reply is None:
                 stop = "invalid-answer"

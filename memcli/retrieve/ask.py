@@ -22,12 +22,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from memcli.config import READERS
 from memcli.errors import UsageError
 from memcli.llm.base import CallStats, ChatModel
 from memcli.results import Result, hidden
 from memcli.retrieve.evidence import Evidence, rank
-
-READERS = ("agent", "no-agent", "evidence", "evidence-only")
 
 
 @dataclass
@@ -89,8 +88,8 @@ def respond(model: ChatModel, store, question: str, read: list[Evidence], librar
     from memcli.retrieve.answer import answer as generate
 
     if answer == "extract":
-        from memcli.retrieve.evidence import Library
         from memcli.retrieve.extractive import extract
+        from memcli.store.lines import Library
 
         picked = extract(model, question, library or Library(store), read, order or [], stats,
                          keep_evidence=keep_evidence)

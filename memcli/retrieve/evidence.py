@@ -13,15 +13,14 @@ rendered tokens.
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_left
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from memcli.results import Result, omit_empty
-from memcli.store import CURRENT_ID, Store
-from memcli.store.format import Document, Entry, parse_entry, parse_heading, split_front_matter
+from memcli.store import CURRENT_ID
+from memcli.store.format import Entry
+from memcli.store.lines import DocLines, Library, sentences, shown_text
 from memcli.terms import term_set
 from memcli.tokens import count_tokens
 
@@ -45,16 +44,6 @@ class Evidence(Result):
 
 
 ELISION = "…"
-KEPT_DOCUMENTS = 4096  # parsed documents a long-lived process keeps between questions (Library)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
-
-
-def sentences(text: str) -> list[str]:
-    """``text`` cut after each ``.``, ``!`` or ``?`` followed by white space (what compact evidence
-    keeps or elides, and what the sentence vectors are computed for)."""
-    return _SENTENCE_END.split(text)
-
-
 @dataclass(frozen=True)
 class Focus:
     """What of an entry matters to a question, for compact evidence (:func:`compact`): its sentences
@@ -71,11 +60,6 @@ class Focus:
 
 
 WHOLE = Focus()
-
-
-def shown_text(entry: Entry) -> str:
-    """An entry's text as evidence shows it (white space folded), and as its sentences are cut."""
-    return " ".join(entry.text.split())
 
 
 def render_entry(entry: Entry, with_time: bool = True, focus: Focus = WHOLE) -> str:
@@ -124,98 +108,6 @@ def render_run(entries: list[Entry], focus: Focus = WHOLE, shown: Entry | None =
         lines.append(render_entry(entry, with_time=shown is None or entry.time != shown.time, focus=focus))
         shown = entry
     return "\n".join(lines)
-
-
-def body_lines(text: str) -> Iterator[tuple[int, str]]:
-    """(file line number, line) of a document's body, its front matter skipped unparsed (what a
-    reader of entries needs; :meth:`Document.lines` without the YAML)."""
-    first, body = split_front_matter(text)
-    lines = body.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    for offset, line in enumerate(lines):
-        yield first + offset, line.rstrip("\r")
-
-
-class DocLines:
-    """A document's entries by file line number, and its heading sections, loaded once."""
-
-    def __init__(self, doc_id: str, lines: Document | Iterable[tuple[int, str]]):
-        """``lines``: a parsed document, or (file line number, line) of its body (:func:`body_lines`)."""
-        self.id = doc_id
-        self.entries: dict[int, Entry] = {}
-        self.sections: list[tuple[int, int]] = []  # (first line, last line) of each heading block
-        start = None
-        last = 0
-        for lineno, line in (lines.lines() if hasattr(lines, "lines") else lines):
-            last = lineno
-            head = parse_heading(line)
-            if head:
-                if start is not None:
-                    self.sections.append((start, lineno - 1))
-                start = lineno
-                continue
-            entry = parse_entry(line)
-            if entry is not None and "superseded_by" not in entry.meta:
-                self.entries[lineno] = entry
-        if start is not None:
-            self.sections.append((start, last))
-        self.lines = sorted(self.entries)
-        self._position = {line: at for at, line in enumerate(self.lines)}
-
-    def section_of(self, line: int) -> tuple[int, int] | None:
-        for first, last in self.sections:
-            if first <= line <= last:
-                return first, last
-        return None
-
-    def neighbours(self, line: int, radius: int) -> list[int]:
-        """Entry lines within ``radius`` entries of ``line`` (itself included)."""
-        if line not in self.entries:
-            return []
-        at = self._position[line]
-        return self.lines[max(0, at - radius): at + radius + 1]
-
-    def previous(self, line: int) -> int | None:
-        """The entry line before ``line`` (an entry's), or None for the first."""
-        at = self._position[line]
-        return self.lines[at - 1] if at else None
-
-    def next(self, line: int) -> int | None:
-        """The entry line after ``line`` (an entry's), or None for the last."""
-        at = self._position[line] + 1
-        return self.lines[at] if at < len(self.lines) else None
-
-
-class Library:
-    """Documents loaded on demand for one question."""
-
-    def __init__(self, store: Store, kept: OrderedDict | None = None):
-        """``kept``: documents parsed for earlier questions, by id (with their file signature), which a
-        long-lived process (the MCP server, ``Memory``) reuses while the file is unchanged; the
-        ``KEPT_DOCUMENTS`` used last are kept."""
-        self.store = store
-        self._docs: dict[str, DocLines] = {}
-        self._kept = kept
-
-    def doc(self, doc_id: str) -> DocLines:
-        if doc_id not in self._docs:
-            if self._kept is None:
-                self._docs[doc_id] = DocLines(doc_id, body_lines(self.store.read_text(doc_id)))
-                return self._docs[doc_id]
-            signature = self.store.signature(doc_id)
-            kept = self._kept.pop(doc_id, None)
-            if kept is None or signature is None or kept[0] != signature:
-                kept = (signature, DocLines(doc_id, body_lines(self.store.read_text(doc_id))))
-            self._kept[doc_id] = kept
-            while len(self._kept) > KEPT_DOCUMENTS:
-                self._kept.popitem(last=False)
-            self._docs[doc_id] = kept[1]
-        return self._docs[doc_id]
-
-    def speakers(self) -> set[str]:
-        """The speakers of the entries of the documents loaded so far."""
-        return {e.meta["speaker"] for d in self._docs.values() for e in d.entries.values() if e.meta.get("speaker")}
 
 
 def assemble(library: Library, picks: list[tuple[str, int]], budget: int,

@@ -33,8 +33,9 @@ import re
 from dataclasses import dataclass, field
 
 from memcli.retrieve.answer import UNKNOWN, spoken_date
-from memcli.retrieve.evidence import Evidence, Library, sentences
+from memcli.retrieve.evidence import Evidence
 from memcli.store.format import Entry
+from memcli.store.lines import Library, sentences
 from memcli.terms import STOPWORDS, stem, term_set
 
 _CLAUSE = re.compile(r"\s*(?:[,;:()\u2014\u2013]|\s-\s)\s*")

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from memcli.index import LibraryIndex
 from memcli.llm.base import CallStats, ChatModel
-from memcli.llm.structured import Invalid, ask_json
+from memcli.llm.structured import ask_json
 from memcli.retrieve.agent_tools import catalog_text
-from memcli.retrieve.evidence import Library, assemble
+from memcli.retrieve.evidence import assemble
 from memcli.retrieve.policy import Retrieval, ranked_entries
 from memcli.store import CURRENT_ID, Store
+from memcli.store.lines import Library
 from memcli.terms import terms
 
 SHOWN = 40  # catalog rows the model chooses from
@@ -45,12 +46,7 @@ def hybrid(model: ChatModel, store: Store, index: LibraryIndex, question: str, *
         ids = [r.id for r in rows]
 
         def validate(data: object) -> tuple[str, ...]:
-            picked = data.get("relevant_docs") if isinstance(data, dict) else None
-            if not isinstance(picked, list) or not all(isinstance(d, str) for d in picked):
-                raise Invalid("relevant_docs must be a list of ids")
-            unknown = [d for d in picked if d not in ids]
-            if unknown:
-                raise Invalid(f"unknown ids: {', '.join(unknown[:3])}")
+            picked = data["relevant_docs"]  # listed ids only: the schema has checked
             return tuple(dict.fromkeys(picked))[:CHOSEN]
 
         catalog = f"Catalog:\n{catalog_text(rows, 0, len(rows))}\n\n"

@@ -52,8 +52,9 @@ from functools import lru_cache
 
 from memcli.errors import UsageError
 from memcli.index import LibraryIndex
-from memcli.retrieve.evidence import WHOLE, DocLines, Evidence, Focus, Library, assemble
+from memcli.retrieve.evidence import WHOLE, Evidence, Focus, assemble
 from memcli.store import Store
+from memcli.store.lines import DocLines, Library
 from memcli.terms import term_set, terms
 from memcli.turns import ROLES
 

@@ -25,6 +25,7 @@ import numpy as np
 from memcli.cache import file_signatures, open_cache
 from memcli.store import Store
 from memcli.store.format import Entry
+from memcli.store.lines import DocLines, body_lines, sentences, shown_text
 
 VERSION = "2"  # 2: sentences of entries of several sentences
 QUESTIONS_KEPT = 1024  # questions' vectors kept in memory (1.5 KB each)
@@ -275,7 +276,6 @@ class EntryVectors:
         """Embed what the changed documents need (in chunks, each stored as it is done, so a job that
         is stopped resumes where it was), store each document whose entries all have vectors, and return
         (texts embedded, the rows of documents still missing some, for this process)."""
-        from memcli.retrieve.evidence import DocLines, body_lines, sentences, shown_text
 
         self.missing, self.missing_texts, self.changed = 0, 0, False
         cached = {d: (m, s) for d, m, s in self.db.execute("SELECT doc, mtime_ns, size FROM docs")}
@@ -372,7 +372,6 @@ class EntryVectors:
     def forget(self, entries: list[Entry], doc_ids: list[str]) -> int:
         """Drop the vectors of ``entries`` (their texts and sentences) and the cached rows of the documents
         that held them (recomputed from what is left on the next refresh). Returns the vectors dropped."""
-        from memcli.retrieve.evidence import sentences, shown_text
 
         model = self.encoder.name
         keys = {_key(model, entry_text(e)) for e in entries}
