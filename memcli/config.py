@@ -228,6 +228,16 @@ class Settings:
             values[setting.attr], sources[setting.attr] = _coerce(setting, value, origin), origin
         return Settings(values, sources, self.ignored)
 
+    def flag_environment(self) -> dict[str, str]:
+        """The settings given as flags (or a Memory's overrides) as environment variables, for a child
+        process, which reads the same config files itself."""
+        env = {}
+        for s in SETTINGS:
+            if self._sources[s.attr] == "flag":
+                value = self._values[s.attr]
+                env[s.env] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+        return env
+
     def source(self, key: str) -> str:
         return self._sources[_BY_KEY[key].attr]
 

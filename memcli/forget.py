@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memcli.errors import StoreError, UsageError
+from memcli.kv.purge import forget_texts
 from memcli.results import Result
 from memcli.store import CURRENT_ID, Store
 from memcli.store.atomic import atomic_write
@@ -364,12 +365,12 @@ def seq_ranges(seqs: list[int]) -> list[str]:
     return [f"{a}-{b}" if a != b else str(a) for a, b in out]
 
 
-def purge_caches(memory, entries: list[Entry], docs: list[str]) -> dict:
-    """After a forget of ``entries`` from ``docs``: the index re-indexed, the entries' vectors and
-    every KV block or chat cache that could hold their tokens dropped. Returns what each dropped."""
+def purge_caches(store: Store, settings, index, entries: list[Entry], docs: list[str]) -> dict:
+    """After a forget of ``entries`` from ``docs``: each cache drops what it held of them (the index
+    re-indexes, the vectors and every KV block or chat cache that could hold their tokens go).
+    Returns what each dropped."""
     out: dict = {}
-    index = memory.index
-    with memory.store.reading():
+    with store.reading():
         out["index_documents"] = index.refresh()
     vectors = index.vectors()
     if vectors is not None:
@@ -378,52 +379,26 @@ def purge_caches(memory, entries: list[Entry], docs: list[str]) -> dict:
         (index.folder / "vectors.sqlite").unlink()  # kept by a run with the semantic signal on: rebuilt by one
         out["vectors"] = "cache removed"
     try:
-        out.update(purge_kv(memory, [e.text for e in entries]))
+        out.update(forget_texts(store, settings, [e.text for e in entries]))
     except StoreError as exc:  # a link where the KV folder would be: never followed, so never cleaned
         out["kv_refused"] = exc.message
     return out
 
 
-def purge_kv(memory, texts: list[str] | None) -> dict:
-    """KV blocks of changed documents, chat sessions holding one of ``texts`` (None: every session,
-    when the texts are no longer known) or built on blocks that went, and chat's token caches."""
-    from memcli.kv import block_store, kv_root
-    from memcli.kv.context import stale_labels
-
-    root = kv_root(memory.store, memory.settings)
-    if not root.exists():
-        return {}
-    blocks = block_store(memory.store, memory.settings)
-    with memory.store.reading():
-        stale = stale_labels(memory.store, {b.header.unit for b in blocks.blocks()})
-    dropped, _ = blocks.invalidate(stale)
-    kept = {b.header.key for b in blocks.blocks()}
-    sessions = 0
-    for path in sorted((root / "sessions").glob("*.json")) if (root / "sessions").is_dir() else ():
-        saved = _session(path)
-        # a session said a forgotten text, or its state was computed over memory blocks that went
-        if saved is None or texts is None or _holds_any(saved, texts) or not set(saved.get("memory_keys") or []) <= kept:
-            path.unlink(missing_ok=True)
-            if saved is not None and isinstance(saved.get("session_key"), str):
-                blocks.remove(saved["session_key"])
-            sessions += 1
-    units = 0
-    for path in (root / "units").glob("*.json") if (root / "units").is_dir() else ():
-        path.unlink(missing_ok=True)  # chat's token caches: rebuilt in milliseconds
-        units += 1
-    return {"kv_blocks": dropped, "chat_sessions": sessions, "unit_caches": units,
-            "orphan_summaries": blocks.orphans()}
-
-
-def _session(path: Path) -> dict | None:
-    """A chat session's saved state (None: unreadable, dropped to be safe: a session only restarts)."""
-    try:
-        data = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError):
+def finish_interrupted(store: Store, settings, drop_files: Callable[[], list[str]], *,
+                       read_only: bool) -> str | None:
+    """A forget whose cache cleaning was cut short (a kill): every cache that could hold the forgotten
+    text is dropped (``drop_files``: the index's and the vectors' files; rebuilt when needed), then
+    the note goes (a read-only reader drops the caches, which are not the store, and leaves the note
+    for a writer). What to tell the user, or None when there was nothing to finish."""
+    if not pending_purge(store.root):
         return None
-    return data if isinstance(data, dict) else None
-
-
-def _holds_any(saved: dict, texts: list[str]) -> bool:
-    said = " ".join(str(m.get("content", "")) for m in saved.get("messages") or [] if isinstance(m, dict))
-    return any(text and text in said for text in texts)
+    dropped = drop_files()
+    try:
+        forget_texts(store, settings, None)
+    except (OSError, StoreError) as exc:
+        return f"a forget's KV blocks could not all be dropped: {exc}"
+    if not read_only:
+        purge_done(store.root)
+    return (f"a forget was interrupted before its caches were cleaned; they were dropped ({len(dropped)} files) "
+            "and are rebuilt when needed")

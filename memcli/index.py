@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from memcli.cache import file_signatures, open_cache
+from memcli.partitions import partitions, snippet
 from memcli.paths import ensure_private_dir, store_cache_dir
 from memcli.results import Result, omit_empty
 from memcli.store import CURRENT_ID, Store
-from memcli.store.format import Document, parse_entry, parse_heading
 from memcli.terms import terms
 from memcli.tokens import count_tokens
 
@@ -41,52 +41,6 @@ INDEX_VERSION = 5  # 5: document frequencies, totals and the documents' people k
 K1, B, EPSILON = 1.5, 0.75, 0.25  # rank-bm25's BM25Okapi defaults
 LENGTHS_READ_ALONE = 2000  # candidate partitions whose lengths a search reads alone rather than all of them
 T = TypeVar("T")
-
-# ---------------------------------------------------------------- partitions
-
-@dataclass
-class Partition:
-    start: int  # file line numbers, inclusive
-    end: int
-    heading: str
-    text: str  # what is indexed
-
-
-def partitions(doc: Document, max_tokens: int) -> list[Partition]:
-    """Heading sections of ``doc``, each cut into pieces of at most ``max_tokens``."""
-    out: list[Partition] = []
-    path: list[tuple[int, str]] = []
-    lines: list[tuple[int, str]] = []
-    size = 0
-
-    def flush() -> None:
-        nonlocal lines, size
-        body = [t for _, t in lines]
-        if any(t.strip() for t in body):
-            heading = " > ".join(title for _, title in path)
-            out.append(Partition(lines[0][0], lines[-1][0], heading, "\n".join([heading, *body])))
-        lines, size = [], 0
-
-    for lineno, raw in doc.lines():
-        head = parse_heading(raw)
-        if head is not None:
-            flush()
-            level, title = head
-            path = [p for p in path if p[0] < level] + [(level, title)]
-            continue
-        entry = parse_entry(raw)
-        text = raw
-        if entry is not None:
-            speaker = entry.meta.get("speaker", "")
-            text = f"{speaker} {entry.text}" if speaker else entry.text
-        cost = count_tokens(text)
-        if lines and size + cost > max_tokens:
-            flush()
-        lines.append((lineno, text))
-        size += cost
-    flush()
-    return out
-
 
 # ---------------------------------------------------------------- the index
 
@@ -520,7 +474,7 @@ class LibraryIndex:
             if doc_id not in texts:
                 texts[doc_id] = self.store.read_text(doc_id)
             hits.append(Hit(doc=doc_id, heading=heading, start_line=start, end_line=end,
-                            score=float(score), snippet=_snippet(texts[doc_id], start, end, wanted)))
+                            score=float(score), snippet=snippet(texts[doc_id], start, end, wanted)))
         return hits
 
     def _search(self, query_terms: list[str], k: int, doc: str | None, fresh: list[tuple[str, float]],
@@ -621,15 +575,15 @@ def _mean_idf(n_parts: int, dfs) -> float:
     return sum(idfs) / len(idfs) if idfs else 0.0
 
 
-def _snippet(text: str, start: int, end: int, wanted: set[str], width: int = 240) -> str:
-    """The line of a partition (file lines start..end) with the most query terms, shortened."""
-    lines = text.split("\n")[start - 1:end]
-    best, best_score = "", -1
-    for raw in lines:
-        entry = parse_entry(raw)
-        line = entry.text if entry else raw.strip()
-        score = len(wanted.intersection(terms(line)))
-        if score > best_score:
-            best, best_score = line, score
-    best = " ".join(best.split())
-    return best if len(best) <= width else best[: width - 1] + "…"
+def drop_cache_files(folder: Path) -> list[str]:
+    """Remove a store's search index and vector cache files from its cache ``folder`` (a forget whose
+    cleaning was cut short, or failed): they are rebuilt on the next question. The paths removed."""
+    from memcli.semantic.vectors import drop_snapshots
+
+    gone = []
+    for name in ("index.sqlite", "vectors.sqlite"):
+        for path in (folder / name, folder / f"{name}-journal"):
+            if path.exists():
+                path.unlink()
+                gone.append(str(path))
+    return gone + drop_snapshots(folder, wipe=True)  # the matrix of every vector, as a file

@@ -30,6 +30,7 @@ from memcli.errors import ConfigError, InputError, MemcliError, UsageError
 from memcli.ingest import JSON_LINES, IngestResult, ingest_turns, read_input
 from memcli.paths import PROJECT_STORE_DIRNAME, Resolved, resolve_config_file, resolve_store, store_cache_dir
 from memcli.results import Result, omit_empty
+from memcli.semantic import upkeep
 from memcli.store import CURRENT_ID, Store
 from memcli.store.store import now_iso
 
@@ -82,14 +83,6 @@ class EmbedResult(Result):
     started: str | None = omit_empty()
     finished: str | None = omit_empty()
     embedded: int | None = omit_empty()  # texts embedded by this run
-
-
-INLINE_TEXTS = 128  # texts a question embeds itself rather than leave to the job (~15-20 ms each here)
-
-
-def unembedded_note(count: int) -> str:
-    return (f"{count} entries have no vector yet and were ranked by their words alone; the background job "
-            "computes them (memcli status shows how far it is, memcli embed waits for it)")
 
 
 def _python_warning(message: str) -> None:
@@ -176,7 +169,11 @@ class Memory:
     def index(self):
         """The search index (BM25 partitions and the catalog), opened on first use."""
         if self._index is None:
-            self._finish_purge()
+            from memcli.forget import finish_interrupted
+
+            if (said := finish_interrupted(self.store, self.settings, self._drop_caches,
+                                           read_only=self.read_only)) is not None:
+                self._warn(said)
             from memcli.index import LibraryIndex
 
             when = self.settings.search_vectors
@@ -326,7 +323,7 @@ class Memory:
         if not self._in_background():
             return self.consolidate(progress=progress, reason=reason).to_dict()
         try:
-            started = job.start_background(self.root, self._child_settings())
+            started = job.start_background(self.root, self.settings.flag_environment())
         except job.AlreadyRunning:  # another consolidation got there first: it takes these entries too
             started = {"already_running": True}
         return {"background": True, "reason": reason, **started}
@@ -339,32 +336,12 @@ class Memory:
         chosen = switch(self.settings.consolidate_background, "consolidate.background")
         return self.consolidates_with_model() if chosen is None else chosen
 
-    def _child_settings(self) -> dict[str, str]:
-        """This Memory's overrides (flags, constructor settings) as environment variables for a child
-        process, which reads the same config files itself."""
-        from memcli.config import SETTINGS
-
-        env = {}
-        for s in SETTINGS:
-            if self.settings.source(s.key) == "flag":
-                value = getattr(self.settings, s.attr)
-                env[s.env] = ("true" if value else "false") if isinstance(value, bool) else str(value)
-        return env
-
     def consolidation_status(self) -> dict | None:
         """The consolidation running on this store (process, start, flush n of m, stage) with
         ``running: True``, else how the last one ended (``running: False``), or None if none ran."""
         from memcli.consolidate import job
 
-        now = job.running(self.root)
-        if now is not None:
-            return {**now, "running": True, "summary": job.describe(now)}
-        last = job.read_status(self.root)
-        if last is None:
-            return None
-        if last.get("state") in ("running", "starting"):  # its process ended without saying how
-            last["state"] = "killed"
-        return {**last, "running": False}
+        return job.status(self.root)
 
     def wait_for_consolidation(self, on_status=None) -> dict | None:
         """Wait until no consolidation runs on this store; returns its final status (None: none ran)."""
@@ -373,15 +350,13 @@ class Memory:
         if job.running(self.root) is None:
             return None
         job.wait(self.root, on_status)
-        return self.consolidation_status()
+        return job.status(self.root)
 
     def stop_consolidation(self) -> dict | None:
         """Stop the running consolidation: what it committed stays, the rest stays in CURRENT."""
         from memcli.consolidate import job
 
-        if job.stop(self.root) is None:
-            return None
-        return self.consolidation_status()
+        return None if job.stop(self.root) is None else job.status(self.root)
 
     def _ingest_extracted(self, parsed, name: str, progress: Progress | None) -> IngestResult:
         """Facts from the turns not ingested before, written in place of the raw turns."""
@@ -445,7 +420,8 @@ class Memory:
                              f"{len(result.documents_changed) + len(result.documents_removed)} documents")
         if entries:
             try:
-                result.caches = purge_caches(self, entries, result.documents_changed + result.documents_removed)
+                result.caches = purge_caches(self.store, self.settings, self.index, entries,
+                                             result.documents_changed + result.documents_removed)
             except (OSError, sqlite3.Error) as exc:  # the caches are disposable: dropped whole instead
                 result.caches = {"dropped": self._drop_caches()}
                 result.warnings.append(f"the caches could not be cleaned ({exc}); they were removed and are "
@@ -455,40 +431,14 @@ class Memory:
             purge_done(self.root)
         return result
 
-    def _finish_purge(self) -> None:
-        """A forget whose cache cleaning was cut short (a kill): every cache that could hold the
-        forgotten text is dropped (rebuilt when needed), then the note goes. A read-only server
-        drops them too (they are not the store) and leaves the note for a writer."""
-        from memcli.forget import pending_purge, purge_done, purge_kv
-
-        if not pending_purge(self.root):
-            return
-        dropped = self._drop_caches()
-        try:
-            purge_kv(self, None)
-        except (OSError, MemcliError) as exc:
-            self._warn(f"a forget's KV blocks could not all be dropped: {exc}")
-            return
-        if not self.read_only:
-            purge_done(self.root)
-        self._warn(f"a forget was interrupted before its caches were cleaned; they were dropped ({len(dropped)} "
-                   "files) and are rebuilt when needed")
-
     def _drop_caches(self) -> list[str]:
-        """Remove this store's search index and vector cache files (rebuilt on the next question)."""
+        """Close the search index and remove its files and the vectors' (rebuilt when needed)."""
+        from memcli.index import drop_cache_files
+
         if self._index is not None:
             self._index.close()
             self._index = None
-        folder = self._cache_dir or self.store.index_dir or store_cache_dir(self.store.root)
-        gone = []
-        for name in ("index.sqlite", "vectors.sqlite"):
-            for path in (folder / name, folder / f"{name}-journal"):
-                if path.exists():
-                    path.unlink()
-                    gone.append(str(path))
-        from memcli.semantic.vectors import drop_snapshots
-
-        return gone + drop_snapshots(folder, wipe=True)  # the matrix of every vector, as a file
+        return drop_cache_files(self._cache_dir or self.store.index_dir or store_cache_dir(self.store.root))
 
     def consolidate(self, *, split: int | None = None, merge: int | None = None, dry_run: bool = False,
                     llm: bool | None = None, progress: Progress | None = None, reason: str | None = None,
@@ -630,7 +580,7 @@ class Memory:
         reading = answer_context if answer_context is not None else cfg.ask_answer_context
         rounds = max_rounds if max_rounds is not None else cfg.ask_max_rounds
         check_options(reader=reader, budget=budget, answer_context=reading, max_rounds=rounds)
-        embedding, unembedded = self._question_vectors(progress)
+        embedding, unembedded = upkeep.for_question(self.settings, self.store, self.index, progress)
         begin = time.perf_counter()
         model = None if reader == "evidence-only" else self._ask_model(cfg.ask_kv if kv is None else kv)
         loaded = time.perf_counter() - begin
@@ -648,7 +598,7 @@ class Memory:
             result.warnings = [f"KV blocks: {reason}" for reason in cache.engine.stats.refused]
             cache.engine.stats.refused.clear()
         if unembedded:
-            result.warnings.append(unembedded_note(unembedded))
+            result.warnings.append(upkeep.unembedded_note(unembedded))
         return result
 
     def _ask_composed(self, question: str, *, reader: str | None, budget: int | None, answer_context: int | None,
@@ -674,7 +624,7 @@ class Memory:
         check_options(reader="evidence", budget=budget, answer_context=reading, max_rounds=1)
         if not question.strip():
             raise UsageError("the question is empty")
-        embedding, unembedded = self._question_vectors(progress)
+        embedding, unembedded = upkeep.for_question(self.settings, self.store, self.index, progress)
         begin = time.perf_counter()
         engine = self.kv_engine()
         loaded = time.perf_counter() - begin
@@ -685,82 +635,25 @@ class Memory:
         engine.blocks.evict(cfg.kv_budget_mb * 1024 * 1024)
         result.warnings = [f"KV blocks: {reason}" for reason in engine.stats.refused]
         if unembedded:
-            result.warnings.append(unembedded_note(unembedded))
+            result.warnings.append(upkeep.unembedded_note(unembedded))
         engine.stats.refused.clear()
         return result
 
     def embed(self, progress: Progress | None = None) -> float:
         """Bring the entries' sentence vectors up to date now (the semantic signal of the evidence
-        ranking; nothing to do when it is off or its model is missing); returns the seconds spent.
-        ``progress("embedding memory", done, total)`` follows the texts being embedded. With another
-        process computing them (the background job), waits for it first."""
-        from memcli.semantic import job
-
-        start = time.perf_counter()
-        vectors = self.index.vectors()
-        if vectors is not None:
-            while (running := job.running(self.index.folder)) is not None:
-                if progress and running.get("total"):
-                    progress("embedding memory (background job)", running.get("done", 0), running["total"])
-                time.sleep(0.2)
-            vectors.refresh(on_progress=(lambda done, total: progress("embedding memory", done, total))
-                            if progress else None)
-        return time.perf_counter() - start
+        ranking), waiting first for a background job; the seconds spent (:mod:`memcli.semantic.upkeep`)."""
+        return upkeep.embed(self.index, progress)
 
     def compute_vectors(self, progress: Progress | None = None) -> dict:
-        """The vectors job (:mod:`memcli.semantic.job`): every missing vector, under its lock, with
-        progress in the cache's ``vectors.json``; returns how it ended. Raises
-        :class:`memcli.semantic.job.AlreadyRunning` when another process runs it."""
-        from memcli.semantic import job
-
-        vectors = self.index.vectors()
-        if vectors is None:
-            return {"state": "off", "why": self.index.semantic_missing or "search.semantic is off"}
-        return job.run(vectors, self.index.folder,
-                       (lambda done, total: progress("embedding memory", done, total)) if progress else None)
+        """The vectors job (``memcli embed --worker``): every missing vector, under its lock."""
+        return upkeep.compute(self.index, progress)
 
     def vectors_status(self) -> dict | None:
-        """How far the entries' vectors are: ``{missing, job}`` (None: no semantic signal)."""
-        from memcli.semantic import job
-
-        vectors = self.index.vectors()
-        if vectors is None:
-            return None
-        with self.store.reading():
-            vectors.refresh(compute=False)
-        return {"missing": vectors.missing, "entries": vectors.entries,
-                "job": job.running(self.index.folder) or job.read_status(self.index.folder)}
-
-    def _question_vectors(self, progress: Progress | None) -> tuple[float, int]:
-        """What a question does about vectors: with ``search.vectors = inline`` computes the missing ones
-        (seconds spent, 0); else computes them only when they are a few (``INLINE_TEXTS``: a note, a
-        short session), otherwise starts the background job if none runs and returns (0, entries
-        without a vector)."""
-        if self.index.inline:
-            return self.embed(progress), 0
-        vectors = self.index.vectors()
-        if vectors is None:
-            return 0.0, 0
-        start = time.perf_counter()
-        with self.store.reading():
-            vectors.refresh(compute=False)
-            if vectors.missing_texts and vectors.missing_texts <= INLINE_TEXTS:
-                vectors.refresh()
-                return time.perf_counter() - start, 0
-        if vectors.missing:
-            self._start_vectors()
-        return 0.0, vectors.missing
+        """How far the entries' vectors are: ``{missing, entries, job}`` (None: no semantic signal)."""
+        return upkeep.status(self.store, self.index)
 
     def _start_vectors(self) -> None:
-        """Start the background vectors job after a write (``search.vectors = background``)."""
-        from memcli.semantic import job
-
-        if not self.settings.search_semantic or self.settings.search_vectors == "inline":
-            return
-        index = self.index
-        if index.semantic_missing or index.path == ":memory:":
-            return
-        job.start(self.root, index.folder)
+        upkeep.start_job(self.settings, self.root, self.index)
 
     def _ask_model(self, kv: bool):
         """The model for ask; a local one keeps the shared prompt prefixes as KV blocks when ``kv``."""

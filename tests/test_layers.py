@@ -13,7 +13,7 @@ LAYERS = [
     ("base", {"errors", "results", "paths", "trust", "config", "tokens", "terms", "turns", "privacy", "harness",
               "joblock", "__init__"}),
     ("storage", {"store/", "cache", "sessions", "transcripts", "ingest"}),
-    ("indexing", {"semantic/", "index", "tools"}),
+    ("indexing", {"semantic/", "partitions", "index", "tools"}),
     ("models", {"llm/"}),
     ("pipelines", {"retrieve/", "consolidate/", "kv/", "forget", "share/", "extract"}),
     ("application", {"memory", "chat", "doctor", "eval/"}),

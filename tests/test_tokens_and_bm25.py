@@ -7,7 +7,8 @@ import random
 import pytest
 from conftest import EXAMPLES, REPO
 
-from memcli.index import LibraryIndex, partitions
+from memcli.index import LibraryIndex
+from memcli.partitions import partitions
 from memcli.paths import Resolved
 from memcli.store import Store
 from memcli.terms import terms

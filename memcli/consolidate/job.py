@@ -62,6 +62,21 @@ def running(root: Path) -> dict | None:
     return read_status(root) or {"state": "running"}
 
 
+def status(root: Path) -> dict | None:
+    """The consolidation running on the store (process, start, flush n of m, stage) with ``running:
+    True``, else how the last one ended (``running: False``; ``killed`` when its process ended
+    without saying how), or None if none ran."""
+    now = running(root)
+    if now is not None:
+        return {**now, "running": True, "summary": describe(now)}
+    last = read_status(root)
+    if last is None:
+        return None
+    if last.get("state") in ("running", "starting"):
+        last["state"] = "killed"
+    return {**last, "running": False}
+
+
 def describe(status: dict) -> str:
     """``process 123, running since 2026-11-23T10:00:00, flush 2 of 5 (plan 3/7)``."""
     parts = [f"process {status.get('pid', '?')}", f"running since {status.get('started', '?')}"]

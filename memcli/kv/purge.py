@@ -1,0 +1,52 @@
+"""The KV store's part of a forget: blocks made from documents that changed, chat sessions that hold
+a forgotten text or were computed over blocks that went, and chat's token caches."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from memcli.kv import block_store, kv_root
+from memcli.kv.context import stale_labels
+
+
+def forget_texts(store, settings, texts: list[str] | None) -> dict:
+    """KV blocks of changed documents, chat sessions holding one of ``texts`` (None: every session,
+    when the texts are no longer known) or built on blocks that went, and chat's token caches."""
+    root = kv_root(store, settings)
+    if not root.exists():
+        return {}
+    blocks = block_store(store, settings)
+    with store.reading():
+        stale = stale_labels(store, {b.header.unit for b in blocks.blocks()})
+    dropped, _ = blocks.invalidate(stale)
+    kept = {b.header.key for b in blocks.blocks()}
+    sessions = 0
+    for path in sorted((root / "sessions").glob("*.json")) if (root / "sessions").is_dir() else ():
+        saved = _session(path)
+        # a session said a forgotten text, or its state was computed over memory blocks that went
+        if saved is None or texts is None or _holds_any(saved, texts) or not set(saved.get("memory_keys") or []) <= kept:
+            path.unlink(missing_ok=True)
+            if saved is not None and isinstance(saved.get("session_key"), str):
+                blocks.remove(saved["session_key"])
+            sessions += 1
+    units = 0
+    for path in (root / "units").glob("*.json") if (root / "units").is_dir() else ():
+        path.unlink(missing_ok=True)  # chat's token caches: rebuilt in milliseconds
+        units += 1
+    return {"kv_blocks": dropped, "chat_sessions": sessions, "unit_caches": units,
+            "orphan_summaries": blocks.orphans()}
+
+
+def _session(path: Path) -> dict | None:
+    """A chat session's saved state (None: unreadable, dropped to be safe: a session only restarts)."""
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _holds_any(saved: dict, texts: list[str]) -> bool:
+    said = " ".join(str(m.get("content", "")) for m in saved.get("messages") or [] if isinstance(m, dict))
+    return any(text and text in said for text in texts)
