@@ -90,7 +90,7 @@ def renamed(name: str, conversation: dict, number: int) -> dict:
 
 
 def shifted(when: str, years: int) -> str:
-    from memcli.turns import parse_time
+    from memcli.ingest.turns import parse_time
 
     moment = datetime.fromisoformat(parse_time(when, "bench", "date")) + timedelta(days=365 * years)
     return moment.strftime("%Y-%m-%d %H:%M")

@@ -31,8 +31,8 @@ from pathlib import Path
 
 from memcli.eval.locomo import CATEGORIES, load_conversations
 from memcli.eval.metrics import gold_dialog_ids
+from memcli.ingest.formats import parse_locomo
 from memcli.terms import terms
-from memcli.transcripts import parse_locomo
 
 LOCOMO = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo"
 DEFAULT_FILES = [LOCOMO / "conv-26.json", LOCOMO / "conv-30.json"]

@@ -10,10 +10,11 @@ exchange back out of the conversation and of memory.
 
 from __future__ import annotations
 
-from memcli.ingest import forget_entries, ingest_turns
+from memcli.forget import forget_chat_turns
+from memcli.ingest.entries import ingest_turns
+from memcli.ingest.formats import fingerprint_turns
+from memcli.ingest.turns import Turn
 from memcli.store.store import now_iso
-from memcli.transcripts import fingerprint_turns
-from memcli.turns import Turn
 
 
 class Chat:
@@ -76,7 +77,7 @@ class Chat:
         dropped = self.session.messages[-2:] if len(self.session.messages) >= 2 else []
         if not self.session.forget_last():
             return None
-        return forget_entries(self.store, conv=f"chat:{self.name}", texts=[m["content"] for m in dropped])
+        return forget_chat_turns(self.store, conv=f"chat:{self.name}", texts=[m["content"] for m in dropped])
 
     def units(self) -> list[tuple[str, int]]:
         """(label, tokens) of the memory in the context."""

@@ -20,7 +20,7 @@ from typing import Any
 
 from memcli.errors import ConfigError
 from memcli.paths import resolve_config_file
-from memcli.trust import approved, guarded
+from memcli.trust import approve, approved, guarded
 
 READERS = ("agent", "no-agent", "evidence", "evidence-only")  # ask's readers (ask.reader's values)
 
@@ -204,6 +204,14 @@ def read_store_config(store_root: Path) -> dict[str, Any]:
         raise ConfigError(f"{store_file} is a symbolic link; memcli does not follow links inside a store",
                           hint=f"remove {store_file}, or make it a regular file")
     return _read_toml(store_file)
+
+
+def approve_store_settings(store_root: Path, *, revoke: bool = False) -> dict[str, Any]:
+    """Approve for this store, on this machine, the guarded settings its config.toml sets now (``revoke``:
+    take the approval back); the settings it sets."""
+    values = guarded(read_store_config(store_root))
+    approve(store_root, None if revoke or not values else values)
+    return values
 
 
 class Settings:

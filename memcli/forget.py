@@ -24,11 +24,13 @@ from __future__ import annotations
 import bisect
 import json
 import re
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from memcli.errors import StoreError, UsageError
+from memcli.ingest.turns import parse_time
 from memcli.kv.purge import forget_texts
 from memcli.results import Result
 from memcli.store import CURRENT_ID, Store
@@ -36,7 +38,6 @@ from memcli.store.atomic import atomic_write
 from memcli.store.format import Entry
 from memcli.store.identity import FORGOTTEN, is_shared
 from memcli.store.store import now_iso, read_regular, refresh_token_count
-from memcli.turns import parse_time
 
 _CITATION = re.compile(r"^(?P<doc>[^:\s]+):(?P<start>\d+)(?:-(?P<end>\d+))?$")
 _SEQS = re.compile(r"^(?:seq[:=])?(?P<first>\d+)(?:-(?P<last>\d+))?$")
@@ -385,6 +386,21 @@ def purge_caches(store: Store, settings, index, entries: list[Entry], docs: list
     return out
 
 
+def clean_caches(store: Store, settings, index, result: Forgotten, entries: list[Entry],
+                 drop_files: Callable[[], list[str]]) -> None:
+    """After a forget's commit: :func:`purge_caches` into ``result.caches`` (a cache that cannot be
+    cleaned is dropped whole with ``drop_files``, with a warning), then the purge note goes."""
+    try:
+        result.caches = purge_caches(store, settings, index, entries, result.documents_changed + result.documents_removed)
+    except (OSError, sqlite3.Error) as exc:  # the caches are disposable: dropped whole instead
+        result.caches = {"dropped": drop_files()}
+        result.warnings.append(f"the caches could not be cleaned ({exc}); they were removed and are rebuilt when "
+                               "needed")
+    if "kv_refused" in result.caches:
+        result.warnings.append(f"KV blocks were not cleaned: {result.caches['kv_refused']}")
+    purge_done(store.root)
+
+
 def finish_interrupted(store: Store, settings, drop_files: Callable[[], list[str]], *,
                        read_only: bool) -> str | None:
     """A forget whose cache cleaning was cut short (a kill): every cache that could hold the forgotten
@@ -402,3 +418,34 @@ def finish_interrupted(store: Store, settings, drop_files: Callable[[], list[str
         purge_done(store.root)
     return (f"a forget was interrupted before its caches were cleaned; they were dropped ({len(dropped)} files) "
             "and are rebuilt when needed")
+
+
+def forget_chat_turns(store: Store, *, conv: str, texts: list[str]) -> int:
+    """Remove from CURRENT the newest entry of ``conv`` with each of ``texts`` (a user's explicit /forget).
+
+    Only entries still in CURRENT can be forgotten this way; consolidated
+    ones are left alone. One transaction; returns how many were removed.
+    """
+    if not texts or not store.current_path.exists():
+        return 0
+    with store.writing() as txn:
+        current = store.load(CURRENT_ID, strict=True).doc
+        wanted = list(texts)
+        drop: set[int] = set()
+        for lineno, entry in reversed(list(current.entries())):
+            if entry.meta.get("conv") == conv and entry.text in wanted:
+                wanted.remove(entry.text)
+                drop.add(lineno - current.body_start)
+            if not wanted:
+                break
+        if not drop:
+            return 0
+        current.body = [line for i, line in enumerate(current.body) if i not in drop]
+        stamp = now_iso()
+        current.meta["updated_time"] = stamp
+        if not isinstance(current.meta.get("update_log"), list):
+            current.meta["update_log"] = []
+        current.meta["update_log"].append({"time": stamp, "op": "forget", "count": len(drop), "note": conv})
+        refresh_token_count(current)
+        txn.write("CURRENT.md", current.render())
+    return len(drop)

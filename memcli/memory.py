@@ -18,71 +18,26 @@ reader, ``chat``, consolidation or extraction with the model), through
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from memcli.config import Settings
-from memcli.errors import ConfigError, InputError, MemcliError, UsageError
-from memcli.ingest import JSON_LINES, IngestResult, ingest_turns, read_input
-from memcli.paths import PROJECT_STORE_DIRNAME, Resolved, resolve_config_file, resolve_store, store_cache_dir
-from memcli.results import Result, omit_empty
+from memcli import forget as forgetting
+from memcli import ingest as pipeline
+from memcli.config import Settings, approve_store_settings, switch
+from memcli.consolidate import job
+from memcli.errors import ConfigError, UsageError
+from memcli.index import LibraryIndex, drop_cache_files
+from memcli.ingest.entries import IngestResult, ingest_turns
+from memcli.llm import profile as profiles
+from memcli.paths import PROJECT_STORE_DIRNAME, Resolved, resolve_store, store_cache_dir
+from memcli.reports import InitResult, StatusResult, TrustResult, status_report
 from memcli.semantic import upkeep
+from memcli.share import git as shared_git
 from memcli.store import CURRENT_ID, Store
-from memcli.store.store import now_iso
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
-
-
-@dataclass
-class InitResult(Result):
-    store: str
-    created: bool
-
-
-@dataclass
-class TrustResult(Result):
-    store: str
-    settings: dict  # the guarded settings the store's config.toml sets
-    approved: bool  # whether they are honoured now
-
-
-@dataclass
-class StatusResult(Result):
-    store: str
-    store_source: str
-    documents: int
-    entries: int
-    library_tokens: int
-    current_entries: int
-    current_tokens: int
-    current_oldest: str | None
-    next_seq: int
-    consolidation_due: str | None  # why CURRENT is due for consolidation, or None
-    consolidation: dict | None  # the running consolidation, or how the last one ended (None: none ran)
-    profile: dict  # the model profile: name (small | capable), reason
-    reader: str  # ask's reader under these settings and this profile
-    consolidate_llm: bool  # whether consolidation uses the model
-    settings: dict
-    config_file: str
-    index_cache: str
-    vectors: dict | None = None  # entries without a vector (missing) and the vectors job (None: no semantic signal)
-    shared: dict | None = None  # a store shared through git: {"origin": this clone's (None: not drawn yet)}
-
-
-@dataclass
-class EmbedResult(Result):
-    state: str  # done | off (no semantic signal)
-    entries: int | None = omit_empty()  # entries with a vector
-    seconds: float | None = omit_empty()
-    why: str | None = omit_empty()  # why there are no vectors (state off)
-    pid: int | None = omit_empty()  # the job's process (--worker)
-    started: str | None = omit_empty()
-    finished: str | None = omit_empty()
-    embedded: int | None = omit_empty()  # texts embedded by this run
 
 
 def _python_warning(message: str) -> None:
@@ -142,11 +97,7 @@ class Memory:
     def trust(self, *, revoke: bool = False) -> TrustResult:
         """Approve (``revoke``: take back) the store's own settings that :mod:`memcli.trust` guards,
         exactly as its config.toml sets them now; a later change to any of them needs a new approval."""
-        from memcli.config import read_store_config
-        from memcli.trust import approve, guarded
-
-        values = guarded(read_store_config(self.root))
-        approve(self.root, None if revoke or not values else values)
+        values = approve_store_settings(self.root, revoke=revoke)
         self.settings = Settings.load(self.root, self._overrides)
         return TrustResult(str(self.root), {k: str(v) for k, v in values.items()}, bool(values) and not revoke)
 
@@ -169,13 +120,9 @@ class Memory:
     def index(self):
         """The search index (BM25 partitions and the catalog), opened on first use."""
         if self._index is None:
-            from memcli.forget import finish_interrupted
-
-            if (said := finish_interrupted(self.store, self.settings, self._drop_caches,
+            if (said := forgetting.finish_interrupted(self.store, self.settings, self._drop_caches,
                                            read_only=self.read_only)) is not None:
                 self._warn(said)
-            from memcli.index import LibraryIndex
-
             when = self.settings.search_vectors
             if when not in ("background", "inline"):
                 raise ConfigError(f"search.vectors is {when!r}; it is background or inline")
@@ -190,30 +137,22 @@ class Memory:
         decided without loading the model; it chooses the defaults of ``ask.reader`` and
         ``consolidate.llm``."""
         if self._profile is None:
-            from memcli.llm.profile import decide
-
-            self._profile = decide(self.settings, None if self._own_model else self._chat_model)
+            self._profile = profiles.decide(self.settings, None if self._own_model else self._chat_model)
         return self._profile
 
     def default_reader(self) -> str:
         """ask's reader: the ``ask.reader`` setting, or for ``auto`` the profile's (capable: agent;
         small: evidence, the deterministic evidence and one answer call)."""
-        from memcli.llm.profile import reader_for
-
-        return reader_for(self.settings, self.profile)
+        return profiles.reader_for(self.settings, self.profile)
 
     def answer_style(self) -> str:
         """How ask answers: the ``ask.answer`` setting, or for ``auto`` by the model (capable, or 1B
         parameters or more: generate; smaller: extract)."""
-        from memcli.llm.profile import answer_for
-
-        return answer_for(self.settings, self.profile)
+        return profiles.answer_for(self.settings, self.profile)
 
     def consolidates_with_model(self) -> bool:
         """Whether consolidation uses the model: ``consolidate.llm``, or for ``auto`` a capable profile."""
-        from memcli.llm.profile import consolidates_with_model
-
-        return consolidates_with_model(self.settings, self.profile)
+        return profiles.consolidates_with_model(self.settings, self.profile)
 
     def model(self, *, kv_sequences: int = 1):
         """The chat model: the one given to the constructor, or the configured one (opened once;
@@ -246,8 +185,8 @@ class Memory:
                name: str | None = None, keep_harness: bool = False, project: str | None = None) -> IngestResult:
         """Append a transcript's turns to CURRENT (turns ingested before are skipped).
 
-        ``source``: a path, an open file, or a list of :class:`memcli.turns.Turn`;
-        ``format``: force one of :data:`memcli.transcripts.FORMATS`; ``extract``: let the model
+        ``source``: a path, an open file, or a list of :class:`memcli.ingest.turns.Turn`;
+        ``format``: force one of :data:`memcli.ingest.formats.FORMATS`; ``extract``: let the model
         extract facts (default: the ``ingest.extract`` setting). When CURRENT then crosses a
         consolidation threshold it is consolidated (unless ``consolidate=False`` or
         ``consolidate.auto`` is off): here when that is quick (the deterministic path), else in a
@@ -255,53 +194,28 @@ class Memory:
         ``on_consolidate(reason)`` is told before it starts. ``name`` names an open file in messages
         and entries (default: its own name). ``keep_harness``: keep what an agent's harness wrote into
         its session's messages (instruction files, context blocks, command wrappers), which is
-        otherwise taken out (:mod:`memcli.harness`). Private spans and secrets are never kept
-        (:mod:`memcli.privacy`). ``project``: tag every turn ``project=`` (agent sessions in a store
+        otherwise taken out (:mod:`memcli.ingest.harness`). Private spans and secrets are never kept
+        (:mod:`memcli.ingest.privacy`). ``project``: tag every turn ``project=`` (agent sessions in a store
         several projects share; :mod:`memcli.hooks`).
         """
-        from memcli.transcripts import FORMATS, fingerprint_turns, parse_input
-        from memcli.turns import Parsed, parse_time
-
         cfg = self.settings
-        if format is not None and format not in FORMATS:
-            raise UsageError(f"unknown format {format!r} (choose from {', '.join(FORMATS)})")
-        default_time = parse_time(time, "--time", "value") if time else now_iso("minutes")
-        if isinstance(source, list):
-            name = name or f"<{conv or 'turns'}>"
-            fingerprint_turns(source, name, format or "turns")
-            parsed = Parsed(format or "turns", source)
-        else:
-            lines = format in JSON_LINES or str(name or source).lower().endswith((".jsonl", ".ndjson"))
-            found = read_input(source, name, cfg.ingest_max_bytes, json_lines=lines,
-                               record_limit=max(256 * 1024, 8 * cfg.ingest_max_entry_chars))
-            raw, name = found.data, found.name
-            if found.dropped:
-                self._warn(f"{name}: larger than ingest.max_bytes; {found.dropped} records over "
-                           f"{found.record_limit:,} bytes (tool output) left out, the rest read")
-            parsed = parse_input(raw, name, fmt=format, sample=sample, default_time=default_time, conv=conv,
-                                 max_entry_chars=cfg.ingest_max_entry_chars, keep_harness=keep_harness)
-        if project:
-            for turn in parsed.turns:
-                turn.project = project
+        parsed, name = pipeline.parse(source, cfg, format=format, sample=sample, conv=conv, time=time, name=name,
+                                      keep_harness=keep_harness, project=project, warn=self._warn)
         self._writable()
+        facts = None
         if extract if extract is not None else cfg.ingest_extract:
+            from memcli.ingest.facts import extract_facts
+
             if self.profile.name == "small":
                 self._warn(f"fact extraction needs a larger model than this one ({self.profile.reason}); "
                            "expect few or poor facts: pass --model with a GGUF of at least 3B parameters, "
                            "or --base-url for a server")
-            result = self._ingest_extracted(parsed, name, progress)
-        else:
-            shown = progress if progress and len(parsed.turns) >= cfg.ingest_progress_min else None
-            total = len(parsed.turns)
-            result = ingest_turns(self.store, parsed.turns, source=name, fmt=parsed.format, ignored=parsed.ignored,
-                                  progress=(lambda done: shown("ingesting", done, total)) if shown else None)
-        if parsed.rejected:
-            result.rejected = [{"where": where, "reason": why} for where, why in parsed.rejected]
-            where, why = parsed.rejected[0]
-            self._warn(f"{name}: {len(parsed.rejected)} bad records left out, the rest kept (first: {where}: {why})")
+
+            def facts(turns, stats, shown):
+                return extract_facts(turns, model=self.model(), stats=stats, progress=shown)
+        result = pipeline.write(self.store, parsed, name, cfg, facts=facts, progress=progress, warn=self._warn)
         if result.added:
             self._record("ingest", f"memcli ingest: {result.added} entries from {Path(result.source).name}")
-        from memcli.consolidate import job
         from memcli.consolidate.run import due
 
         reason = due(self.store, cfg) if consolidate and cfg.consolidate_auto else None
@@ -318,9 +232,8 @@ class Memory:
         deterministic path), else in a detached background process (``consolidate.background``).
         Returns the consolidation's result, or ``{background: True, reason, pid, log}`` (or
         ``already_running``) for a background one."""
-        from memcli.consolidate import job
-
-        if not self._in_background():
+        chosen = switch(self.settings.consolidate_background, "consolidate.background")
+        if not (self.consolidates_with_model() if chosen is None else chosen):  # auto: with a model, minutes
             return self.consolidate(progress=progress, reason=reason).to_dict()
         try:
             started = job.start_background(self.root, self.settings.flag_environment())
@@ -328,25 +241,13 @@ class Memory:
             started = {"already_running": True}
         return {"background": True, "reason": reason, **started}
 
-    def _in_background(self) -> bool:
-        """Whether an automatic consolidation runs in a background process (``consolidate.background``;
-        auto: when a model does it, which takes minutes)."""
-        from memcli.config import switch
-
-        chosen = switch(self.settings.consolidate_background, "consolidate.background")
-        return self.consolidates_with_model() if chosen is None else chosen
-
     def consolidation_status(self) -> dict | None:
         """The consolidation running on this store (process, start, flush n of m, stage) with
         ``running: True``, else how the last one ended (``running: False``), or None if none ran."""
-        from memcli.consolidate import job
-
         return job.status(self.root)
 
     def wait_for_consolidation(self, on_status=None) -> dict | None:
         """Wait until no consolidation runs on this store; returns its final status (None: none ran)."""
-        from memcli.consolidate import job
-
         if job.running(self.root) is None:
             return None
         job.wait(self.root, on_status)
@@ -354,44 +255,12 @@ class Memory:
 
     def stop_consolidation(self) -> dict | None:
         """Stop the running consolidation: what it committed stays, the rest stays in CURRENT."""
-        from memcli.consolidate import job
-
         return None if job.stop(self.root) is None else job.status(self.root)
-
-    def _ingest_extracted(self, parsed, name: str, progress: Progress | None) -> IngestResult:
-        """Facts from the turns not ingested before, written in place of the raw turns."""
-        from memcli.extract import extract_facts
-        from memcli.llm.base import CallStats
-
-        known = self.store.read_fingerprints()
-        fresh = [t for t in parsed.turns if t.fingerprint not in known]
-        facts = []
-        stats = CallStats()
-        if fresh:
-            facts = extract_facts(fresh, model=self.model(), stats=stats,
-                                  progress=(lambda d, t: progress("extracting facts", d, t)) if progress else None)
-        result = ingest_turns(self.store, facts, source=name, fmt=parsed.format, ignored=parsed.ignored,
-                              consumed=[t.fingerprint for t in fresh], input_turns=len(parsed.turns))
-        result.extraction = stats.to_dict()
-        return result
 
     def remember(self, text: str, *, speaker: str | None = None, time: str | None = None,
                  source: str | None = None, conv: str | None = None) -> IngestResult:
         """One note or fact as a new CURRENT entry (the same note given twice is kept once)."""
-        from memcli.transcripts import fingerprint_turns
-        from memcli.turns import Turn, parse_time
-
-        text = text.strip() if isinstance(text, str) else ""
-        if not text:
-            raise InputError(source or "<note>", "the note is empty")
-        if len(text) > self.settings.ingest_max_entry_chars:
-            raise InputError(source or "<note>", f"a note of {len(text):,} characters is longer than one memory "
-                             f"entry may be ({self.settings.ingest_max_entry_chars:,}; ingest.max_entry_chars)")
-        if "\x00" in text:
-            raise InputError(source or "<note>", "the note holds a NUL byte")
-        when = parse_time(time, "time", "value") if time else now_iso("minutes")
-        turn = Turn(text=text, time=when, speaker=speaker, source=source, conv=conv, time_given=time is not None)
-        fingerprint_turns([turn], conv or "note", "note")
+        turn = pipeline.note(text, self.settings, speaker=speaker, time=time, source=source, conv=conv)
         # no vectors job for one note: the next question embeds it (Memory._question_vectors)
         result = ingest_turns(self._writable(), [turn], source=source or "note", fmt="note")
         if result.added:
@@ -405,36 +274,23 @@ class Memory:
         (``doc:12-14``) and seqs (``17``, ``17-20``); ``conv``, ``since``/``until`` and ``grep`` narrow;
         ``everything`` (``--all``) lets a selection take the whole memory, which is refused otherwise.
         Returns a :class:`~memcli.forget.Forgotten`; with ``dry_run`` it lists what would go."""
-        from memcli.forget import Selection, forget, purge_caches, purge_done
-
-        selection = Selection.parse(list(targets), conv=conv, since=since, until=until, grep=grep,
+        selection = forgetting.Selection.parse(list(targets), conv=conv, since=since, until=until, grep=grep,
                                     ignore_case=ignore_case, everything=everything)
         if dry_run:
-            result, entries = forget(self.store, selection, dry_run=True)
+            result, entries = forgetting.forget(self.store, selection, dry_run=True)
         else:
             with self.store.reading():
                 idf = self.index.idf()  # names made again from what is left use the library's word weights
-            result, entries = forget(self._writable(), selection, idf=idf)
+            result, entries = forgetting.forget(self._writable(), selection, idf=idf)
             if entries:
                 self._record("forget", f"memcli forget: {len(entries)} entries from "
                              f"{len(result.documents_changed) + len(result.documents_removed)} documents")
         if entries:
-            try:
-                result.caches = purge_caches(self.store, self.settings, self.index, entries,
-                                             result.documents_changed + result.documents_removed)
-            except (OSError, sqlite3.Error) as exc:  # the caches are disposable: dropped whole instead
-                result.caches = {"dropped": self._drop_caches()}
-                result.warnings.append(f"the caches could not be cleaned ({exc}); they were removed and are "
-                                       "rebuilt when needed")
-            if "kv_refused" in result.caches:
-                result.warnings.append(f"KV blocks were not cleaned: {result.caches['kv_refused']}")
-            purge_done(self.root)
+            forgetting.clean_caches(self.store, self.settings, self.index, result, entries, self._drop_caches)
         return result
 
     def _drop_caches(self) -> list[str]:
         """Close the search index and remove its files and the vectors' (rebuilt when needed)."""
-        from memcli.index import drop_cache_files
-
         if self._index is not None:
             self._index.close()
             self._index = None
@@ -469,23 +325,11 @@ class Memory:
 
     def _record(self, op: str, message: str) -> None:
         """One commit of the change just made, when the store is shared through git."""
-        from memcli.store.identity import is_shared
-
-        try:
-            shared = is_shared(self.store.read_state())
-        except MemcliError as exc:  # the change is made; only its commit is in question
-            self._warn(f"the change is saved; whether to commit it to git could not be told: {exc.message}")
-            return
-        if shared:
-            from memcli.share.git import record
-
-            record(self.store, op, message, warn=self._warn)
+        shared_git.record_if_shared(self.store, op, message, warn=self._warn)
 
     def share(self):
         """Share this store through git (``memcli init --git``; see :mod:`memcli.share.git`)."""
-        from memcli.share.git import share
-
-        return share(self._writable())
+        return shared_git.share(self._writable())
 
     def sync(self, *, remote: str | None = None, push: bool = True):
         """Commit, merge the remote's changes entry by entry, push (:mod:`memcli.share.sync`)."""
@@ -495,19 +339,13 @@ class Memory:
 
     def log(self, limit: int = 20):
         """The store's history in git: each change memcli made (op) and any other commit."""
-        from memcli.share.git import history
-
-        return history(self.store, limit)
+        return shared_git.history(self.store, limit)
 
     def undo(self, *, any_clone: bool = False):
         """Revert this clone's last change to a shared store (``any_clone``: anyone's), as a new commit."""
-        from memcli.share.git import undo
-
-        return undo(self.store, running=self._consolidating, any_clone=any_clone)
+        return shared_git.undo(self.store, running=self._consolidating, any_clone=any_clone)
 
     def _consolidating(self) -> bool:
-        from memcli.consolidate import job
-
         return job.running(self.root) is not None
 
     # ------------------------------------------------------------ reading
@@ -571,8 +409,12 @@ class Memory:
         if kv_compose and (where or recent):
             raise UsageError("--where keeps to entries of the evidence readers, not --kv-compose")
         if kv_compose:
-            return self._ask_composed(question, reader=reader, budget=budget, answer_context=answer_context,
-                                      progress=progress, select=select or cfg.kv_select)
+            from memcli.kv.composed_ask import ask_with_blocks
+
+            return ask_with_blocks(question, self.settings, self.store, self.index, engine=self.kv_engine,
+                                   vectors=lambda: upkeep.for_question(cfg, self.store, self.index, progress),
+                                   reader=reader, budget=budget, answer_context=answer_context, progress=progress,
+                                   select=select or cfg.kv_select)
         if select is not None:
             raise UsageError("--select chooses the memory units of --kv-compose")
         reader = reader or ("evidence" if where else self.default_reader())
@@ -599,44 +441,6 @@ class Memory:
             cache.engine.stats.refused.clear()
         if unembedded:
             result.warnings.append(upkeep.unembedded_note(unembedded))
-        return result
-
-    def _ask_composed(self, question: str, *, reader: str | None, budget: int | None, answer_context: int | None,
-                      progress: Progress | None, select: str):
-        """``ask --kv-compose``: the units the model reads fit ``answer_context`` tokens (as the evidence
-        reader's answer reads that much of its evidence; 0: ``budget``), within ``budget``."""
-        from memcli.kv import keeps_blocks
-        from memcli.kv.composed_ask import SELECTIONS, composed_ask
-        from memcli.retrieve.ask import check_options
-
-        cfg = self.settings
-        if select not in SELECTIONS:
-            raise UsageError(f"unknown selection {select!r} (choose from {', '.join(SELECTIONS)})")
-        if cfg.kv_compose_recompute < 0:
-            raise ConfigError("kv.compose_recompute must be 0 or a number of tokens")
-        if reader not in (None, "evidence"):
-            raise UsageError("--kv-compose answers with the evidence reader's ranking; leave out --reader")
-        if not keeps_blocks(cfg):
-            raise ConfigError("--kv-compose needs the local llama.cpp backend, not an OpenAI-compatible server",
-                              hint="unset --base-url / MEMCLI_BASE_URL")
-        budget = budget if budget is not None else cfg.ask_budget
-        reading = answer_context if answer_context is not None else cfg.ask_answer_context
-        check_options(reader="evidence", budget=budget, answer_context=reading, max_rounds=1)
-        if not question.strip():
-            raise UsageError("the question is empty")
-        embedding, unembedded = upkeep.for_question(self.settings, self.store, self.index, progress)
-        begin = time.perf_counter()
-        engine = self.kv_engine()
-        loaded = time.perf_counter() - begin
-        result = composed_ask(engine, self.store, self.index, question, budget=min(budget, reading or budget),
-                              recompute=cfg.kv_compose_recompute, select=select, progress=progress)
-        result.timings = {"embed_s": round(embedding, 3), "model_load_s": round(loaded, 3), **result.timings,
-                          "total_s": round(result.timings["total_s"] + loaded, 3)}
-        engine.blocks.evict(cfg.kv_budget_mb * 1024 * 1024)
-        result.warnings = [f"KV blocks: {reason}" for reason in engine.stats.refused]
-        if unembedded:
-            result.warnings.append(upkeep.unembedded_note(unembedded))
-        engine.stats.refused.clear()
         return result
 
     def embed(self, progress: Progress | None = None) -> float:
@@ -668,28 +472,7 @@ class Memory:
 
     def status(self) -> StatusResult:
         """The store, how it was chosen, its size, CURRENT and the thresholds in force."""
-        from memcli.consolidate.run import due
-        from memcli.store.identity import drawn_origin, is_shared
-
-        with self.store.reading():
-            rows = self.index.catalog()
-            current = self.store.load(CURRENT_ID).doc
-            times = [e.time for _, e in current.entries() if e.time]
-            state = self.store.read_state()
-        cur = next((r for r in rows if r.id == CURRENT_ID), None)
-        return StatusResult(
-            store=str(self.root), store_source=self.where.source,
-            documents=sum(1 for r in rows if r.id != CURRENT_ID),
-            entries=sum(r.entries for r in rows),
-            library_tokens=sum(r.token_count for r in rows if r.id != CURRENT_ID),
-            current_entries=cur.entries if cur else 0, current_tokens=cur.token_count if cur else 0,
-            current_oldest=min(times) if times else None, next_seq=int(state.get("next_seq", 1)),
-            consolidation_due=due(self.store, self.settings), consolidation=self.consolidation_status(),
-            profile=self.profile.to_dict(), reader=self.default_reader(),
-            consolidate_llm=self.consolidates_with_model(), settings=self.settings.to_dict(),
-            config_file=str(resolve_config_file().path), index_cache=str(store_cache_dir(self.root)),
-            vectors=self.vectors_status() if self.settings.search_semantic else None,
-            shared={"origin": drawn_origin(self.root)} if is_shared(state) else None)
+        return status_report(self)
 
     # ------------------------------------------------------------ chat and KV blocks
 

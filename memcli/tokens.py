@@ -33,3 +33,18 @@ def count_tokens(text: str) -> int:
         else:
             total += 1
     return total
+
+
+def pack(items: list, cost, limit: int, most: int | None = None) -> list[list]:
+    """``items`` in order, cut into runs of at most ``limit`` tokens (``cost(item)`` each) and at most
+    ``most`` items; an item larger than the limit is a run of its own."""
+    out: list[list] = [[]]
+    size = 0
+    for item in items:
+        spent = cost(item)
+        if out[-1] and (size + spent > limit or (most is not None and len(out[-1]) >= most)):
+            out.append([])
+            size = 0
+        out[-1].append(item)
+        size += spent
+    return [run for run in out if run]

@@ -17,8 +17,8 @@ from conftest import EXAMPLES
 
 from memcli import Memory
 from memcli.consolidate import job
+from memcli.ingest.turns import Turn
 from memcli.store.census import seq_counts
-from memcli.turns import Turn
 
 CONV = EXAMPLES / "caroline-and-priya.json"
 

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from memcli.harness import clean
+from memcli.ingest.harness import clean
 
 
 def entries(cli) -> list[str]:

@@ -6,12 +6,12 @@ import pytest
 from conftest import EXAMPLES
 from fakes import ScriptedModel
 
-from memcli.extract import extract_facts
-from memcli.ingest import ingest_turns
+from memcli.ingest.entries import ingest_turns
+from memcli.ingest.facts import extract_facts
+from memcli.ingest.formats import parse_input
 from memcli.llm.base import CallStats
 from memcli.paths import Resolved
 from memcli.store import CURRENT_ID, Store
-from memcli.transcripts import parse_input
 
 
 def parsed_example(name="chat-messages.json"):

@@ -8,9 +8,9 @@ import re
 import pytest
 from conftest import EXAMPLES, LOCOMO, needs_locomo, snapshot
 
+from memcli.ingest.turns import parse_time
 from memcli.paths import Resolved
 from memcli.store import CURRENT_ID, Store
-from memcli.turns import parse_time
 
 
 def current_entries(store_dir):

@@ -10,13 +10,12 @@ from conftest import REPO
 
 # lowest first; a room is a folder (``store/``) or a top-level module (``config``)
 LAYERS = [
-    ("base", {"errors", "results", "paths", "trust", "config", "tokens", "terms", "turns", "privacy", "harness",
-              "joblock", "__init__"}),
-    ("storage", {"store/", "cache", "sessions", "transcripts", "ingest"}),
+    ("base", {"errors", "results", "paths", "trust", "config", "tokens", "terms", "joblock", "__init__"}),
+    ("storage", {"store/", "cache"}),
     ("indexing", {"semantic/", "partitions", "index", "tools"}),
     ("models", {"llm/"}),
-    ("pipelines", {"retrieve/", "consolidate/", "kv/", "forget", "share/", "extract"}),
-    ("application", {"memory", "chat", "doctor", "eval/"}),
+    ("pipelines", {"ingest/", "retrieve/", "consolidate/", "kv/", "forget", "share/"}),
+    ("application", {"memory", "reports", "chat", "doctor", "eval/"}),
     ("faces", {"cli/", "mcp_server", "hooks", "agents", "__main__"}),
 ]
 LEVEL = {room: level for level, (_, rooms) in enumerate(LAYERS) for room in rooms}

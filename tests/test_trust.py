@@ -406,7 +406,7 @@ def test_a_secret_in_a_file_name_stays_out_of_git_commit_messages(tmp_path):
 
 
 def test_private_spans_nest_tolerate_spaces_and_run_across_a_sessions_messages():
-    from memcli.privacy import scrub_many
+    from memcli.ingest.privacy import scrub_many
 
     texts = ["keep <private>a <private>b</private> c</private> this",
              "keep <private >hidden</private > too",

@@ -15,12 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from memcli.consolidate.lexical import Vector, cosine, grounded, normalized, salient_words, term_counts, tfidf
+from memcli.ingest.turns import ROLES
 from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.prompts import REWRITE_SYSTEM, rewrite_schema
 from memcli.llm.structured import Invalid, ask_json
 from memcli.store.format import Entry
 from memcli.tokens import count_tokens
-from memcli.turns import ROLES
 
 Idf = Callable[[str], float]
 BLOCK_TOKENS = 500  # the deterministic path cuts sessions into blocks of about this size

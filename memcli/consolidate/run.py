@@ -44,7 +44,7 @@ from memcli.store import CURRENT_ID, Store
 from memcli.store.format import Document, Entry, parse_entry, parse_heading
 from memcli.store.identity import Seqs
 from memcli.store.store import new_current, now_iso, refresh_token_count
-from memcli.tokens import count_tokens
+from memcli.tokens import count_tokens, pack
 
 Progress = Callable[[str, int, int], None]
 
@@ -156,16 +156,7 @@ def _current_entries(doc: Document, seqs: Seqs) -> list[tuple[Entry, str]]:
 
 
 def _flushes(pairs: list[tuple[Entry, str]], limit: int) -> list[list[tuple[Entry, str]]]:
-    out: list[list[tuple[Entry, str]]] = [[]]
-    size = 0
-    for pair in pairs:
-        cost = count_tokens(pair[1])
-        if out[-1] and size + cost > limit:
-            out.append([])
-            size = 0
-        out[-1].append(pair)
-        size += cost
-    return [f for f in out if f]
+    return pack(pairs, lambda pair: count_tokens(pair[1]), limit)
 
 
 def _rewrite_current(current: Document, moved: list[int]) -> Document:

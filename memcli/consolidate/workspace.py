@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 from memcli.consolidate.lexical import Vector, make_doc_id, term_counts, tfidf
 from memcli.index import LibraryIndex
+from memcli.ingest.turns import ROLES
 from memcli.store import CURRENT_ID, Store
 from memcli.store.format import Document, parse_entry, parse_heading
-from memcli.turns import ROLES
 
 OWNER = "\x00owner"  # the party those roles stand for (no speaker can be named so)
 

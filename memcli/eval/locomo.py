@@ -153,7 +153,7 @@ class Conversation:
 
 
 def load_conversations(paths: list[Path], sample: str | None) -> list[Conversation]:
-    from memcli.transcripts import detect, locomo_samples
+    from memcli.ingest.formats import detect, locomo_samples
 
     out = []
     for path in paths:

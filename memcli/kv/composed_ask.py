@@ -23,6 +23,7 @@ cites is the units' entries.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from memcli.errors import ConfigError, UsageError
 from memcli.kv.engine import KVEngine, Unit
@@ -170,4 +171,45 @@ def composed_ask(engine: KVEngine, store, index, question: str, *, budget: int, 
                      "prefilled": engine.stats.prefilled - before[2], "generated": stats.completion_tokens,
                      "model_calls": stats.calls, "units": len(units)}
     result.timings["total_s"] = round(time.perf_counter() - begin, 3)
+    return result
+
+
+def ask_with_blocks(question: str, cfg, store, index, *, engine: Callable[[], KVEngine],
+                    vectors: Callable[[], tuple[float, int]], reader: str | None, budget: int | None,
+                    answer_context: int | None, progress, select: str):
+    """``ask --kv-compose`` with its options checked: the units the model reads fit ``answer_context``
+    tokens (as the evidence reader's answer reads that much of its evidence; 0: ``budget``), within
+    ``budget``. ``engine()``: the KV engine (opens the model); ``vectors()``: what the question does
+    about the entries' vectors (:func:`memcli.semantic.upkeep.for_question`)."""
+    from memcli.kv import keeps_blocks
+    from memcli.retrieve.ask import check_options
+    from memcli.semantic.upkeep import unembedded_note
+
+    if select not in SELECTIONS:
+        raise UsageError(f"unknown selection {select!r} (choose from {', '.join(SELECTIONS)})")
+    if cfg.kv_compose_recompute < 0:
+        raise ConfigError("kv.compose_recompute must be 0 or a number of tokens")
+    if reader not in (None, "evidence"):
+        raise UsageError("--kv-compose answers with the evidence reader's ranking; leave out --reader")
+    if not keeps_blocks(cfg):
+        raise ConfigError("--kv-compose needs the local llama.cpp backend, not an OpenAI-compatible server",
+                          hint="unset --base-url / MEMCLI_BASE_URL")
+    budget = budget if budget is not None else cfg.ask_budget
+    reading = answer_context if answer_context is not None else cfg.ask_answer_context
+    check_options(reader="evidence", budget=budget, answer_context=reading, max_rounds=1)
+    if not question.strip():
+        raise UsageError("the question is empty")
+    embedding, unembedded = vectors()
+    begin = time.perf_counter()
+    kv = engine()
+    loaded = time.perf_counter() - begin
+    result = composed_ask(kv, store, index, question, budget=min(budget, reading or budget),
+                          recompute=cfg.kv_compose_recompute, select=select, progress=progress)
+    result.timings = {"embed_s": round(embedding, 3), "model_load_s": round(loaded, 3), **result.timings,
+                      "total_s": round(result.timings["total_s"] + loaded, 3)}
+    kv.blocks.evict(cfg.kv_budget_mb * 1024 * 1024)
+    result.warnings = [f"KV blocks: {reason}" for reason in kv.stats.refused]
+    if unembedded:
+        result.warnings.append(unembedded_note(unembedded))
+    kv.stats.refused.clear()
     return result

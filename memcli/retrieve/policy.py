@@ -52,11 +52,11 @@ from functools import lru_cache
 
 from memcli.errors import UsageError
 from memcli.index import LibraryIndex
+from memcli.ingest.turns import ROLES
 from memcli.retrieve.evidence import WHOLE, Evidence, Focus, assemble
 from memcli.store import Store
 from memcli.store.lines import DocLines, Library
 from memcli.terms import term_set, terms
-from memcli.turns import ROLES
 
 REGION_WEIGHT = 8.0  # measured on the development conversations against 4 and 16 (README, "ask")
 PREFERRED_BOOST = 1.5  # region score factor for documents the hybrid reader selected

@@ -276,16 +276,43 @@ class EntryVectors:
         """Embed what the changed documents need (in chunks, each stored as it is done, so a job that
         is stopped resumes where it was), store each document whose entries all have vectors, and return
         (texts embedded, the rows of documents still missing some, for this process)."""
-
         self.missing, self.missing_texts, self.changed = 0, 0, False
         cached = {d: (m, s) for d, m, s in self.db.execute("SELECT doc, mtime_ns, size FROM docs")}
         stale = [d for d, sig in on_disk.items() if cached.get(d) != sig]
         gone = [d for d in cached if d not in on_disk]
         if not stale and not gone:
             return 0, {}
-        parsed = {}
-        parts: list[str] = []  # the sentences of entries of several sentences
-        with self.store.reading():  # the store's shared lock only while reading it, never while embedding
+        parsed, parts = self._read_changed(stale, on_disk)
+        model = self.encoder.name
+        wanted = {_key(model, text): text for rows in parsed.values() for _, text in rows}
+        wanted.update((_key(model, text), text) for text in parts)
+        known = self._known(list(wanted))
+        missing = [k for k in wanted if k not in known]
+        self.missing_texts = len(missing)
+        embedded = self._embed(missing if compute else [], wanted, known, on_disk, list(parsed), on_progress)
+        extra: dict[str, tuple[list[int], np.ndarray]] = {}
+        complete = {}
+        for doc_id, rows in parsed.items():
+            have = [(line, text) for line, text in rows if _key(model, text) in known]
+            self.missing += len(rows) - len(have)
+            if len(have) == len(rows):
+                complete[doc_id] = rows
+            elif have:
+                extra[doc_id] = ([line for line, _ in have],
+                                 np.array([known[_key(model, t)] for _, t in have], np.float16))
+        self._store_documents(complete, gone, known, on_disk)
+        for doc_id in set(complete) if self.changed else ():
+            rows = complete[doc_id]
+            extra[doc_id] = ([line for line, _ in rows], np.array([known[_key(model, t)] for _, t in rows], np.float16))
+        return embedded, extra
+
+    def _read_changed(self, stale: list[str], on_disk: dict[str, tuple[int, int]]
+                      ) -> tuple[dict[str, list[tuple[int, str]]], list[str]]:
+        """The entry texts of the changed documents, by line, and the sentences of entries of several
+        sentences; under the store's shared lock only while reading it, never while embedding."""
+        parsed: dict[str, list[tuple[int, str]]] = {}
+        parts: list[str] = []
+        with self.store.reading():
             for doc_id in stale:
                 if self.store.signature(doc_id) != on_disk[doc_id]:
                     self.changed = True  # changed since the signatures were read: the next refresh sees it
@@ -296,20 +323,22 @@ class EntryVectors:
                     split = sentences(shown_text(doc.entries[line]))
                     if len(split) > 1:
                         parts.extend(split)
-        model = self.encoder.name
-        wanted = {_key(model, text): text for rows in parsed.values() for _, text in rows}
-        wanted.update((_key(model, text), text) for text in parts)
+        return parsed, parts
+
+    def _known(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
+        """The stored vectors of these texts (by key)."""
         known: dict[bytes, np.ndarray] = {}
-        keys = list(wanted)
         for at in range(0, len(keys), 500):
             chunk = keys[at:at + 500]
             marks = ",".join("?" * len(chunk))
             for key, blob in self.db.execute(f"SELECT key, vec FROM texts WHERE key IN ({marks})", chunk):
                 known[key] = np.frombuffer(blob, np.float16)
-        missing = [k for k in keys if k not in known]
-        self.missing_texts = len(missing)
-        if not compute:
-            missing = []
+        return known
+
+    def _embed(self, missing: list[bytes], wanted: dict[bytes, str], known: dict[bytes, np.ndarray],
+               on_disk: dict[str, tuple[int, int]], doc_ids: list[str], on_progress) -> int:
+        """Embed the missing texts in chunks, each stored (and added to ``known``) as it is done, unless
+        one of the documents changed meanwhile (a forget?); how many were embedded."""
         embedded = 0
         for at in range(0, len(missing), CHUNK):
             chunk = missing[at:at + CHUNK]
@@ -319,7 +348,7 @@ class EntryVectors:
                 on_batch=(lambda done: on_progress(base + done, len(missing))) if on_progress else None)
             self.db.execute("BEGIN IMMEDIATE")
             try:
-                if self._moved(on_disk, list(parsed)):  # a document changed (forgotten entries?): store nothing of it
+                if self._moved(on_disk, doc_ids):  # a document changed (forgotten entries?): store nothing of it
                     self.db.execute("ROLLBACK")
                     self.changed = True
                     break
@@ -332,16 +361,13 @@ class EntryVectors:
                 raise
             known.update(zip(chunk, vectors.astype(np.float16)))
             embedded += len(chunk)
-        extra: dict[str, tuple[list[int], np.ndarray]] = {}
-        complete = {}
-        for doc_id, rows in parsed.items():
-            have = [(line, text) for line, text in rows if _key(model, text) in known]
-            self.missing += len(rows) - len(have)
-            if len(have) == len(rows):
-                complete[doc_id] = rows
-            elif have:
-                extra[doc_id] = ([line for line, _ in have],
-                                 np.array([known[_key(model, t)] for _, t in have], np.float16))
+        return embedded
+
+    def _store_documents(self, complete: dict[str, list[tuple[int, str]]], gone: list[str],
+                         known: dict[bytes, np.ndarray], on_disk: dict[str, tuple[int, int]]) -> None:
+        """Each document whose entries all have vectors stored as one matrix (unless one changed
+        meanwhile), and the rows of documents that went removed."""
+        model = self.encoder.name
         self.db.execute("BEGIN IMMEDIATE")
         try:
             for doc_id in gone:
@@ -360,10 +386,6 @@ class EntryVectors:
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
             raise
-        for doc_id in set(complete) if self.changed else ():
-            rows = complete[doc_id]
-            extra[doc_id] = ([line for line, _ in rows], np.array([known[_key(model, t)] for _, t in rows], np.float16))
-        return embedded, extra
 
     def _moved(self, on_disk: dict[str, tuple[int, int]], doc_ids: list[str]) -> bool:
         """Whether any of ``doc_ids`` changed on disk since ``on_disk`` was read."""

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memcli.errors import ConfigError, StoreError, UsageError
+from memcli.errors import ConfigError, MemcliError, StoreError, UsageError
 from memcli.results import Result, omit_empty
 from memcli.share.attributes import ATTRIBUTES, DRIVER, MERGED, enforce_attributes
 from memcli.store import Store, atomic
@@ -208,6 +208,17 @@ def commit(store: Store, op: str, message: str, *, allow_empty: bool = False, re
     repo.run("commit", "-q", "--no-verify", "-m", f"{message}\n\n{trailers}", "--", repo.spec,
              env=identity_env(repo))
     return repo.run("rev-parse", "HEAD").stdout.strip()
+
+
+def record_if_shared(store: Store, op: str, message: str, warn) -> str | None:
+    """:func:`record`, when the store is shared through git (a state that cannot be read is a warning:
+    the change is made, only its commit is in question)."""
+    try:
+        shared = is_shared(store.read_state())
+    except MemcliError as exc:
+        warn(f"the change is saved; whether to commit it to git could not be told: {exc.message}")
+        return None
+    return record(store, op, message, warn) if shared else None
 
 
 def record(store: Store, op: str, message: str, warn=None) -> str | None:

@@ -10,8 +10,8 @@ import typer
 from memcli.cli.app import app
 from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, memory, output
 from memcli.cli.output import Output, register
-from memcli.ingest import IngestResult
-from memcli.transcripts import FORMATS
+from memcli.ingest.entries import IngestResult
+from memcli.ingest.formats import FORMATS
 
 
 @app.command()

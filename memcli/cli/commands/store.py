@@ -10,8 +10,9 @@ import typer
 from memcli.cli.app import app
 from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, memory, output, state
 from memcli.cli.output import Output, register
-from memcli.memory import EmbedResult, InitResult, Memory, StatusResult, TrustResult
+from memcli.memory import Memory
 from memcli.paths import Resolved
+from memcli.reports import EmbedResult, InitResult, StatusResult, TrustResult
 
 
 @app.command()

@@ -4,7 +4,7 @@ and Claude.ai data exports (``conversations.json``).
 What becomes a memory: the user's and the assistant's text. Tool calls, tool results, reasoning,
 system and developer messages and ChatGPT messages addressed to a tool are skipped and counted as
 ignored; what the harness wrote into a message (instruction files, context blocks, slash-command
-wrappers, citation markers: :mod:`memcli.harness`) is taken out of it, and a message that held
+wrappers, citation markers: :mod:`memcli.ingest.harness`) is taken out of it, and a message that held
 nothing else is ignored too (``keep_harness`` keeps it all). Every turn keeps its time and a ``ref`` back to the file and the message id (or line), so
 re-ingesting a session file that has grown adds only the new turns. A last line still being written
 (no newline yet, not JSON yet) is left for the next ingest.
@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 
 from memcli.errors import InputError
-from memcli.harness import clean
-from memcli.turns import Parsed, Turn, parse_time
+from memcli.ingest.harness import clean
+from memcli.ingest.turns import Parsed, Turn, parse_time
 
 _SNIFF_LINES = 20
 

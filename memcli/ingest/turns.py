@@ -1,6 +1,6 @@
 """What every transcript format parses into: turns (one observation each, with its time, speaker and
 reference), the times they carry (LoCoMo dates, ISO 8601, epoch seconds) and JSON lines. The
-formats themselves are in :mod:`memcli.transcripts` and :mod:`memcli.sessions`."""
+formats themselves are in :mod:`memcli.ingest.formats` and :mod:`memcli.ingest.sessions`."""
 
 from __future__ import annotations
 

@@ -14,24 +14,15 @@ import hashlib
 import re
 from collections.abc import Callable
 
+from memcli.ingest.turns import Turn
 from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.prompts import EXTRACT_SYSTEM, extract_schema
 from memcli.llm.structured import ask_json
-from memcli.tokens import count_tokens
-from memcli.turns import Turn
+from memcli.tokens import count_tokens, pack
 
 
 def _windows(turns: list[Turn], window_tokens: int) -> list[list[Turn]]:
-    out: list[list[Turn]] = [[]]
-    size = 0
-    for turn in turns:
-        cost = count_tokens(turn.text) + 8
-        if out[-1] and (size + cost > window_tokens or len(out[-1]) >= 40):
-            out.append([])
-            size = 0
-        out[-1].append(turn)
-        size += cost
-    return [w for w in out if w]
+    return pack(turns, lambda turn: count_tokens(turn.text) + 8, window_tokens, most=40)
 
 
 def _fact(text: str, sources: list[Turn]) -> Turn:

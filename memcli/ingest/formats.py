@@ -22,9 +22,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from memcli import sessions
 from memcli.errors import InputError
-from memcli.turns import Parsed, Turn, json_lines, parse_time
+from memcli.ingest import sessions
+from memcli.ingest.turns import Parsed, Turn, json_lines, parse_time
 
 MAX_ENTRY_CHARS = 20_000  # the default of ingest.max_entry_chars
 SKIPPED_ROLES = ("system", "developer", "tool", "function")
@@ -344,7 +344,7 @@ def parse_input(raw: bytes, source: str, *, fmt: str | None = None, sample: str 
                 keep_harness: bool = False) -> Parsed:
     """Decode and parse one input; ``source`` names it in messages ("-" for stdin). Every turn is
     checked: text that is not Unicode, holds a NUL byte or is longer than ``max_entry_chars`` is bad input.
-    Agent sessions lose what their harness wrote into the messages (:mod:`memcli.harness`) unless
+    Agent sessions lose what their harness wrote into the messages (:mod:`memcli.ingest.harness`) unless
     ``keep_harness``."""
     try:
         text = raw.decode("utf-8-sig")
