@@ -29,8 +29,8 @@ REPO = Path(__file__).resolve().parent.parent
 LOCOMO = REPO.parent / "shared" / "data" / "locomo" / "conv-26.json"
 sys.path.insert(0, str(REPO))
 
+from memcli.store.folder import refresh_token_count  # noqa: E402
 from memcli.store.format import Document, Entry  # noqa: E402
-from memcli.store.store import refresh_token_count  # noqa: E402
 from memcli.tokens import count_tokens  # noqa: E402
 
 COMMON = ["the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with", "as", "at", "by", "from", "it", "this", "be", "are", "have", "had", "not", "but", "they", "she", "he", "we", "you", "her", "his", "my", "our", "their", "went", "made", "said", "told", "about", "after", "before", "during", "when", "while", "because", "like", "just", "really", "very"]

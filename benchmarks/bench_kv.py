@@ -75,7 +75,7 @@ def main() -> None:
     sys.path.insert(0, str(REPO))
     from memcli.config import Settings
     from memcli.kv import block_store
-    from memcli.kv.chat import ChatSession
+    from memcli.kv.chat_session import ChatSession
     from memcli.kv.engine import KVEngine
     from memcli.llm import open_model
     from memcli.paths import Resolved
@@ -235,7 +235,7 @@ def composed_ask_rows(model, work: Path, per_conversation: int, recompute: list[
     from memcli.kv.engine import KVEngine, Unit
     from memcli.kv.latent import retrieval_heads
     from memcli.kv.units import Units, fill
-    from memcli.retrieve.policy import DEFAULT, ranked_entries
+    from memcli.retrieve.evidence_reader import DEFAULT, ranked_entries
     from memcli.store.lines import Library
 
     rows: dict = {"recall": {}, "agreement": [], "selection_s": {}}
@@ -328,7 +328,7 @@ def composed_ask_rows(model, work: Path, per_conversation: int, recompute: list[
 
 def text_units(store, index, question: str):
     from memcli.kv.units import Units
-    from memcli.retrieve.policy import DEFAULT, ranked_entries
+    from memcli.retrieve.evidence_reader import DEFAULT, ranked_entries
     from memcli.store.lines import Library
 
     library = Library(store)

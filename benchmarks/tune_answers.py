@@ -43,8 +43,8 @@ from memcli.eval.locomo import Runner, load_conversations, select
 from memcli.eval.metrics import category_f1
 from memcli.memory import Memory
 from memcli.retrieve.evidence import best_part
+from memcli.retrieve.evidence_reader import evidence_only
 from memcli.retrieve.extractive import DEFAULT, UNKNOWN, Tuning, candidates, choose
-from memcli.retrieve.policy import evidence_only
 from memcli.store.lines import Library
 
 os.environ.setdefault("MEMCLI_VECTORS", "inline")  # questions rank with every vector, not a job's progress

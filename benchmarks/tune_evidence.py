@@ -4,7 +4,7 @@
     python benchmarks/tune_evidence.py [--budgets 500,2000,4000] [--choose-budget 2000] [--json OUT]
 
 Both conversations are ingested (raw memory) and consolidated deterministically (consolidated
-memory) in temporary stores. For every candidate :class:`memcli.retrieve.policy.Tuning` in the
+memory) in temporary stores. For every candidate :class:`memcli.retrieve.evidence_reader.Tuning` in the
 grid (every combination of the alternatives of each axis), all-evidence recall is measured per
 conversation at ``--choose-budget`` (categories 1-4, both memories together). Cross-validation:
 the tuning with the best recall on one conversation is chosen and scored on the other, both
@@ -35,7 +35,7 @@ from memcli.eval.locomo import CATEGORIES, load_conversations, select
 from memcli.eval.metrics import evidence_recall, gold_dialog_ids
 from memcli.memory import Memory
 from memcli.retrieve.evidence import WHOLE, assemble
-from memcli.retrieve.policy import DEFAULT, Tuning, dedupe, focus, fuse, lexical_scores, order
+from memcli.retrieve.evidence_reader import DEFAULT, Tuning, dedupe, focus, fuse, lexical_scores, order
 from memcli.store.lines import Library
 from memcli.tokens import count_tokens
 

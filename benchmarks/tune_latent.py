@@ -63,7 +63,7 @@ def main() -> None:
     from memcli.kv.latent import HEADS, retrieval_heads
     from memcli.kv.units import Units, fill
     from memcli.llm import open_model
-    from memcli.retrieve.policy import DEFAULT, ranked_entries
+    from memcli.retrieve.evidence_reader import DEFAULT, ranked_entries
     from memcli.store.lines import Library
 
     model = None

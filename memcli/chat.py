@@ -1,7 +1,7 @@
 """A chat session with memory in context (``memcli chat``, :meth:`memcli.Memory.chat`).
 
 The memory context and the conversation live in llama.cpp's KV cache and
-are restored from KV blocks (:mod:`memcli.kv.chat`). The user's messages are
+are restored from KV blocks (:mod:`memcli.kv.chat_session`). The user's messages are
 remembered as CURRENT entries unless ``remember=False``; the model's replies
 only when ``remember_replies`` (default: a capable model's), so a small
 model's noise never comes back as evidence. ``forget`` takes the last
@@ -14,7 +14,7 @@ from memcli.forget import forget_chat_turns
 from memcli.ingest.entries import ingest_turns
 from memcli.ingest.formats import fingerprint_turns
 from memcli.ingest.turns import Turn
-from memcli.store.store import now_iso
+from memcli.store.folder import now_iso
 
 
 class Chat:
@@ -24,7 +24,7 @@ class Chat:
                  verify: bool = False, compose: bool = False, progress=None, remember_replies: bool | None = None):
         from memcli.errors import UsageError
         from memcli.kv import kv_root
-        from memcli.kv.chat import ChatSession
+        from memcli.kv.chat_session import ChatSession
 
         if max_tokens < 1:
             raise UsageError("--max-tokens must be at least 1")

@@ -35,9 +35,9 @@ from memcli.kv.purge import forget_texts
 from memcli.results import Result
 from memcli.store import CURRENT_ID, Store
 from memcli.store.atomic import atomic_write
+from memcli.store.folder import now_iso, read_regular, refresh_token_count
 from memcli.store.format import Entry
 from memcli.store.identity import FORGOTTEN, is_shared
-from memcli.store.store import now_iso, read_regular, refresh_token_count
 
 _CITATION = re.compile(r"^(?P<doc>[^:\s]+):(?P<start>\d+)(?:-(?P<end>\d+))?$")
 _SEQS = re.compile(r"^(?:seq[:=])?(?P<first>\d+)(?:-(?P<last>\d+))?$")
@@ -52,7 +52,7 @@ class Selection:
     conv: str | None = None  # a conversation or session id (the entries' conv)
     since: str | None = None  # ISO times, inclusive
     until: str | None = None
-    pattern: object | None = None  # a memcli.tools.Pattern (a time limit on the whole search)
+    pattern: object | None = None  # a memcli.read_tools.Pattern (a time limit on the whole search)
     everything: bool = False  # --all: the whole memory may go
 
     @classmethod
@@ -81,7 +81,7 @@ class Selection:
         if sel.until and re.fullmatch(r"\s*\d{4}-\d{2}-\d{2}\s*", until):  # a day: up to its end
             sel.until = sel.until[:10] + "T23:59"
         if grep is not None:
-            from memcli.tools import Pattern
+            from memcli.read_tools import Pattern
 
             sel.pattern = Pattern(grep, ignore_case=ignore_case)
             if not everything and next(iter(sel.pattern.finditer("")), None) is not None:

@@ -352,7 +352,7 @@ class Memory:
 
     def docs(self, offset: int = 0, limit: int | None = None):
         """The catalog: every document's id, summary, size and last update (CURRENT last)."""
-        from memcli.tools import list_docs
+        from memcli.read_tools import list_docs
 
         with self.store.reading():
             result = list_docs(self.index, offset, limit)
@@ -361,7 +361,7 @@ class Memory:
 
     def read(self, doc: str, start: int = 1, end: int | None = None):
         """Lines ``start..end`` of a document, numbered as in the file (cite them as ``doc:start-end``)."""
-        from memcli.tools import read_lines
+        from memcli.read_tools import read_lines
 
         with self.store.reading():
             return read_lines(self.store, doc, start, end)
@@ -369,7 +369,7 @@ class Memory:
     def grep(self, pattern: str, *, doc: str | None = None, ignore_case: bool = False, context: int = 0,
              limit: int | None = None):
         """Lines of document bodies and CURRENT matching a regular expression."""
-        from memcli.tools import grep
+        from memcli.read_tools import grep
 
         with self.store.reading():
             return grep(self.store, pattern, doc=doc, ignore_case=ignore_case, context=context,
@@ -378,7 +378,7 @@ class Memory:
 
     def search(self, query: str, *, k: int | None = None, doc: str | None = None):
         """Heading sections ranked by BM25 for ``query``."""
-        from memcli.tools import search
+        from memcli.read_tools import search
 
         with self.store.reading():
             return search(self.index, query, k if k is not None else self.settings.search_k, doc=doc)

@@ -9,7 +9,7 @@ from memcli.llm.base import Completion
 from memcli.llm.prompts import EXTRACT_SYSTEM, PLAN_SYSTEM, REWRITE_SYSTEM, SUMMARY_SYSTEM
 from memcli.retrieve.agent import AGENT_SYSTEM
 from memcli.retrieve.answer import ANSWER_SYSTEM
-from memcli.retrieve.hybrid import SELECT_SYSTEM
+from memcli.retrieve.catalog_reader import SELECT_SYSTEM
 from memcli.tokens import count_tokens
 
 STEPS = {REWRITE_SYSTEM: "rewrite", PLAN_SYSTEM: "plan", SUMMARY_SYSTEM: "summary", EXTRACT_SYSTEM: "extract",

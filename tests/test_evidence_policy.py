@@ -9,7 +9,7 @@ import pytest
 from memcli.config import Settings
 from memcli.index import LibraryIndex
 from memcli.paths import Resolved
-from memcli.retrieve import policy
+from memcli.retrieve import evidence_reader as policy
 from memcli.retrieve.evidence import assemble, best_part, render_entry, render_run
 from memcli.store import Store
 from memcli.store.format import Entry

@@ -297,7 +297,7 @@ def test_warm_chat_start_reads_the_units_it_kept(tmp_path, monkeypatch):
     assert list((root / "kv" / "units").glob("*.json"))
     built = []
     original = context.memory_texts
-    monkeypatch.setattr("memcli.kv.chat.memory_texts", lambda *a: built.append(1) or original(*a))
+    monkeypatch.setattr("memcli.kv.chat_session.memory_texts", lambda *a: built.append(1) or original(*a))
     again = memory.chat("w2", remember=False)
     assert [(u.label, u.tokens) for u in again.session.memory_units] == units and not built
     memory.remember("Caroline bought a blue sofa.", speaker="Caroline")

@@ -12,11 +12,11 @@ from conftest import REPO
 LAYERS = [
     ("base", {"errors", "results", "paths", "trust", "config", "tokens", "terms", "joblock", "__init__"}),
     ("storage", {"store/", "cache"}),
-    ("indexing", {"semantic/", "partitions", "index", "tools"}),
+    ("indexing", {"semantic/", "partitions", "index", "read_tools"}),
     ("models", {"llm/"}),
     ("pipelines", {"ingest/", "retrieve/", "consolidate/", "kv/", "forget", "share/"}),
     ("application", {"memory", "reports", "chat", "doctor", "eval/"}),
-    ("faces", {"cli/", "mcp_server", "hooks", "agents", "__main__"}),
+    ("faces", {"cli/", "mcp_server", "hooks", "registrations", "__main__"}),
 ]
 LEVEL = {room: level for level, (_, rooms) in enumerate(LAYERS) for room in rooms}
 

@@ -16,7 +16,7 @@ from conftest import EXAMPLES, LOCOMO, REPO, needs_locomo, run_memcli
 from test_evidence_policy import conversation
 
 from memcli.memory import Memory
-from memcli.retrieve import policy
+from memcli.retrieve import evidence_reader as policy
 from memcli.semantic.vectors import Similarities
 from memcli.store.lines import Library
 from memcli.terms import terms

@@ -12,7 +12,7 @@ import pytest
 from memcli.config import Settings
 from memcli.index import LibraryIndex
 from memcli.paths import Resolved
-from memcli.retrieve import policy
+from memcli.retrieve import evidence_reader as policy
 from memcli.retrieve.evidence import Focus, assemble, compact, render_entry
 from memcli.semantic import encoder as encoder_module
 from memcli.semantic.encoder import Encoder

@@ -27,9 +27,9 @@ from memcli.consolidate.workspace import Workspace, doc_texts
 from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.prompts import SUMMARY_SCHEMA, SUMMARY_SYSTEM
 from memcli.llm.structured import Invalid, ask_json
+from memcli.store.folder import now_iso, refresh_token_count
 from memcli.store.format import Document, Entry, parse_entry
 from memcli.store.lines import sentences
-from memcli.store.store import now_iso, refresh_token_count
 from memcli.tokens import count_tokens
 
 

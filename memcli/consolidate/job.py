@@ -29,7 +29,7 @@ from pathlib import Path
 from memcli import joblock
 from memcli.errors import StoreError, StoreWriteError
 from memcli.store.atomic import FILE_MODE, atomic_write
-from memcli.store.store import now_iso
+from memcli.store.folder import now_iso
 
 LOCK = ".consolidate.lock"
 STATUS = "consolidation.json"

@@ -18,8 +18,8 @@ from memcli.consolidate.apply import new_document
 from memcli.consolidate.layout import Layout, Section
 from memcli.consolidate.lexical import cosine, term_counts, tfidf
 from memcli.consolidate.workspace import Workspace
+from memcli.store.folder import now_iso
 from memcli.store.format import parse_entry
-from memcli.store.store import now_iso
 from memcli.tokens import count_tokens
 
 

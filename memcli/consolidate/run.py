@@ -41,9 +41,9 @@ from memcli.index import LibraryIndex
 from memcli.llm.base import CallStats, ChatModel
 from memcli.paths import Resolved, store_cache_dir
 from memcli.store import CURRENT_ID, Store
+from memcli.store.folder import new_current, now_iso, refresh_token_count
 from memcli.store.format import Document, Entry, parse_entry, parse_heading
 from memcli.store.identity import Seqs
-from memcli.store.store import new_current, now_iso, refresh_token_count
 from memcli.tokens import count_tokens, pack
 
 Progress = Callable[[str, int, int], None]

@@ -324,7 +324,7 @@ class Runner:
     def _baseline(self, store, qa: dict):
         """The evidence of a baseline mode; one without an order has its answer read all of it."""
         from memcli.retrieve.evidence import assemble
-        from memcli.retrieve.policy import Retrieval
+        from memcli.retrieve.evidence_reader import Retrieval
         from memcli.store.lines import Library
 
         question = qa["question"]

@@ -26,7 +26,7 @@ from memcli.ingest.formats import FORMATS, fingerprint_turns, parse_input
 from memcli.ingest.source import JSON_LINES, read_input
 from memcli.ingest.turns import Parsed, Turn, parse_time
 from memcli.store import Store
-from memcli.store.store import now_iso
+from memcli.store.folder import now_iso
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 

@@ -10,9 +10,9 @@ from memcli.ingest.privacy import scrub_fields, scrub_many
 from memcli.ingest.turns import Turn
 from memcli.results import Result
 from memcli.store import CURRENT_ID, Store
+from memcli.store.folder import new_current, now_iso, read_regular, refresh_token_count
 from memcli.store.format import Entry
 from memcli.store.identity import Seqs
-from memcli.store.store import new_current, now_iso, read_regular, refresh_token_count
 from memcli.tokens import count_tokens
 
 FIELDS = ("speaker", "source", "conv", "ref", "project")  # a turn's stored fields beside its text and time

@@ -32,7 +32,7 @@ def build(memory, *, verify: bool = False, ask_units: bool = False, progress=Non
     ``progress(done, total)`` follows those units. They are ordinary blocks of the store's LRU
     budget (the chat context's blocks are kept first)."""
     from memcli.kv import kv_root
-    from memcli.kv.chat import ChatSession
+    from memcli.kv.chat_session import ChatSession
 
     begin = time.perf_counter()
     engine = memory.kv_engine(verify=verify)

@@ -32,7 +32,7 @@ from memcli.kv.units import MemoryUnit, Units, fill
 from memcli.llm.base import CallStats
 from memcli.retrieve.answer import ANSWER_SYSTEM, MAX_ANSWER_TOKENS, UNKNOWN, clean, grounded, speakers
 from memcli.retrieve.ask import AskResult
-from memcli.retrieve.policy import DEFAULT, rank_fusion, ranked_entries
+from memcli.retrieve.evidence_reader import DEFAULT, rank_fusion, ranked_entries
 from memcli.store.lines import Library
 
 EXCERPTS = "Excerpts:\n"
@@ -86,7 +86,7 @@ def rank_units(engine: KVEngine, prompt: ComposedPrompt, store, index, question:
 
 def fuse(text: list[MemoryUnit], latent: list[MemoryUnit], k: float = FUSION_K,
          weight: float = LATENT_WEIGHT) -> list[MemoryUnit]:
-    """Units by 1/(k + text rank) + weight/(k + latent rank) (:func:`~memcli.retrieve.policy.rank_fusion`;
+    """Units by 1/(k + text rank) + weight/(k + latent rank) (:func:`~memcli.retrieve.evidence_reader.rank_fusion`;
     a unit missing from a ranking gets nothing from it); ties keep the text ranking's order."""
     score = rank_fusion([u.label for u in text], [u.label for u in latent], k, weight)
     unit = {u.label: u for u in latent} | {u.label: u for u in text}

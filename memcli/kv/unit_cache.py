@@ -23,7 +23,7 @@ from memcli.errors import StoreError
 from memcli.kv.engine import Unit
 from memcli.paths import ensure_private_dir
 from memcli.store.atomic import atomic_write
-from memcli.store.store import read_regular
+from memcli.store.folder import read_regular
 
 VERSION = 1
 KEEP = 8  # unit files kept (sessions with other budgets or models share the folder)

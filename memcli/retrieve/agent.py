@@ -29,7 +29,7 @@ from memcli.llm.structured import Invalid, ask_json
 from memcli.results import Result, omit_empty
 from memcli.retrieve.agent_tools import CATALOG_PAGE, AgentTools, ToolResult, calls_schema, catalog_text, tool_lines
 from memcli.retrieve.evidence import Evidence, assemble, recent_current, snippet_lines
-from memcli.retrieve.policy import dedupe, interleave, ranked_entries
+from memcli.retrieve.evidence_reader import dedupe, interleave, ranked_entries
 from memcli.store import Store
 from memcli.store.lines import Library
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, get_args, get_type_hints
 
-from memcli import tools as read_tools
+from memcli import read_tools
 from memcli.errors import MemcliError
 from memcli.index import LibraryIndex
 from memcli.retrieve.evidence import render_entry
@@ -31,7 +31,7 @@ MAX_READ = 40  # lines one read_lines call returns
 CATALOG_PAGE = 20
 RESULT_TOKENS = 450  # one call's rendered output
 
-PATTERN_SECONDS = 0.5  # a model's pattern gets this long over the whole store (memcli.tools.Pattern)
+PATTERN_SECONDS = 0.5  # a model's pattern gets this long over the whole store (memcli.read_tools.Pattern)
 
 
 class ToolArgumentError(ValueError):

@@ -118,7 +118,7 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
     only scores, :mod:`memcli.retrieve.extractive`) or ``generate`` (the model writes it, checked
     against the evidence by :func:`memcli.retrieve.answer.grounded`); ``where``, ``recent``: only
     entries with these signature values, the unranked ones newest first (the evidence readers,
-    :func:`memcli.retrieve.policy.evidence_only`)."""
+    :func:`memcli.retrieve.evidence_reader.evidence_only`)."""
     from memcli.retrieve.evidence import best_part
 
     question = question.strip()
@@ -145,11 +145,11 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
             result.tool_calls = [r.to_dict() for r in found.rounds]
         else:
             if reader == "no-agent":
-                from memcli.retrieve.hybrid import hybrid
+                from memcli.retrieve.catalog_reader import hybrid
 
                 found = hybrid(model, store, index, question, budget=budget, stats=stats)
             else:
-                from memcli.retrieve.policy import evidence_only
+                from memcli.retrieve.evidence_reader import evidence_only
 
                 found = evidence_only(store, index, question, budget=budget, compact=compact, where=where,
                                       recent=recent)

@@ -25,7 +25,7 @@ from memcli import joblock
 from memcli.errors import StoreError
 from memcli.paths import ensure_private_dir
 from memcli.store.atomic import FILE_MODE, atomic_write
-from memcli.store.store import now_iso
+from memcli.store.folder import now_iso
 
 LOCK = "vectors.lock"
 STATUS = "vectors.json"

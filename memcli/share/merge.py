@@ -23,8 +23,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
+from memcli.store.folder import refresh_token_count
 from memcli.store.format import Document, Entry, FormatError, parse_document, parse_entry
-from memcli.store.store import refresh_token_count
 
 CONFLICT_KEY = "merge"
 

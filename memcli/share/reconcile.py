@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from memcli.share.merge import CONFLICT_KEY
 from memcli.store import CURRENT_ID, Store
 from memcli.store.atomic import Transaction
+from memcli.store.folder import refresh_token_count
 from memcli.store.format import parse_entry
 from memcli.store.identity import FORGOTTEN
-from memcli.store.store import refresh_token_count
 
 
 @dataclass

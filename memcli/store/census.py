@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from memcli.store.folder import Store, read_regular
 from memcli.store.format import parse_document
-from memcli.store.store import Store, read_regular
 
 
 def seq_counts(root: Path) -> Counter:

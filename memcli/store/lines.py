@@ -9,8 +9,8 @@ import re
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 
+from memcli.store.folder import Store
 from memcli.store.format import Document, Entry, parse_entry, parse_heading, split_front_matter
-from memcli.store.store import Store
 
 KEPT_DOCUMENTS = 4096  # parsed documents a long-lived process keeps between questions (Library)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")

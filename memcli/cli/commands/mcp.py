@@ -34,7 +34,7 @@ def mcp(
     the search index warm between calls. Errors come back as tool errors with the CLI's messages.
     --json applies to --print-config (the server itself speaks JSON-RPC on stdout).
     """
-    from memcli.agents import AGENTS, registration
+    from memcli.registrations import AGENTS, registration
 
     if print_config is not None:
         if print_config not in AGENTS:

@@ -10,7 +10,7 @@ from memcli.cli.app import app
 from memcli.cli.common import DocOpt, JsonOpt, QuietOpt, VerboseOpt, memory, output
 from memcli.cli.output import Output, register
 from memcli.errors import EXIT_NO_MATCH
-from memcli.tools import DocsResult, GrepResult, ReadResult, SearchResult, parse_range
+from memcli.read_tools import DocsResult, GrepResult, ReadResult, SearchResult, parse_range
 
 
 @app.command()

@@ -14,7 +14,7 @@ from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.structured import ask_json
 from memcli.retrieve.agent_tools import catalog_text
 from memcli.retrieve.evidence import assemble
-from memcli.retrieve.policy import Retrieval, ranked_entries
+from memcli.retrieve.evidence_reader import Retrieval, ranked_entries
 from memcli.store import CURRENT_ID, Store
 from memcli.store.lines import Library
 from memcli.terms import terms

@@ -36,7 +36,7 @@ from memcli.paths import ensure_private_dir
 from memcli.results import Result
 from memcli.store import Store
 from memcli.store.atomic import atomic_write
-from memcli.store.store import read_regular
+from memcli.store.folder import read_regular
 
 _SENTINEL = re.compile(r"\x1e(SYS|\d+)\x1e")
 SESSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
