@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 from memcli.errors import InputError
+from memcli.joblock import detach
 from memcli.paths import (
     PROJECT_STORE_DIRNAME,
     Resolved,
@@ -118,13 +117,10 @@ def start_saving(event: dict, store: Path, project: str | None) -> dict:
     path = transcript(event)
     log_dir = resolve_cache_dir().path
     log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "memcli", "--store", str(store), "ingest", str(path), "--format", "claude-code",
-               "--json", *(["--project", project] if project else [])]
-    with open(log_dir / LOG, "ab") as log:
-        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-                                 close_fds=True)
+    pid = detach(["--store", str(store), "ingest", str(path), "--format", "claude-code", "--json",
+                  *(["--project", project] if project else [])], log_dir / LOG)
     return {"event": event["hook_event_name"], "action": "saving", "store": str(store), "project": project,
-            "pid": child.pid, "log": str(log_dir / LOG)}
+            "pid": pid, "log": str(log_dir / LOG)}
 
 
 def save(memory, event: dict, project: str | None) -> dict:

@@ -46,3 +46,25 @@ def read_status(path: Path) -> dict | None:
         return data if isinstance(data, dict) else None
     except (OSError, ValueError):
         return None
+
+
+def detach(args: list[str], log: Path, *, nice: int = 0, pass_fds: tuple[int, ...] = (), env: dict | None = None,
+           cwd: Path | None = None, header: str | None = None) -> int:
+    """Start ``python -m memcli ARGS`` as a detached process (its own session, no standard input, its
+    output appended to ``log``, which is never followed as a link and is private to the user); its
+    process id. ``nice``: how much lower its CPU priority is; ``pass_fds``: descriptors it inherits (a
+    job lock it holds from then on); ``header``: a line written to the log first."""
+    import subprocess
+    import sys
+
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        if header:
+            os.write(fd, f"{header}\n".encode())
+        child = subprocess.Popen([sys.executable, "-m", "memcli", *args], stdin=subprocess.DEVNULL, stdout=fd,
+                                 stderr=fd, pass_fds=pass_fds, close_fds=True, env=env,
+                                 cwd=str(cwd) if cwd else None, start_new_session=True,
+                                 preexec_fn=(lambda: os.nice(nice)) if nice else None)
+    finally:
+        os.close(fd)
+    return child.pid

@@ -21,8 +21,6 @@ import errno
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -188,24 +186,17 @@ def start_background(root: Path, env_settings: dict[str, str]) -> dict:
         except OSError as exc:
             raise StoreWriteError.of(root / STATUS, exc) from None
         try:
-            log = os.open(root / LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
+            pid = joblock.detach(["--store", str(root), "consolidate", "--worker-fd", str(fd), "--json"], root / LOG,
+                                 nice=BACKGROUND_NICE, pass_fds=(fd,), env={**os.environ, **env_settings}, cwd=root,
+                                 header=f"--- {now_iso()} background consolidation")
         except OSError as exc:
             raise StoreWriteError.of(root / LOG, exc, "open") from None
-        try:
-            os.write(log, f"--- {now_iso()} background consolidation\n".encode())
-            env = {**os.environ, **env_settings}
-            child = subprocess.Popen(
-                [sys.executable, "-m", "memcli", "--store", str(root), "consolidate", "--worker-fd", str(fd),
-                 "--json"], stdin=subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(fd,), env=env,
-                cwd=str(root), start_new_session=True, preexec_fn=lambda: os.nice(BACKGROUND_NICE))
-        finally:
-            os.close(log)
         if (read_status(root) or {}).get("state") == "starting":  # the child has not said more yet
-            atomic_write(root / STATUS, json.dumps({"state": "starting", "pid": child.pid, "started": now_iso(),
+            atomic_write(root / STATUS, json.dumps({"state": "starting", "pid": pid, "started": now_iso(),
                                                     "background": True}) + "\n")
     finally:
         os.close(fd)  # the child holds the lock now (or, if it failed to start, nobody does)
-    return {"pid": child.pid, "log": str(root / LOG)}
+    return {"pid": pid, "log": str(root / LOG)}
 
 
 def wait(root: Path, on_status=None, poll: float = 0.5) -> dict | None:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -61,15 +59,10 @@ def start(store_root: Path, folder: Path) -> int | None:
         return None
     try:
         ensure_private_dir(folder)
-        with open(folder / LOG, "ab") as log:
-            child = subprocess.Popen(
-                [sys.executable, "-m", "memcli", "--store", str(store_root), "embed", "--worker",
-                 "--index-dir", str(folder)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, close_fds=True,
-                preexec_fn=lambda: os.nice(NICE))
+        return joblock.detach(["--store", str(store_root), "embed", "--worker", "--index-dir", str(folder)],
+                              folder / LOG, nice=NICE)
     except OSError:
         return None  # a cache: the next question or write tries again
-    return child.pid
 
 
 def run(vectors, folder: Path, on_progress: Callable[[int, int], None] | None = None) -> dict:
