@@ -106,7 +106,8 @@ def kill_trials(work: Path, env: dict, trials: int) -> dict:
     template = work / "kill-template"
     run(["--store", template, "ingest", LOCOMO / "conv-30.json", "--no-auto", "--json"], env)
     expected = store_seqs(template)
-    env = {**env, "MEMCLI_CONSOLIDATE_TOKENS": "1500", "MEMCLI_TEST_COMMIT_PAUSE": "0.01"}
+    env = {**env, "MEMCLI_CONSOLIDATE_TOKENS": "1500", "MEMCLI_TEST_COMMIT_PAUSE": "0.01",
+           "PYTHONPATH": str(REPO / "tests" / "shims")}  # the pause is a test hook (tests/shims/sitecustomize.py)
     timing = work / "kill-timing"
     shutil.copytree(template, timing)
     start = time.perf_counter()

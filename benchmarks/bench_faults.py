@@ -110,7 +110,8 @@ def signals(work: Path, trials: int) -> dict:
     subprocess.run([*memcli, "--store", str(template), "ingest", str(LOCOMO / "conv-30.json"), "--no-auto", "-q"],
                    check=True, stdout=subprocess.DEVNULL)
     expected = seq_counts(template)
-    env = {**os.environ, "MEMCLI_CONSOLIDATE_TOKENS": "1500", "MEMCLI_TEST_COMMIT_PAUSE": "0.01"}
+    env = {**os.environ, "MEMCLI_CONSOLIDATE_TOKENS": "1500", "MEMCLI_TEST_COMMIT_PAUSE": "0.01",
+           "PYTHONPATH": str(REPO / "tests" / "shims")}  # the pause is a test hook (tests/shims/sitecustomize.py)
     timing = work / "timing"
     shutil.copytree(template, timing)
     start = time.monotonic()
@@ -143,7 +144,8 @@ def background(work: Path, trials: int) -> dict:
     ingest (another conversation) writes to the same store."""
     memcli = [sys.executable, "-m", "memcli"]
     env = {**os.environ, "MEMCLI_AUTO_CONSOLIDATE": "true", "MEMCLI_CONSOLIDATE_TOKENS": "1500",
-           "MEMCLI_CONSOLIDATE_BACKGROUND": "always", "MEMCLI_TEST_COMMIT_PAUSE": "0.01"}
+           "MEMCLI_CONSOLIDATE_BACKGROUND": "always", "MEMCLI_TEST_COMMIT_PAUSE": "0.01",
+           "PYTHONPATH": str(REPO / "tests" / "shims")}  # the pause is a test hook (tests/shims/sitecustomize.py)
     reference = work / "reference"
     for conv in ("conv-30", "conv-26"):
         subprocess.run([*memcli, "--store", str(reference), "ingest", str(LOCOMO / f"{conv}.json"), "--no-auto",

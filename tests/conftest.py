@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 LOCOMO = SHARED / "data" / "locomo"
 EXAMPLES = REPO / "examples"
+SHIMS = Path(__file__).resolve().parent / "shims"
 
 # tests that read the LoCoMo development conversations skip, saying why, when ../shared is not beside the checkout
 needs_locomo = pytest.mark.skipif(not (LOCOMO / "conv-26.json").is_file(),
@@ -41,6 +42,9 @@ def isolated_env(tmp_path, monkeypatch):
     # the suite runs alone on its machine, where every core is fastest (the default, half the cores, is
     # for machines shared with other work: tests/test_profile.py checks it)
     monkeypatch.setenv("MEMCLI_THREADS", str(os.cpu_count() or 1))
+    # the test hooks (MEMCLI_TEST_COMMIT_PAUSE, MEMCLI_TEST_JOB_HOLD) live in tests/shims, which every memcli
+    # process a test starts loads at start-up (memcli's own modules hold no test code)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(SHIMS), os.environ.get("PYTHONPATH")])))
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

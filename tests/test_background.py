@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES
@@ -39,6 +40,19 @@ def hold(tmp_path, flush: int) -> dict:
     """The environment that makes a consolidation job wait before its flush ``flush`` until released."""
     (tmp_path / "hold").write_text(str(flush))
     return {"MEMCLI_TEST_JOB_HOLD": str(tmp_path / "hold")}
+
+
+def _waiting(pid: int) -> bool:
+    """Whether the process has got as far as polling for the job (it sleeps between looks, with the
+    consolidation modules loaded): seen from outside, it has been alive a second and is asleep."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().split()
+    except OSError:
+        return True
+    ticks = os.sysconf("SC_CLK_TCK")
+    started = int(stat[21]) / ticks
+    uptime = float(Path("/proc/uptime").read_text().split()[0])
+    return stat[2] == "S" and uptime - started > 1.0
 
 
 def release(tmp_path) -> None:
@@ -75,10 +89,17 @@ def test_background_consolidation_commits_the_ingest_first_and_can_be_waited_for
     assert "running:      consolidation, process" in status.stdout
     again = memcli(root, "consolidate", "--json")  # a second consolidation is refused, with the reason
     assert again.returncode != 0 and "already running" in again.stderr
+    # the waiter starts while the job is still held, so it finds it running and waits for it to end
+    waiter = subprocess.Popen([sys.executable, "-m", "memcli", "--store", str(root), "consolidate", "--wait", "--json"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "MEMCLI_AUTO_CONSOLIDATE": "true", **env})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not _waiting(waiter.pid):
+        time.sleep(0.1)
     release(tmp_path)
-    waited = memcli(root, "consolidate", "--wait", "--json", env=env)
-    assert waited.returncode == 0, waited.stderr
-    final = json.loads(waited.stdout)["job"]
+    out, err = waiter.communicate(timeout=300)
+    assert waiter.returncode == 0, err
+    final = json.loads(out)["job"]
     assert final["state"] == "finished" and final["result"]["entries_consolidated"] == 25
     every_seq_once(root, 25)
     assert Memory(root).status().current_entries == 0

@@ -134,7 +134,6 @@ class Job:
     def begin_flush(self, flush: int, flushes: int) -> None:
         self.status.update(flush=flush, flushes=flushes, stage=None, done=0, total=0)
         self._write(force=True)
-        _test_hold(flush)
 
     def progress(self, flush: int, flushes: int, stage: str, done: int, total: int) -> None:
         self.status.update(flush=flush, flushes=flushes, stage=stage, done=done, total=total)
@@ -151,21 +150,6 @@ class Job:
                 atomic_write(self.root / STATUS, json.dumps(self.status) + "\n")
             except OSError:
                 pass  # the status is a courtesy; the consolidation does not depend on it
-
-
-def _test_hold(flush: int) -> None:
-    """A test hook: while the file ``MEMCLI_TEST_JOB_HOLD`` names exists and holds a flush number no
-    greater than this one, wait before the flush (ten minutes at most), so a test can act on a job that
-    is certainly mid-run, whatever the machine's speed."""
-    hold = os.environ.get("MEMCLI_TEST_JOB_HOLD")
-    deadline = time.monotonic() + 600
-    while hold and time.monotonic() < deadline:
-        try:
-            if int(Path(hold).read_text().strip() or 1) > flush:
-                return
-        except (OSError, ValueError):
-            return
-        time.sleep(0.05)
 
 
 def start_background(root: Path, env_settings: dict[str, str]) -> dict:

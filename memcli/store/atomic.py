@@ -303,11 +303,7 @@ def committed_view(root: Path) -> dict[Path, Path | None]:
 
 def _apply(root: Path, ops: list[dict]) -> None:
     touched: set[Path] = set()
-    # a test hook: widen the window between renames so fault-injection kills land inside it
-    pause = float(os.environ.get("MEMCLI_TEST_COMMIT_PAUSE", "0") or 0)
     for op in ops:
-        if pause:
-            time.sleep(pause)
         dest = store_path(root, op["path"])
         try:
             if op["op"] == "write":
