@@ -155,6 +155,7 @@ def test_a_committed_merge_union_attribute_cannot_break_state_json(tmp_path):
         assert isinstance(state, dict)
         assert sorted(e.text for e in clone.entries()) == ["Ann moved to Lisbon", "Bo adopted a cat"]
         assert (clone.folder / ".memcli" / ".gitattributes").read_text().startswith("CURRENT.md merge=memcli")
+        assert git(clone.folder, "status", "--porcelain", "--", ".memcli") == ""  # the repair is committed
     assert synced.repaired or b.memory.sync().repaired == []
 
 

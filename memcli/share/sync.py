@@ -128,7 +128,8 @@ def _merge(store: Store, repo: Repo, theirs: str, result: Synced) -> None:
         except BaseException:
             end_merge(store.root)
             raise
-    enforce(store, repo)  # their commit may have changed them: memcli's own again, before anything is read
+    repaired = enforce(store, repo)  # their commit may have changed them: memcli's own again, before anything is read
+    result.repaired += [p for p in repaired if p not in result.repaired]
     txn = atomic.Transaction(store.root)
     try:
         fixed = reconcile(store, txn)
@@ -146,9 +147,11 @@ def _merge(store: Store, repo: Repo, theirs: str, result: Synced) -> None:
     repo.run("add", "-A", "--", repo.spec)
     if _merging(repo):
         repo.run("commit", "-q", "--no-verify", "--no-edit", env=env)
-    elif fixed.changed or clash is not None:
+    elif fixed.changed or clash is not None or repaired:
         repo.run("commit", "-q", "--no-verify", "-m", f"memcli sync: {fixed.duplicates} entries held twice kept "
-                 f"once, {fixed.forgotten} forgotten", "--", repo.spec, env=env)
+                 f"once, {fixed.forgotten} forgotten" + (", memcli's merge attributes put back" if repaired else "")
+                 + (f", a new origin for this clone ({result.origin['to']})" if clash is not None else ""),
+                 "--", repo.spec, env=env)
     end_merge(store.root)
     result.merged += int(count)
 
