@@ -169,24 +169,13 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 
 def _valid_state(text: str) -> dict:
-    """A side's state with only the values a state may hold (a damaged value is dropped, so the merge
-    gives a usable state from the good values, never spreads the damage)."""
-    from memcli.store.identity import ORIGINS
+    """A side's state with only the values a state may hold (:func:`memcli.store.identity.valid_values`)."""
+    from memcli.store.identity import valid_values
 
     try:
-        data = json.loads(text) if text.strip() else {}
+        return valid_values(json.loads(text) if text.strip() else {})
     except ValueError:
-        data = {}
-    if not isinstance(data, dict):
         return {}
-    out = dict(data)
-    for key in ("format", "next_seq", "next_tick"):
-        if key in out and not (isinstance(out[key], int) and not isinstance(out[key], bool) and out[key] >= 0):
-            del out[key]
-    origins = out.get("origins")
-    out["origins"] = [o for o in origins if isinstance(o, int) and not isinstance(o, bool) and 0 < o < ORIGINS] \
-        if isinstance(origins, list) else []
-    return out
 
 
 def merge_state(base: str, ours: str, theirs: str) -> tuple[str, int]:
