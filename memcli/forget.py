@@ -32,6 +32,7 @@ from pathlib import Path
 from memcli.errors import StoreError, UsageError
 from memcli.ingest.turns import parse_time
 from memcli.kv.purge import forget_texts
+from memcli.read_tools import Pattern
 from memcli.results import Result
 from memcli.store import CURRENT_ID, Store
 from memcli.store.atomic import atomic_write
@@ -81,8 +82,6 @@ class Selection:
         if sel.until and re.fullmatch(r"\s*\d{4}-\d{2}-\d{2}\s*", until):  # a day: up to its end
             sel.until = sel.until[:10] + "T23:59"
         if grep is not None:
-            from memcli.read_tools import Pattern
-
             sel.pattern = Pattern(grep, ignore_case=ignore_case)
             if not everything and next(iter(sel.pattern.finditer("")), None) is not None:
                 raise UsageError(f"the pattern {grep!r} matches the empty string, so every entry: refused",

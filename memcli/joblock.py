@@ -6,6 +6,8 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -54,9 +56,6 @@ def detach(args: list[str], log: Path, *, nice: int = 0, pass_fds: tuple[int, ..
     output appended to ``log``, which is never followed as a link and is private to the user); its
     process id. ``nice``: how much lower its CPU priority is; ``pass_fds``: descriptors it inherits (a
     job lock it holds from then on); ``header``: a line written to the log first."""
-    import subprocess
-    import sys
-
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
         if header:

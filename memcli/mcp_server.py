@@ -17,8 +17,11 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from memcli.errors import MemcliError
+from memcli import __version__
+from memcli.errors import MemcliError, NotFound, UsageError
+from memcli.llm import priority
 from memcli.memory import Memory
+from memcli.paths import store_cache_dir
 
 MAX_READ_LINES = 200  # lines one read call returns
 MAX_LIST = 200  # catalog rows one list_docs call returns
@@ -129,8 +132,6 @@ class MemoryTools:
         """Lines start_line..end_line of a document, numbered as in the file (cite them as doc:start-end).
 
         At most 200 lines per call."""
-        from memcli.errors import UsageError
-
         end = end_line if end_line is not None else start_line + 39
         if end < start_line:
             raise UsageError(f"end_line {end} is before start_line {start_line}")
@@ -148,8 +149,6 @@ class MemoryTools:
     ) -> dict[str, Any]:
         """Answer a question with memcli's own reader and model (slower than memory_search; the answer is
         only as good as the model memcli is configured with). Returns the answer and its citations."""
-        from memcli.llm import priority
-
         with priority.busy():
             found = self.memory.ask(question, kv_compose=kv_compose)
         out = {"question": question, "answer": found.answer, "reader": found.mode,
@@ -201,8 +200,6 @@ class MemoryTools:
         """A topic document (or CURRENT) as Markdown. An unknown one is the SDK's "resource not found"
         (error -32602 under the 2026-07-28 protocol, which retired -32002)."""
         from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
-
-        from memcli.errors import NotFound, UsageError
 
         try:
             return "\n".join(line.text for line in self.memory.read(doc_id).lines) + "\n"
@@ -259,11 +256,7 @@ def build_server(memory: Memory, *, read_only: bool = False, with_ask: bool = Tr
     """The MCP server for one store."""
     from mcp_types import ToolAnnotations
 
-    from memcli import __version__
-
     if read_only and not memory.settings.kv_dir:  # a read-only server writes nothing in the store: its KV state
-        from memcli.paths import store_cache_dir  # (ask's prompt prefixes) goes to the cache
-
         memory.settings = memory.settings.with_overrides({"kv.dir": str(store_cache_dir(memory.root) / "kv")},
                                                          "--read-only")
     memory.read_only = memory.store.read_only = memory.read_only or read_only
@@ -289,8 +282,6 @@ def build_server(memory: Memory, *, read_only: bool = False, with_ask: bool = Tr
 def serve(memory: Memory, *, read_only: bool = False, with_ask: bool = True) -> None:
     """Serve over stdio until the client closes the connection. A model opened by ``ask`` does not
     hold background consolidations back between calls."""
-    from memcli.llm import priority
-
     server = build_server(memory, read_only=read_only, with_ask=with_ask)
     with priority.idle():
         server.run("stdio")

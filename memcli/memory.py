@@ -19,30 +19,34 @@ reader, ``chat``, consolidation or extraction with the model), through
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 from memcli import forget as forgetting
 from memcli import ingest as pipeline
+from memcli import llm
 from memcli.config import Settings, approve_store_settings, switch
 from memcli.consolidate import job
 from memcli.errors import ConfigError, UsageError
 from memcli.index import LibraryIndex, drop_cache_files
 from memcli.ingest.entries import IngestResult, ingest_turns
+from memcli.kv import block_store, engine_for, keep_prompt_prefixes, keeps_blocks
 from memcli.llm import profile as profiles
 from memcli.paths import PROJECT_STORE_DIRNAME, Resolved, resolve_store, store_cache_dir
+from memcli.read_tools import grep, list_docs, read_lines, search
 from memcli.reports import InitResult, StatusResult, TrustResult, status_report
+from memcli.retrieve.ask import ask, check_options
 from memcli.semantic import upkeep
 from memcli.share import git as shared_git
+from memcli.share.sync import sync
 from memcli.store import CURRENT_ID, Store
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
 
 def _python_warning(message: str) -> None:
-    import warnings
-
     warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
@@ -159,8 +163,6 @@ class Memory:
         reopened with spare sequences when KV-block work needs them)."""
         if self._chat_model is not None and (not self._own_model or self._sequences >= kv_sequences):
             return self._chat_model
-        from memcli import llm
-
         self._chat_model = llm.open_model(self.settings, verbose=self.verbose, kv_sequences=kv_sequences)
         self._sequences = kv_sequences
         self._prefixes = False
@@ -333,8 +335,6 @@ class Memory:
 
     def sync(self, *, remote: str | None = None, push: bool = True):
         """Commit, merge the remote's changes entry by entry, push (:mod:`memcli.share.sync`)."""
-        from memcli.share.sync import sync
-
         return sync(self.store, remote=remote, push=push, running=self._consolidating)
 
     def log(self, limit: int = 20):
@@ -352,8 +352,6 @@ class Memory:
 
     def docs(self, offset: int = 0, limit: int | None = None):
         """The catalog: every document's id, summary, size and last update (CURRENT last)."""
-        from memcli.read_tools import list_docs
-
         with self.store.reading():
             result = list_docs(self.index, offset, limit)
             result.refused = self.store.refused_files()
@@ -361,16 +359,12 @@ class Memory:
 
     def read(self, doc: str, start: int = 1, end: int | None = None):
         """Lines ``start..end`` of a document, numbered as in the file (cite them as ``doc:start-end``)."""
-        from memcli.read_tools import read_lines
-
         with self.store.reading():
             return read_lines(self.store, doc, start, end)
 
     def grep(self, pattern: str, *, doc: str | None = None, ignore_case: bool = False, context: int = 0,
              limit: int | None = None):
         """Lines of document bodies and CURRENT matching a regular expression."""
-        from memcli.read_tools import grep
-
         with self.store.reading():
             return grep(self.store, pattern, doc=doc, ignore_case=ignore_case, context=context,
                         limit=limit if limit is not None else self.settings.grep_limit,
@@ -378,8 +372,6 @@ class Memory:
 
     def search(self, query: str, *, k: int | None = None, doc: str | None = None):
         """Heading sections ranked by BM25 for ``query``."""
-        from memcli.read_tools import search
-
         with self.store.reading():
             return search(self.index, query, k if k is not None else self.settings.search_k, doc=doc)
 
@@ -403,8 +395,6 @@ class Memory:
         whose signature has these values (``{"project": "/home/me/app"}``; the evidence readers);
         ``recent``: then the entries it keeps that the question does not rank, newest first.
         """
-        from memcli.retrieve.ask import ask, check_options
-
         cfg = self.settings
         if kv_compose and (where or recent):
             raise UsageError("--where keeps to entries of the evidence readers, not --kv-compose")
@@ -461,8 +451,6 @@ class Memory:
 
     def _ask_model(self, kv: bool):
         """The model for ask; a local one keeps the shared prompt prefixes as KV blocks when ``kv``."""
-        from memcli.kv import block_store, keep_prompt_prefixes, keeps_blocks
-
         keep = kv and keeps_blocks(self.settings) and self._own_model
         model = self.model(kv_sequences=2 if keep else 1)
         if keep and not self._prefixes and getattr(model, "runtime", None) is not None:
@@ -489,6 +477,4 @@ class Memory:
 
     def kv_engine(self, *, verify: bool = False):
         """The KV engine on this store's block directory and the local model (opened with a spare sequence)."""
-        from memcli.kv import engine_for
-
         return engine_for(self.model(kv_sequences=2), self.store, self.settings, verify=verify)

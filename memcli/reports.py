@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from memcli.paths import resolve_config_file, store_cache_dir
 from memcli.results import Result, omit_empty
 from memcli.store import CURRENT_ID
+from memcli.store.identity import drawn_origin, is_shared
 
 
 @dataclass
@@ -60,8 +61,6 @@ class EmbedResult(Result):
 def status_report(memory) -> StatusResult:
     """``memcli status``: the store, how it was chosen, its size, CURRENT and the thresholds in force."""
     from memcli.consolidate.run import due
-    from memcli.store.identity import drawn_origin, is_shared
-
     with memory.store.reading():
         rows = memory.index.catalog()
         current = memory.store.load(CURRENT_ID).doc

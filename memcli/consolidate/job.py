@@ -26,6 +26,7 @@ from pathlib import Path
 
 from memcli import joblock
 from memcli.errors import StoreError, StoreWriteError
+from memcli.llm import priority
 from memcli.store.atomic import FILE_MODE, atomic_write
 from memcli.store.folder import now_iso
 
@@ -230,8 +231,6 @@ def work(memory, fd: int, *, llm: bool | None, split: int | None, merge: int | N
     """The background process's consolidation: the job lock it inherited as ``fd``, SIGTERM taken as
     a stop between commits, half the cores for the model (unless configured), and the model's
     decoding yielding to foreground model work (:mod:`memcli.llm.priority`)."""
-    from memcli.llm import priority
-
     def stopped(signum, frame):
         raise KeyboardInterrupt
 

@@ -38,6 +38,8 @@ from memcli.consolidate.reshape import merge_small, split_document
 from memcli.consolidate.workspace import Workspace
 from memcli.errors import StoreError
 from memcli.index import LibraryIndex
+from memcli.kv import block_store
+from memcli.kv.context import stale_labels
 from memcli.llm.base import CallStats, ChatModel
 from memcli.paths import Resolved, store_cache_dir
 from memcli.store import CURRENT_ID, Store
@@ -328,9 +330,6 @@ def _result(store, cfg, model, reports, stats, start, moved, left, reason) -> Co
 
 def _invalidate_kv(store: Store, cfg: Settings) -> tuple[int, int]:
     """Delete the KV blocks of documents that changed, and every block chained after them."""
-    from memcli.kv import block_store
-    from memcli.kv.context import stale_labels
-
     blocks = block_store(store, cfg)
     labels = {b.header.unit for b in blocks.blocks()}
     stale = stale_labels(store, labels) if labels else set()

@@ -35,9 +35,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from memcli import llm
+from memcli.config import Settings
 from memcli.errors import ConfigError, InputError, UsageError
 from memcli.eval.metrics import bleu1, category_f1, evidence_recall, gold_dialog_ids
+from memcli.ingest.formats import detect, locomo_samples
+from memcli.kv import keep_prompt_prefixes, keeps_blocks
+from memcli.llm.base import CallStats
+from memcli.llm.profile import consolidates_with_model, decide
+from memcli.memory import Memory
 from memcli.results import Result
+from memcli.retrieve.ask import respond
+from memcli.retrieve.evidence import assemble, best_part
+from memcli.store.lines import Library
+from memcli.terms import terms
 
 MODES = ("ask", "agent", "no-agent", "evidence", "evidence-only", "kv-compose", "bm25-turns", "full-context",
          "oracle")
@@ -82,8 +93,6 @@ def evaluate(files: list[Path], *, mode: str = "ask", memory: str = "raw", budge
     opened once); ``progress(done, total)`` after each question; ``out_path``: one JSON record per
     question (``resume``: questions already recorded there are skipped and counted).
     """
-    from memcli.config import Settings
-
     if mode not in MODES:
         raise UsageError(f"unknown --mode {mode!r} (modes: {', '.join(MODES)})")
     if memory not in ("raw", "consolidated"):
@@ -102,18 +111,12 @@ def evaluate(files: list[Path], *, mode: str = "ask", memory: str = "raw", budge
     if reading < 0:
         raise UsageError("--answer-context must be 0 (all the evidence) or a number of tokens")
     conversations = load_conversations(files, sample)
-    from memcli.llm.profile import consolidates_with_model, decide
-
     consolidate_model = consolidate_llm and consolidates_with_model(cfg, decide(cfg, model))
     needs_model = mode != "evidence-only" or (memory == "consolidated" and consolidate_model)
-    from memcli.kv import keeps_blocks
-
     kv = cfg.ask_kv and mode != "evidence-only" and keeps_blocks(cfg)  # as ask runs: prefixes as KV blocks
     if mode == "kv-compose" and not keeps_blocks(cfg):
         raise ConfigError("--mode kv-compose needs the local llama.cpp backend, not an OpenAI-compatible server")
     if model is None and needs_model:
-        from memcli import llm
-
         model = llm.open_model(cfg, verbose=verbose, kv_sequences=2 if kv or mode == "kv-compose" else 1)
     kv = kv and getattr(model, "runtime", None) is not None
     runner = Runner(mode, memory, limit, cfg, model, consolidate_model=consolidate_model,
@@ -153,8 +156,6 @@ class Conversation:
 
 
 def load_conversations(paths: list[Path], sample: str | None) -> list[Conversation]:
-    from memcli.ingest.formats import detect, locomo_samples
-
     out = []
     for path in paths:
         try:
@@ -242,7 +243,6 @@ class Runner:
         try:
             memory = self._build(conv, work)
             if self.kv:
-                from memcli.kv import keep_prompt_prefixes
                 from memcli.kv.blocks import BlockStore
 
                 keep_prompt_prefixes(self.model, BlockStore(work / "kv"))
@@ -258,8 +258,6 @@ class Runner:
 
     def _build(self, conv: Conversation, work: Path):
         """A fresh store of the conversation (ingested, and consolidated for ``--memory consolidated``)."""
-        from memcli.memory import Memory
-
         # every question ranks with every entry's vector (not with what a background job reached so far)
         memory = Memory(work / "store", create=True, settings={"search.vectors": "inline", **(self.overrides or {})},
                         model=self.model, cache_dir=work / "index")
@@ -270,11 +268,7 @@ class Runner:
         return memory
 
     def _question(self, memory, key: tuple, qa: dict) -> dict:
-        from memcli.llm.base import CallStats
         from memcli.retrieve.answer import grounded
-        from memcli.retrieve.ask import respond
-        from memcli.retrieve.evidence import best_part
-
         start = time.perf_counter()
         if self.mode in READER_MODES or self.mode == "kv-compose":  # exactly what `memcli ask` returns
             if self.mode == "kv-compose":
@@ -323,10 +317,7 @@ class Runner:
 
     def _baseline(self, store, qa: dict):
         """The evidence of a baseline mode; one without an order has its answer read all of it."""
-        from memcli.retrieve.evidence import assemble
         from memcli.retrieve.evidence_reader import Retrieval
-        from memcli.store.lines import Library
-
         question = qa["question"]
         library = Library(store)
         entries = [(doc_id, line, entry) for doc_id in store.all_ids()
@@ -347,8 +338,6 @@ class Runner:
 def bm25_turns(entries: list, question: str) -> list[tuple[str, int]]:
     """Entries ranked by BM25 of the question over single entries (speaker and text)."""
     from rank_bm25 import BM25Okapi
-
-    from memcli.terms import terms
 
     if not entries:
         return []

@@ -25,6 +25,7 @@ from memcli.ingest.entries import IngestResult, ingest_turns
 from memcli.ingest.formats import FORMATS, fingerprint_turns, parse_input
 from memcli.ingest.source import JSON_LINES, read_input
 from memcli.ingest.turns import Parsed, Turn, parse_time
+from memcli.llm.base import CallStats
 from memcli.store import Store
 from memcli.store.folder import now_iso
 
@@ -64,8 +65,6 @@ def write(store: Store, parsed: Parsed, name: str, settings, *, facts: Callable 
     """The parsed turns appended to CURRENT (one transaction); with ``facts`` (``facts(turns, stats,
     progress)``, a model's extraction) the facts of the turns not ingested before, in their place."""
     if facts is not None:
-        from memcli.llm.base import CallStats
-
         known = store.read_fingerprints()
         fresh = [t for t in parsed.turns if t.fingerprint not in known]
         stats = CallStats()

@@ -75,6 +75,19 @@ def _kept(rejected: list[tuple[str, str]], where: str, work) -> bool:
     return True
 
 
+def _record_turn(turns: list[Turn], rejected: list[tuple[str, str]], rec: dict, lineno: int, input_name: str,
+                 default_time: str, /, **fields) -> None:
+    """Appends the turn of the JSON-lines record on line ``lineno``, timed by its ``timestamp``; a record
+    whose time is bad is noted in ``rejected`` instead."""
+    where = f"line {lineno}"
+
+    def turn():
+        when, given = _time(rec.get("timestamp"), input_name, f"{where}.timestamp", default_time)
+        turns.append(Turn(time=when, time_given=given, **fields))
+
+    _kept(rejected, where, turn)
+
+
 def _first_records(text: str) -> list[dict]:
     out = []
     for line in text.lstrip().split("\n", _SNIFF_LINES)[:_SNIFF_LINES]:
@@ -116,18 +129,13 @@ def parse_claude_code(text, data, source, *, default_time, conv=None, keep_harne
         if not body:  # tool calls, tool results, thinking, harness text
             ignored += 1
             continue
-        where = f"line {lineno}"
-
-        def turn():
-            when, given = _time(rec.get("timestamp"), source, f"{where}.timestamp", default_time)
-            session = rec.get("sessionId") if isinstance(rec.get("sessionId"), str) else None
-            uuid = rec.get("uuid") if isinstance(rec.get("uuid"), str) else None
-            turns.append(Turn(text=body, time=when, speaker="assistant" if kind == "assistant" else "user",
-                              source="AI" if kind == "assistant" else None,
-                              ref=f"{base}#{uuid}" if uuid else f"{base}:{lineno}",
-                              conv=conv or session or base, time_given=given, uid=uuid and f"claude-code:{uuid}"))
-
-        _kept(rejected, where, turn)
+        session = rec.get("sessionId") if isinstance(rec.get("sessionId"), str) else None
+        uuid = rec.get("uuid") if isinstance(rec.get("uuid"), str) else None
+        _record_turn(turns, rejected, rec, lineno, source, default_time,
+                     text=body, speaker="assistant" if kind == "assistant" else "user",
+                     source="AI" if kind == "assistant" else None,
+                     ref=f"{base}#{uuid}" if uuid else f"{base}:{lineno}",
+                     conv=conv or session or base, uid=uuid and f"claude-code:{uuid}")
     return Parsed("claude-code", turns, ignored, rejected)
 
 
@@ -160,16 +168,10 @@ def parse_codex(text, data, source, *, default_time, conv=None, keep_harness=Fal
         if not body:
             ignored += 1
             continue
-        where = f"line {lineno}"
-
-        def turn():
-            when, given = _time(rec.get("timestamp"), source, f"{where}.timestamp", default_time)
-            item = payload.get("id") if isinstance(payload.get("id"), str) else None
-            turns.append(Turn(text=body, time=when, speaker=role, source="AI" if role == "assistant" else None,
-                              ref=f"{base}:{lineno}", conv=conv or session or base, time_given=given,
-                              uid=item and f"codex:{item}"))
-
-        _kept(rejected, where, turn)
+        item = payload.get("id") if isinstance(payload.get("id"), str) else None
+        _record_turn(turns, rejected, rec, lineno, source, default_time,
+                     text=body, speaker=role, source="AI" if role == "assistant" else None,
+                     ref=f"{base}:{lineno}", conv=conv or session or base, uid=item and f"codex:{item}")
     return Parsed("codex", turns, ignored, rejected)
 
 

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from memcli.errors import StoreError
+from memcli.llm import uses_server
+from memcli.paths import resolve_cache_dir
+
 FOLDERS = ("blocks", "sessions", "units", "latent")  # what memcli keeps in the KV directory
 
 
@@ -18,8 +22,6 @@ def kv_root(store, cfg) -> Path:
     """The KV directory: ``kv.dir`` when set, else ``kv/`` inside the store. A link where the
     directory or one of its folders would be is refused, never followed (forget deletes files in
     them); memcli's own folders there are kept private (0700: KV blocks are memory in another form)."""
-    from memcli.errors import StoreError
-
     root = Path(cfg.kv_dir).expanduser() if cfg.kv_dir else store.root / "kv"
     for path in (root, *(root / name for name in FOLDERS)):
         if path.is_symlink():
@@ -48,8 +50,6 @@ def engine_for(model, store, cfg, *, verify: bool = False):
 
 def keeps_blocks(cfg) -> bool:
     """Whether the configured model is local (llama.cpp), so its prompts can be kept as KV blocks."""
-    from memcli.llm import uses_server
-
     return cfg.model_backend == "llama" and not uses_server(cfg)
 
 
@@ -63,6 +63,4 @@ def keep_prompt_prefixes(model, blocks) -> None:
 
 def _engine(model, blocks, verify: bool):
     from memcli.kv.engine import KVEngine
-    from memcli.paths import resolve_cache_dir
-
     return KVEngine(model, blocks, sha_cache=resolve_cache_dir().path / "model-hashes.json", verify=verify)

@@ -6,7 +6,11 @@ import time
 from dataclasses import dataclass, field
 
 from memcli.errors import UsageError
+from memcli.kv import block_store, kv_root
+from memcli.kv.context import stale_labels
+from memcli.kv.units import Units
 from memcli.results import Result
+from memcli.store.lines import Library
 
 
 @dataclass
@@ -31,7 +35,6 @@ def build(memory, *, verify: bool = False, ask_units: bool = False, progress=Non
     --kv-compose`` places; :mod:`memcli.kv.units`), so that no composed ask waits for one;
     ``progress(done, total)`` follows those units. They are ordinary blocks of the store's LRU
     budget (the chat context's blocks are kept first)."""
-    from memcli.kv import kv_root
     from memcli.kv.chat_session import ChatSession
 
     begin = time.perf_counter()
@@ -45,9 +48,6 @@ def build(memory, *, verify: bool = False, ask_units: bool = False, progress=Non
         keys = engine.load_chain(units)
         if ask_units:
             from memcli.kv.composed_ask import ComposedPrompt, unit_blocks
-            from memcli.kv.units import Units
-            from memcli.store.lines import Library
-
             every = [u for u in Units(Library(memory.store)).every() if u.lines]
             _, tokens = unit_blocks(engine, ComposedPrompt(engine), every, progress)
             made = {"ask_units": len(every), "ask_unit_tokens": tokens}
@@ -59,16 +59,12 @@ def build(memory, *, verify: bool = False, ask_units: bool = False, progress=Non
 
 def listing(memory) -> KVReport:
     """Stored blocks, newest first."""
-    from memcli.kv import block_store
-
     blocks = sorted(block_store(memory.store, memory.settings).blocks(), key=lambda b: -b.last_used)
     return KVReport("ls", {"count": len(blocks)}, [b.to_dict() for b in blocks])
 
 
 def stats(memory) -> KVReport:
     """Blocks, tokens and bytes stored, by kind of unit, against the budget."""
-    from memcli.kv import block_store, kv_root
-
     cfg = memory.settings
     blocks = block_store(memory.store, cfg).blocks()
     kinds: dict[str, dict] = {}
@@ -88,8 +84,6 @@ def stats(memory) -> KVReport:
 
 def verify(memory) -> KVReport:
     """Every block's header, checksum and parent (no model needed)."""
-    from memcli.kv import block_store
-
     blocks = block_store(memory.store, memory.settings)
     infos = blocks.blocks()
     bad = {info.header.key: reason for info in infos if (reason := blocks.verify(info.header.key))}
@@ -99,9 +93,6 @@ def verify(memory) -> KVReport:
 def prune(memory, budget_mb: int | None = None) -> KVReport:
     """Remove stale blocks (their document changed), broken ones, then least recently used ones over budget,
     and key summaries left without their block."""
-    from memcli.kv import block_store
-    from memcli.kv.context import stale_labels
-
     if budget_mb is not None and budget_mb < 0:
         raise UsageError("--budget must not be negative")
     cfg = memory.settings

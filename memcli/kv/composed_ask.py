@@ -26,13 +26,15 @@ import time
 from collections.abc import Callable
 
 from memcli.errors import ConfigError, UsageError
+from memcli.kv import keeps_blocks
 from memcli.kv.engine import KVEngine, Unit
 from memcli.kv.latent import HEADS, BlockKeys, Summaries, head_scores, kv_heads_of, question_queries, retrieval_heads
 from memcli.kv.units import MemoryUnit, Units, fill
 from memcli.llm.base import CallStats
 from memcli.retrieve.answer import ANSWER_SYSTEM, MAX_ANSWER_TOKENS, UNKNOWN, clean, grounded, speakers
-from memcli.retrieve.ask import AskResult
+from memcli.retrieve.ask import AskResult, check_options
 from memcli.retrieve.evidence_reader import DEFAULT, rank_fusion, ranked_entries
+from memcli.semantic.upkeep import unembedded_note
 from memcli.store.lines import Library
 
 EXCERPTS = "Excerpts:\n"
@@ -181,10 +183,6 @@ def ask_with_blocks(question: str, cfg, store, index, *, engine: Callable[[], KV
     tokens (as the evidence reader's answer reads that much of its evidence; 0: ``budget``), within
     ``budget``. ``engine()``: the KV engine (opens the model); ``vectors()``: what the question does
     about the entries' vectors (:func:`memcli.semantic.upkeep.for_question`)."""
-    from memcli.kv import keeps_blocks
-    from memcli.retrieve.ask import check_options
-    from memcli.semantic.upkeep import unembedded_note
-
     if select not in SELECTIONS:
         raise UsageError(f"unknown selection {select!r} (choose from {', '.join(SELECTIONS)})")
     if cfg.kv_compose_recompute < 0:

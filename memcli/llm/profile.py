@@ -17,6 +17,9 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from memcli.config import READERS, switch
+from memcli.errors import ConfigError
+from memcli.llm import model_path, uses_server
 from memcli.results import Result
 
 PROFILES = ("small", "capable")
@@ -104,14 +107,10 @@ def _by_size(n: int, what: str) -> Profile:
 def decide(settings, model=None) -> Profile:
     """The profile: the ``model.profile`` setting when not ``auto``, else from ``model`` (an open
     model's ``describe()``) or the configured model (read from its file's header, not loaded)."""
-    from memcli.llm import model_path, uses_server
-
     chosen = str(settings.model_profile).strip().lower()
     if chosen in PROFILES:
         return Profile(chosen, f"model.profile is {chosen} ({settings.source('model.profile')})")
     if chosen != "auto":
-        from memcli.errors import ConfigError
-
         raise ConfigError(f"model.profile must be auto, small or capable, got {settings.model_profile!r}")
     if model is not None:
         described = model.describe()
@@ -132,8 +131,6 @@ def decide(settings, model=None) -> Profile:
 
 def _by_profile(value, key: str, choices: tuple[str, ...], profile: Profile, capable: str, small: str) -> str:
     """A setting that may be ``auto``: its value, or for ``auto`` the profile's choice."""
-    from memcli.errors import ConfigError
-
     chosen = str(value).strip().lower()
     if chosen == "auto":
         return capable if profile.name == "capable" else small
@@ -145,8 +142,6 @@ def _by_profile(value, key: str, choices: tuple[str, ...], profile: Profile, cap
 def reader_for(settings, profile: Profile) -> str:
     """ask's reader: the ``ask.reader`` setting, or for ``auto`` the profile's (capable: agent; small:
     evidence, the deterministic evidence and one answer call)."""
-    from memcli.config import READERS
-
     return _by_profile(settings.ask_reader, "ask.reader", READERS, profile, "agent", "evidence")
 
 
@@ -169,7 +164,5 @@ def answer_for(settings, profile: Profile) -> str:
 
 def consolidates_with_model(settings, profile: Profile) -> bool:
     """Whether consolidation uses the model: ``consolidate.llm``, or for ``auto`` a capable profile."""
-    from memcli.config import switch
-
     chosen = switch(settings.consolidate_llm, "consolidate.llm")
     return profile.name == "capable" if chosen is None else chosen

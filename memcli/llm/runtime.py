@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import json
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -47,8 +48,6 @@ def _llama():
 
 
 def _quiet_logs(verbose: bool) -> None:
-    import logging
-
     logging.getLogger("llama-cpp-python").setLevel(logging.DEBUG if verbose else logging.CRITICAL)
 
 

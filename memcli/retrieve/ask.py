@@ -26,7 +26,8 @@ from memcli.config import READERS
 from memcli.errors import UsageError
 from memcli.llm.base import CallStats, ChatModel
 from memcli.results import Result, hidden
-from memcli.retrieve.evidence import Evidence, rank
+from memcli.retrieve.evidence import Evidence, best_part, rank
+from memcli.store.lines import Library
 
 
 @dataclass
@@ -89,8 +90,6 @@ def respond(model: ChatModel, store, question: str, read: list[Evidence], librar
 
     if answer == "extract":
         from memcli.retrieve.extractive import extract
-        from memcli.store.lines import Library
-
         picked = extract(model, question, library or Library(store), read, order or [], stats,
                          keep_evidence=keep_evidence)
         why = f"{picked.reason} ({picked.citation})" if picked.citation else picked.reason
@@ -119,8 +118,6 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
     against the evidence by :func:`memcli.retrieve.answer.grounded`); ``where``, ``recent``: only
     entries with these signature values, the unranked ones newest first (the evidence readers,
     :func:`memcli.retrieve.evidence_reader.evidence_only`)."""
-    from memcli.retrieve.evidence import best_part
-
     question = question.strip()
     if not question:
         raise UsageError("the question is empty")

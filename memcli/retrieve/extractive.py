@@ -32,7 +32,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from memcli.retrieve.answer import UNKNOWN, spoken_date
+from memcli.llm.base import ModelError
+from memcli.retrieve.answer import UNKNOWN, prompt, spoken_date
 from memcli.retrieve.evidence import Evidence
 from memcli.store.format import Entry
 from memcli.store.lines import Library, sentences
@@ -297,9 +298,6 @@ def extract(model, question: str, library: Library, read: list[Evidence], order:
     """The extractive answer to ``question`` from the evidence it reads (``read``, ranked by ``order``):
     the candidates scored by ``model`` in one call when it can score (a local model), else by their
     sentences' share of the question's words and their rank alone. A failed call falls back to that."""
-    from memcli.llm.base import ModelError
-    from memcli.retrieve.answer import prompt
-
     found, reason = candidates(question, library, read, order, tuning)
     if not found:
         return Extracted(UNKNOWN, True, reason or "no candidates")

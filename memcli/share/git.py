@@ -17,7 +17,6 @@ carries a ``Memcli-Op:`` trailer; ``memcli log`` lists them and ``memcli undo`` 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
@@ -27,11 +26,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from memcli.errors import ConfigError, MemcliError, StoreError, UsageError
+from memcli.errors import MemcliError, StoreError, UsageError
 from memcli.results import Result, omit_empty
 from memcli.share.attributes import ATTRIBUTES, DRIVER, MERGED, enforce_attributes
 from memcli.store import Store, atomic
 from memcli.store.atomic import StoreLock
+from memcli.store.format import parse_entry
+from memcli.store.git_command import git
 from memcli.store.identity import ORIGIN_FILE, UNIQUE, drawn_origin, is_shared, local_origin
 
 TRAILER = "Memcli-Op"
@@ -41,10 +42,6 @@ UNDO_DEPTH = 200  # commits looked back through for the change to undo
 KEPT = (*MERGED, "config.toml", ".gitattributes", ".gitignore")
 IGNORE = ("# memcli: only the store's own files are shared; locks, jobs, KV blocks and this clone's origin "
           f"({ORIGIN_FILE}) stay local\n*\n!docs/\n" + "".join(f"!{name}\n" for name in KEPT))
-
-
-class GitError(StoreError):
-    """A git command failed (its message is git's own)."""
 
 
 @dataclass
@@ -58,17 +55,6 @@ class Repo:
     @property
     def spec(self) -> str:
         return str(self.store)
-
-
-def git(where: Path, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
-    if shutil.which("git") is None:
-        raise ConfigError("git is not installed", hint="install git to share a store")
-    full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **(env or {})}
-    done = subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True, env=full_env,
-                          stdin=subprocess.DEVNULL)
-    if check and done.returncode != 0:
-        raise GitError(f"git {args[0]} failed: {(done.stderr or done.stdout).strip() or f'exit {done.returncode}'}")
-    return done
 
 
 def repo_of(root: Path) -> Repo | None:
@@ -348,8 +334,6 @@ def _last_change(changes: list[Change], origin: int | None | bool = False) -> Ch
 
 def entry_seqs(repo: Repo, rev: str | None) -> set[int]:
     """Every entry seq in the store at ``rev`` (None: the index, i.e. the staged revert)."""
-    from memcli.store.format import parse_entry
-
     prefix = "" if str(repo.store) == "." else f"{repo.store.as_posix()}/"
     tree = rev if rev is not None else repo.run("write-tree").stdout.strip()
     names = repo.run("ls-tree", "-r", "--name-only", tree, "--", repo.spec).stdout.split("\n")

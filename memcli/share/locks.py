@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from memcli.share.git import Repo
+from memcli.store.atomic import atomic_write
 
 SYNC_NOTE = ".sync.json"  # in the store, never shared: the merge a running sync started
 
@@ -81,8 +82,6 @@ def _note(store_root: Path) -> dict | None:
 
 
 def begin_merge(store_root: Path, theirs_sha: str) -> None:
-    from memcli.store.atomic import atomic_write
-
     atomic_write(store_root / SYNC_NOTE, json.dumps({"theirs": theirs_sha, "pid": os.getpid()}))
 
 

@@ -25,6 +25,7 @@ from collections.abc import Iterable
 
 from memcli.store.folder import refresh_token_count
 from memcli.store.format import Document, Entry, FormatError, parse_document, parse_entry
+from memcli.store.identity import valid_values
 
 CONFLICT_KEY = "merge"
 
@@ -170,8 +171,6 @@ def _unique(items: Iterable[str]) -> list[str]:
 
 def _valid_state(text: str) -> dict:
     """A side's state with only the values a state may hold (:func:`memcli.store.identity.valid_values`)."""
-    from memcli.store.identity import valid_values
-
     try:
         return valid_values(json.loads(text) if text.strip() else {})
     except ValueError:

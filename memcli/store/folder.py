@@ -34,6 +34,8 @@ from memcli.errors import NotFound, StoreError, StoreWriteError, UsageError
 from memcli.paths import Resolved, ensure_private_dir
 from memcli.store import atomic
 from memcli.store.format import Document, FormatError, parse_document
+from memcli.store.git_command import last_commit
+from memcli.store.identity import state_problem
 from memcli.tokens import count_tokens
 
 CURRENT_ID = "CURRENT"
@@ -190,8 +192,6 @@ class Store:
     def read_state(self) -> dict:
         """``state.json``, checked: a state that came damaged (a teammate's commit, a hand edit) is
         an error naming the file and the commit that last changed it, never a crash later on."""
-        from memcli.store.identity import state_problem
-
         try:
             state = json.loads(self.read_file(self.state_path).decode("utf-8"))
             problem = state_problem(state)
@@ -353,23 +353,6 @@ def _regular(path: Path) -> bool:
         return stat.S_ISREG(os.lstat(path).st_mode)
     except OSError:
         return False
-
-
-def last_commit(path: Path) -> str:
-    """``"; last changed by commit abc123 (Ann, 2 hours ago)"`` when git tracks ``path``, else ``""``:
-    for errors about a file that may have come from a teammate."""
-    import shutil
-    import subprocess
-
-    if shutil.which("git") is None:
-        return ""
-    try:
-        done = subprocess.run(["git", "-C", str(path.parent), "log", "-1", "--format=%h (%an, %ar)", "--", path.name],
-                              capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    said = done.stdout.strip()
-    return f"; last changed by commit {said}" if done.returncode == 0 and said else ""
 
 
 def read_regular(path: Path) -> bytes:

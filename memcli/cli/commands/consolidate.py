@@ -10,6 +10,7 @@ import typer
 from memcli.cli.app import app
 from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, memory, output
 from memcli.cli.output import Output, register
+from memcli.consolidate.job import work
 from memcli.consolidate.report import ConsolidationResult
 from memcli.errors import UsageError
 from memcli.results import Result
@@ -81,8 +82,6 @@ class JobReport(Result):
 
 def _work(mem, fd: int, llm: bool | None, split, merge, out) -> None:
     """The background worker an ingest started (it holds the job lock it inherited)."""
-    from memcli.consolidate.job import work
-
     result = work(mem, fd, llm=llm, split=split, merge=merge)
     out.emit(result)
 

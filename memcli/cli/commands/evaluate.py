@@ -10,7 +10,7 @@ import typer
 from memcli.cli.app import app
 from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, output, overrides
 from memcli.cli.output import Output, register
-from memcli.eval.locomo import EvalResult
+from memcli.eval.locomo import CATEGORIES, EvalResult, evaluate, parse_categories
 
 eval_app = typer.Typer(help="Benchmarks of memory quality and cost.", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
@@ -53,8 +53,6 @@ def locomo(
     Deterministic: temperature 0 and the configured seed. Your store is not
     touched.
     """
-    from memcli.eval.locomo import evaluate, parse_categories
-
     out = output(ctx, json, quiet, verbose)
     wanted = parse_categories(categories)
     with out.stages() as progress:
@@ -67,8 +65,6 @@ def locomo(
 
 @register(EvalResult)
 def _render(result: EvalResult, out: Output) -> None:
-    from memcli.eval.locomo import CATEGORIES
-
     def num(value, pct=False) -> str:
         return "-" if value is None else f"{value:.1%}" if pct else f"{value:.3f}" if value < 10 else f"{value:.0f}"
 

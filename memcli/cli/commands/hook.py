@@ -9,8 +9,9 @@ from typing import Annotated
 import typer
 
 from memcli.cli.app import app
-from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, memory, output
+from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, memory, output, state
 from memcli.errors import UsageError
+from memcli.hooks import SAVE_EVENTS, digest, hook_store, read_hook_event, save, start_saving
 
 
 @app.command()
@@ -35,9 +36,6 @@ def hook(
     project. Other events are ignored. `memcli mcp --print-config
     claude-code-hooks` prints the hook entries.
     """
-    from memcli.cli.common import state
-    from memcli.hooks import SAVE_EVENTS, digest, hook_store, read_hook_event, save, start_saving
-
     out = output(ctx, json, quiet, verbose)
     if agent != "claude-code":
         raise UsageError(f"unknown agent {agent!r} (agents with hooks: claude-code)")

@@ -9,8 +9,9 @@ from typing import Annotated, Optional
 import typer
 
 from memcli.cli.app import app
-from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, memory, output
+from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, memory, output, state
 from memcli.errors import UsageError
+from memcli.paths import resolve_store
 
 
 @app.command()
@@ -39,9 +40,6 @@ def mcp(
     if print_config is not None:
         if print_config not in AGENTS:
             raise UsageError(f"unknown agent {print_config!r} (agents: {', '.join(AGENTS)})")
-        from memcli.cli.common import state
-        from memcli.paths import resolve_store
-
         chosen = resolve_store(state(ctx).store)
         found = registration(print_config, chosen.path, read_only=read_only,
                              pinned=chosen.source in ("--store", "$MEMCLI_STORE"))

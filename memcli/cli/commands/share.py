@@ -14,6 +14,7 @@ from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, memory, output
 from memcli.cli.output import Output, register
 from memcli.errors import InputError
 from memcli.share.git import History, ShareResult, Undone
+from memcli.share.merge import merge_file
 from memcli.share.sync import Synced
 
 
@@ -120,8 +121,6 @@ def merge_driver(
     kept twice, theirs marked `merge=conflict`, and said on stderr. Exit 4
     when a version cannot be read (git then leaves the file in conflict).
     """
-    from memcli.share.merge import merge_file
-
     texts = []
     for name in (base, ours, theirs):
         try:

@@ -13,6 +13,7 @@ from memcli.cli.output import Output, register
 from memcli.memory import Memory
 from memcli.paths import Resolved
 from memcli.reports import EmbedResult, InitResult, StatusResult, TrustResult
+from memcli.semantic.job import AlreadyRunning, describe
 
 
 @app.command()
@@ -81,8 +82,6 @@ def _render_status(result: StatusResult, out: Output) -> None:
     out.write(f"model:        profile {p['name']} ({p['reason']}); ask reader {result.reader}, "
               f"consolidation {'with the model' if result.consolidate_llm else 'deterministic'}")
     if result.vectors is not None:
-        from memcli.semantic.job import describe
-
         job = result.vectors.get("job") or {}
         out.write(f"vectors:      {describe(job, result.vectors['missing'])}")
     out.write(f"config file:  {result.config_file}")
@@ -104,9 +103,6 @@ def embed(
     how far it is. This command waits for a running job, then computes
     whatever is still missing, with a progress bar.
     """
-    from memcli.memory import Memory
-    from memcli.semantic.job import AlreadyRunning
-
     out = output(ctx, json, quiet, verbose)
     if worker:  # the detached job a write started: its own lock; another job running is not an error
         app_state = state(ctx)
