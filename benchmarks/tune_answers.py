@@ -40,7 +40,7 @@ from pathlib import Path
 from memcli import llm
 from memcli.config import Settings
 from memcli.eval.locomo import Runner, load_conversations, select
-from memcli.eval.metrics import category_f1
+from memcli.eval.metrics import category_f1, gold_dialog_ids
 from memcli.memory import Memory
 from memcli.retrieve.evidence import best_part
 from memcli.retrieve.evidence_reader import evidence_only
@@ -64,7 +64,7 @@ GRID = {
 RULES = list(itertools.product([False, True], [False, True]))  # (subject, support)
 
 
-def collect(model, cfg, conv, picked, limit: int) -> list[dict]:
+def collect(model, cfg, conv, picked, limit: int, sources=("ask", "oracle")) -> list[dict]:
     """Per question and evidence (ask, oracle): the candidates under each rule and their scores."""
     from memcli.retrieve.answer import prompt
 
@@ -78,7 +78,7 @@ def collect(model, cfg, conv, picked, limit: int) -> list[dict]:
         memory.embed(None)
         for n, qa in picked:
             question = qa["question"]
-            for source in ("ask", "oracle"):
+            for source in sources:
                 with memory.store.reading():
                     found = (evidence_only(memory.store, memory.index, question, budget=cfg.ask_budget)
                              if source == "ask" else oracle._baseline(memory.store, qa))
@@ -87,12 +87,21 @@ def collect(model, cfg, conv, picked, limit: int) -> list[dict]:
                     library = found.library or Library(memory.store)
                     per_rule = {}
                     texts: list[str] = []
+                    where: dict[str, list] = {}
                     for subject, support in RULES:
                         tuning = Tuning(subject=subject, support=support, limit=limit)
                         found_c, reason = candidates(question, library, read, found.order or [], tuning)
                         per_rule[f"{subject:d}{support:d}"] = (
                             [[c.text, c.rank, c.overlap, c.echo, c.about] for c in found_c], reason)
                         texts += [c.text for c in found_c if c.text not in texts]
+                        where.update({c.text: [c.doc, c.line] for c in found_c if c.text not in where})
+                    wanted = gold_dialog_ids(qa.get("evidence", []))
+                    lines = [[e.doc, n, entry.meta.get("speaker"), entry.time, entry.text,
+                              bool(set((entry.ref or "").split(";")) & wanted)]
+                             for e in read for n, entry in library.doc(e.doc).entries.items()
+                             if e.start_line <= n <= e.end_line]
+                    place = {pick: at for at, pick in enumerate(found.order or [])}
+                    lines.sort(key=lambda line: place.get((line[0], line[1]), len(place)))  # best-ranked first
                 scores = {}
                 if texts and read:
                     messages, shared = prompt(question, read, False)
@@ -101,7 +110,7 @@ def collect(model, cfg, conv, picked, limit: int) -> list[dict]:
                 rows.append({"conversation": conv.sample_id or Path(conv.source).stem, "index": n,
                              "category": qa.get("category"), "question": question,
                              "gold": qa.get("answer", qa.get("adversarial_answer")), "source": source,
-                             "rules": per_rule, "scores": scores})
+                             "rules": per_rule, "scores": scores, "where": where, "lines": lines})
             print(f"  {conv.source.split('/')[-1]} q{n}", file=sys.stderr, end="\r")
         memory.close()
     finally:
@@ -130,6 +139,18 @@ def answer(row: dict, tuning: Tuning) -> str:
     return UNKNOWN if best is None else best.text
 
 
+def read_rules(row: dict) -> tuple[list, set[str], dict[str, bool]]:
+    """A record's candidates (every line's, rule "00"), the texts the subject rule marks the named person's,
+    and whether each rule refused the question outright (``subject``, ``support``, ``support_subject``)."""
+    listed, _ = row["rules"]["00"]
+    theirs, reason = row["rules"]["10"]
+    refused = {"subject": not theirs and bool(reason) and "about them" in reason}
+    for rule, key in (("support", "01"), ("support_subject", "11")):
+        kept, why = row["rules"][key]
+        refused[rule] = not kept and bool(why) and "word of the question" in why
+    return listed, {text for text, *_, mine in theirs if mine}, refused
+
+
 class Table:
     """Rows' candidates as arrays (a row a question, a column a candidate), so a tuning is scored in a few
     array operations (the grid's 60,480 tunings in about 25 s; :func:`answer`, row by row, took ten
@@ -150,13 +171,9 @@ class Table:
         self.refused = {rule: np.zeros(len(rows), bool) for rule in ("subject", "support", "support_subject")}
         self.five = np.array([r["category"] == 5 for r in rows])
         for i, row in enumerate(rows):
-            listed, _ = row["rules"]["00"]
-            theirs, reason = row["rules"]["10"]
-            self.refused["subject"][i] = not theirs and bool(reason) and "about them" in reason
-            for rule, key in (("support", "01"), ("support_subject", "11")):
-                kept, why = row["rules"][key]
-                self.refused[rule][i] = not kept and bool(why) and "word of the question" in why
-            about = {text for text, *_, mine in theirs if mine}
+            listed, about, refused = read_rules(row)
+            for rule, said in refused.items():
+                self.refused[rule][i] = said
             for j, (text, rank, overlap, echo, _) in enumerate(listed):
                 self.lp[i, j], self.tokens[i, j] = row["scores"].get(text, (-math.inf, 1))
                 self.overlap[i, j], self.rank[i, j], self.echo[i, j] = overlap, rank, echo
@@ -246,6 +263,9 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=DEFAULT.limit, help="candidates scored at most")
     parser.add_argument("--records", type=Path, help="read (if it exists) or write the scored candidates here")
     parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--ask-only", action="store_true",
+                        help="score only what ask reads (no gold-evidence rows), write --records and stop: the "
+                             "records benchmarks/bench_answers.py tunes on")
     args = parser.parse_args()
     cfg = Settings.load(None, None)
     if args.records and args.records.exists():
@@ -254,10 +274,13 @@ def main() -> int:
         model = llm.open_model(cfg)
         rows, start = [], time.perf_counter()
         for conv in load_conversations(FILES, None):
-            rows += collect(model, cfg, conv, select(conv.questions, {1, 2, 3, 4, 5}, args.questions), args.limit)
+            rows += collect(model, cfg, conv, select(conv.questions, {1, 2, 3, 4, 5}, args.questions), args.limit,
+                            ("ask",) if args.ask_only else ("ask", "oracle"))
         print(f"scored in {time.perf_counter() - start:.0f} s ({model.name})", file=sys.stderr)
         if args.records:
             args.records.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if args.ask_only:
+        return 0
     convs = sorted({r["conversation"] for r in rows})
     grid = tunings()
     sample = [DEFAULT] + [grid[i] for i in random.Random(0).sample(range(len(grid)), 40)]

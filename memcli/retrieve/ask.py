@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from memcli.config import READERS
 from memcli.errors import UsageError
@@ -28,6 +29,10 @@ from memcli.llm.base import CallStats, ChatModel
 from memcli.results import Result, hidden
 from memcli.retrieve.evidence import Evidence, best_part, rank
 from memcli.store.lines import Library
+from memcli.tokens import count_tokens
+
+if TYPE_CHECKING:
+    from memcli.retrieve.aligned import Aligned
 
 
 @dataclass
@@ -78,22 +83,32 @@ class Said:
     why: str | None = None
     ttft_s: float | None = None
     tokens_per_s: float | None = None
+    read: list[Evidence] | None = None  # what the answer read, when only part of the evidence given
 
 
 def respond(model: ChatModel, store, question: str, read: list[Evidence], library, order, stats: CallStats, *,
-            answer: str = "generate", keep_evidence: bool = True) -> Said:
+            answer: str = "generate", keep_evidence: bool = True, aligned: Aligned | None = None) -> Said:
     """The answer to ``question`` from the evidence ``read`` (ranked by ``order`` when known), written
     as ``answer`` says: ``extract`` or ``generate`` (see :func:`ask`). ``eval`` answers its baselines
-    (the gold evidence too) with it, so they are scored with the same answer code as ``ask``."""
+    (the gold evidence too) with it, so they are scored with the same answer code as ``ask``.
+    ``aligned``: the token-level stage's order of the entries read, and its abstention, which holds
+    for either way of answering (:mod:`memcli.retrieve.aligned`)."""
     from memcli.retrieve.answer import UNKNOWN
     from memcli.retrieve.answer import answer as generate
 
+    missing = aligned.missing() if aligned is not None else None
+    if missing is not None:
+        return Said(UNKNOWN, True, f"no line read holds anything like {missing!r} of the question")
     if answer == "extract":
         from memcli.retrieve.extractive import extract
+        if aligned is not None:
+            first = set(aligned.order)
+            order = aligned.order + [pick for pick in order or [] if pick not in first]
         picked = extract(model, question, library or Library(store), read, order or [], stats,
-                         keep_evidence=keep_evidence)
+                         keep_evidence=keep_evidence,
+                         aligned={p: a.score for p, a in aligned.alignments.items()} if aligned else None)
         why = f"{picked.reason} ({picked.citation})" if picked.citation else picked.reason
-        return Said(picked.text, picked.abstained, why, ttft_s=picked.ttft_s)
+        return Said(picked.text, picked.abstained, why, ttft_s=picked.ttft_s, read=picked.read)
     written = generate(model, question, read, stats, keep_evidence=keep_evidence)
     if written is None:
         return Said(None, why="the model call failed")
@@ -103,6 +118,15 @@ def respond(model: ChatModel, store, question: str, read: list[Evidence], librar
         said.why = {"ungrounded": "the model's answer says what the evidence read does not",
                     "no evidence": "no evidence"}.get(written.finish_reason or "", "the model found no answer")
     return said
+
+
+def needs_no_model(reader: str, answer: str) -> bool:
+    """Whether ``ask`` answers without a model: the evidence reader's extractive answer when its
+    tuning scores candidates without the model's log-probabilities (:data:`extractive.DEFAULT`)."""
+    from memcli.retrieve.extractive import DEFAULT as EXTRACTIVE
+
+    return reader in ("evidence", "evidence-only") and (reader == "evidence-only" or
+                                                        (answer == "extract" and not EXTRACTIVE.model))
 
 
 def ask(store, index, model: ChatModel | None, question: str, *, reader: str, budget: int, answer_context: int,
@@ -122,7 +146,8 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
     if not question:
         raise UsageError("the question is empty")
     check_options(reader=reader, budget=budget, answer_context=answer_context, max_rounds=max_rounds)
-    if reader != "evidence-only" and model is None:
+    answering = reader != "evidence-only" and (model is not None or needs_no_model(reader, answer))
+    if reader != "evidence-only" and not answering:
         raise UsageError(f"the {reader} reader needs a model")
     if answer not in ("extract", "generate"):
         raise UsageError(f"unknown answer style {answer!r} (extract or generate)")
@@ -155,16 +180,27 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
                 on_step(step)
         result.evidence = found.evidence
         rank(result.evidence, getattr(found, "order", None) or [])
-        if model is not None and reader != "evidence-only":
+        aligned = None
+        if answering:
             result.read = best_part(found.library, result.evidence, found.order, answer_context,
-                                    count=model.count_tokens)  # what the model reads: whole entries
+                                    count=model.count_tokens if model is not None else count_tokens)  # whole entries
+            from memcli.retrieve.aligned import DEFAULT as ALIGNED  # numpy: not for every command's start
+            from memcli.retrieve.aligned import align_read
+
+            wanted = answer == "extract" or ALIGNED.floor > 0  # its order, its score term, its abstention
+            aligner = index.aligner() if result.read and wanted else None
+            if aligner is not None:
+
+                aligned = align_read(aligner, found.library or Library(store), question, result.read,
+                                     found.order or [])
     retrieved = time.perf_counter()
     result.timings = {"retrieval_s": round(retrieved - start, 3)}
     retrieval_calls = stats.calls
-    if model is not None and reader != "evidence-only":
+    if answering:
         said = respond(model, store, question, result.read, found.library, found.order, stats,
-                       answer=answer, keep_evidence=keep_evidence)  # the documents read are loaded already
+                       answer=answer, keep_evidence=keep_evidence, aligned=aligned)  # documents loaded already
         result.answer, result.abstained, result.why = said.text, said.abstained, said.why
+        result.read = said.read if said.read is not None else result.read
         result.timings["answer_s"] = round(time.perf_counter() - retrieved, 3)
         if said.ttft_s is not None:
             result.timings["answer_ttft_s"] = round(said.ttft_s, 3)

@@ -1,15 +1,17 @@
 """Extractive answers, the ``small`` profile's: the answer is a span of the evidence it cites, never text
 a model writes.
 
-Candidates are spans of the entries the answer reads (best-ranked entries first): each clause of
-their sentences, its parts between the question's own words, and their runs between function words,
-each trimmed at its edges of the question's words and of function words, so what is left is what the
-evidence adds to the question. The model only scores them: the log-probability of each candidate's
-tokens as its reply to the question after the evidence, over its length (one prefill of the prompt,
-then each candidate read after it), plus a share of the question's words its sentence holds, less a
-little for a lower-ranked entry; ties go to the better-ranked entry. A question that asks when is
-answered with the date of the chosen entry (a relative date in its clause, "last week", resolved
-against it). The citation is the chosen line.
+Candidates are spans of the best-ranked entries the answer reads (``Tuning.entries``, three): each
+clause of their sentences (an amount such as "£13,300" or a time "10:30" is never cut), its parts
+between the question's own words, and their runs between function words, each trimmed at its edges of
+the question's words and of function words, so what is left is what the evidence adds to the
+question. The model reads only those entries and only scores the candidates: the log-probability of
+each candidate's tokens as its reply to the question after them, over its length (one prefill of the
+prompt, then each candidate read after it), plus a share of the question's words its sentence holds
+and its entry's token-level alignment with the question (:mod:`memcli.retrieve.aligned`); ties go to
+the better-ranked entry. A question that asks when is answered with the date of the chosen entry (a
+relative date in its clause, "last week", resolved against it); one that asks which day, with the day
+of the week its clause names. The citation is the chosen line.
 
 "I don't know" (``abstained``) instead of an answer when the evidence does not support one:
 
@@ -23,7 +25,7 @@ against it). The citation is the chosen line.
   evidence does not single out one line to answer from.
 
 The constants are chosen by cross-validation on the two development conversations
-(``benchmarks/tune_answers.py``; docs/benchmarks.md).
+(``benchmarks/tune_answers.py``, ``benchmarks/bench_answers.py``; docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -34,13 +36,13 @@ from dataclasses import dataclass, field
 
 from memcli.llm.base import ModelError
 from memcli.retrieve.answer import UNKNOWN, prompt, spoken_date
-from memcli.retrieve.evidence import Evidence
+from memcli.retrieve.evidence import Evidence, assemble
 from memcli.store.format import Entry
 from memcli.store.lines import Library, sentences
 from memcli.terms import STOPWORDS, stem, term_set
 
-_CLAUSE = re.compile(r"\s*(?:[,;:()\u2014\u2013]|\s-\s)\s*")
-_WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
+_CLAUSE = re.compile(r"\s*(?:(?<!\d)[,:]|[,:](?!\d)|[;()\u2014\u2013]|\s-\s)\s*")  # not "13,300" or "10:30"
+_WORD = re.compile(r"[$\u00a3\u20ac\u00a5]?\d+(?:[.,:]\d+)*%?|[^\W_]+(?:['\u2019][^\W_]+)*")  # "£13,300" one word
 _WHEN = re.compile(r"^\W*when\b|\bwhat (?:year|date|month|day)\b|\bwhich (?:year|month|day)\b", re.I)
 _EDGE_STOP = STOPWORDS | {  # what an answer neither starts nor ends with: function words and filler
     "really", "also", "much", "many", "well", "like", "um", "uh", "thanks", "thank", "totally", "definitely",
@@ -48,6 +50,8 @@ _EDGE_STOP = STOPWORDS | {  # what an answer neither starts nor ends with: funct
     "even", "still", "already", "maybe", "probably", "actually", "finally", "super", "kind", "sort",
     "something", "anything", "everything", "one", "ones"}
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_WHICH_DAY = re.compile(r"\b(?:which|what) day\b", re.I)
+_NAMED_DAY = re.compile(r"\b(?:(?:next|this|last) )?(?:" + "|".join(_WEEKDAYS) + r")s?\b", re.I)
 _RELATIVE = re.compile(r"\b(yesterday|today|tonight|this morning|last (?:week(?:end)?|month|year|night|"
                        + "|".join(_WEEKDAYS) + r")|(?:a|one|two|three|few) (?:days?|weeks?|months?|years?) ago)\b",
                        re.I)
@@ -66,9 +70,17 @@ class Tuning:
     support: bool = True  # abstain when no sentence read holds a word of the question (names aside)
     subject: bool = True  # a question naming a known speaker: the best answer must be theirs or about them
     limit: int = 96  # candidates scored at most (from the best-ranked entries down)
+    model: bool = True  # the model's log-probability of each candidate in its score (off: no model call)
+    align: float = 0.0  # weight of the alignment of the candidate's entry with the question (aligned.py)
+    entries: int = 0  # only the candidates of this many best-ranked entries, and the model reads only them (0: all)
 
 
-DEFAULT = Tuning()
+# The rule of benchmarks/bench_answers.py on the development pair (docs/benchmarks.md, "The line that
+# answers"; each conversation's choice scored on the other there): the alignment of a candidate's entry
+# weighs in, the model reads and scores only the three best-ranked entries (a shorter prompt, fewer
+# candidates: faster), the entry's rank adds nothing more, "I don't know" when the model finds it likelier
+# than the best candidate by 2 (mean log-probability).
+DEFAULT = Tuning(align=16.0, entries=3, rank=0.0, overlap=8.0, margin=2.0)
 
 
 @dataclass
@@ -84,6 +96,7 @@ class Candidate:
     tokens: int = 1  # its tokens
     about: bool = True  # its line is the person's the question names, or about them
     echo: float = 0.0  # share of its own words that are the question's (a span that repeats the question)
+    aligned: float = 0.0  # the alignment of its entry with the question (0 without the semantic signal)
 
 
 @dataclass
@@ -95,15 +108,24 @@ class Extracted:
     candidates: list[Candidate] = field(default_factory=list)
     unknown: tuple[float, int] | None = None  # the model's (log-probability, tokens) of "I don't know"
     ttft_s: float | None = None  # until the model had read the prompt (restore and prefill)
+    read: list[Evidence] | None = None  # what the model read, when only part of the evidence (Tuning.entries)
 
 
 def asks_when(question: str) -> bool:
     return bool(_WHEN.search(question))
 
 
-def dated(clause: str, when: str | None) -> str | None:
+def asks_weekday(question: str) -> bool:
+    return bool(_WHICH_DAY.search(question))
+
+
+def dated(clause: str, when: str | None, weekday: bool = False) -> str | None:
     """The date a clause speaks of, said from its entry's time: the entry's date, or a relative date
-    in the clause ("last week") said against it ("the week before 7 May 2023")."""
+    in the clause ("last week") said against it ("the week before 7 May 2023"). ``weekday`` (the
+    question asks which day): a day of the week the clause names ("on Thursday"), as it names it."""
+    named = _NAMED_DAY.search(clause) if weekday else None
+    if named and not re.match(r"last\b", named.group(), re.I):
+        return named.group()
     date = spoken_date(when)
     if date is None:
         return None
@@ -209,15 +231,18 @@ def spans(clause: str, question_terms: frozenset[str], names: set[str]) -> list[
 
 
 def candidates(question: str, library: Library, read: list[Evidence], order: list[tuple[str, int]],
-               tuning: Tuning = DEFAULT) -> tuple[list[Candidate], str | None]:
-    """The spans an answer may be, best-ranked entries first (at most ``tuning.limit``), each marked
-    ``about`` when its line is the person's the question names or about them (every line is, when the
-    question names no one the memory knows); and the reason when there are none."""
+               tuning: Tuning = DEFAULT, aligned: dict[tuple[str, int], float] | None = None
+               ) -> tuple[list[Candidate], str | None]:
+    """The spans an answer may be, best-ranked entries first (at most ``tuning.limit``; of the
+    ``tuning.entries`` best entries when set), each marked ``about`` when its line is the person's the
+    question names or about them (every line is, when the question names no one the memory knows),
+    with its entry's alignment (``aligned``); and the reason when there are none."""
     lines = [(e.doc, n) for e in read for n in library.doc(e.doc).lines if e.start_line <= n <= e.end_line]
     if not lines:
         return [], "no evidence"
     rank = {pick: at for at, pick in enumerate(order)}
     lines.sort(key=lambda pick: rank.get(pick, len(rank)))
+    aligned = aligned or {}
     entries = {pick: library.doc(pick[0]).entries[pick[1]] for pick in lines}
     people = library.speakers()  # of the documents the evidence came from, not only of the lines read
     names = _names_in(question, people)
@@ -229,15 +254,15 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
     support = theirs if tuning.subject else set(lines)
     if tuning.support and wanted and not any(wanted & term_set(entries[pick].text) for pick in support):
         return [], "no line read holds a word of the question"
-    when = asks_when(question)
+    when, weekday = asks_when(question), asks_weekday(question)
     out: list[Candidate] = []
     seen: dict[str, Candidate] = {}
-    for at, pick in enumerate(lines):
+    for at, pick in enumerate(lines[:tuning.entries or None]):
         entry = entries[pick]
         for sentence in sentences(" ".join(entry.text.split())):
             overlap = len(wanted & term_set(sentence)) / len(wanted) if wanted else 0.0
             for clause in (c for c in _CLAUSE.split(sentence) if c.strip()):
-                for span in [dated(clause, entry.time)] if when else spans(clause, wanted, names | people):
+                for span in [dated(clause, entry.time, weekday)] if when else spans(clause, wanted, names | people):
                     if not span:
                         continue
                     if span.lower() in seen:  # said again: by the person asked about too, perhaps
@@ -246,7 +271,8 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
                     if len(out) >= tuning.limit:
                         continue
                     seen[span.lower()] = Candidate(span, pick[0], pick[1], entry, sentence, at, overlap,
-                                                   about=pick in theirs, echo=echo(span, wanted))
+                                                   about=pick in theirs, echo=echo(span, wanted),
+                                                   aligned=aligned.get(pick, 0.0))
                     out.append(seen[span.lower()])
     return out, (None if out else "nothing read adds to the question")
 
@@ -263,7 +289,8 @@ def score(candidate: Candidate, tuning: Tuning = DEFAULT) -> float:
     its sentence's share of the question's words (``tuning.overlap``), less its entry's rank
     (``tuning.rank`` times log(1 + rank)) and its share of words repeating the question (``tuning.echo``)."""
     return (_likelihood(candidate.logprob, candidate.tokens, tuning) + tuning.overlap * candidate.overlap
-            - tuning.rank * math.log1p(candidate.rank) - tuning.echo * candidate.echo)
+            - tuning.rank * math.log1p(candidate.rank) - tuning.echo * candidate.echo
+            + tuning.align * candidate.aligned)
 
 
 def _likelihood(logprob: float | None, tokens: int, tuning: Tuning) -> float:
@@ -294,15 +321,21 @@ def choose(found: list[Candidate], unknown: tuple[float, int] | None,
 
 
 def extract(model, question: str, library: Library, read: list[Evidence], order: list[tuple[str, int]],
-            stats, tuning: Tuning = DEFAULT, keep_evidence: bool = True) -> Extracted:
-    """The extractive answer to ``question`` from the evidence it reads (``read``, ranked by ``order``):
-    the candidates scored by ``model`` in one call when it can score (a local model), else by their
-    sentences' share of the question's words and their rank alone. A failed call falls back to that."""
-    found, reason = candidates(question, library, read, order, tuning)
+            stats, tuning: Tuning = DEFAULT, keep_evidence: bool = True,
+            aligned: dict[tuple[str, int], float] | None = None) -> Extracted:
+    """The extractive answer to ``question`` from the evidence it reads (``read``, ranked by ``order``;
+    each entry's alignment with the question in ``aligned``): the candidates scored by ``model`` in one
+    call when it can score (a local model), else by their sentences' share of the question's words,
+    their alignment and their rank alone. A failed call falls back to that. With ``tuning.entries``
+    the model reads only the entries the candidates come from."""
+    found, reason = candidates(question, library, read, order, tuning, aligned)
     if not found:
         return Extracted(UNKNOWN, True, reason or "no candidates")
-    unknown, ttft = None, None
-    if hasattr(model, "score"):
+    unknown, ttft, shown = None, None, None
+    if tuning.entries:
+        picks = {(c.doc, c.line) for c in found}
+        shown = read = assemble(library, [p for p in order if p in picks], 10 ** 9, carry=False) or read
+    if tuning.model and hasattr(model, "score"):
         messages, shared = prompt(question, read, keep_evidence)
         try:
             scores, completion = model.score(messages, [c.text for c in found] + [UNKNOWN], shared=shared)
@@ -317,5 +350,5 @@ def extract(model, question: str, library: Library, read: list[Evidence], order:
             unknown = (sum(scores[-1]), len(scores[-1]))
     best, why = choose(found, unknown, tuning)
     if best is None:
-        return Extracted(UNKNOWN, True, why, candidates=found, unknown=unknown, ttft_s=ttft)
-    return Extracted(best.text, False, why, f"{best.doc}:{best.line}", found, unknown, ttft)
+        return Extracted(UNKNOWN, True, why, candidates=found, unknown=unknown, ttft_s=ttft, read=shown)
+    return Extracted(best.text, False, why, f"{best.doc}:{best.line}", found, unknown, ttft, shown)

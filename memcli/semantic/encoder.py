@@ -129,6 +129,32 @@ class Encoder:
         """Vectors for ``texts`` in their order; ``on_batch(done)`` after each forward pass."""
         ids = [self.tokens(t) for t in texts]
         out = np.zeros((len(texts), self.dimensions), np.float32)
+        done = 0
+        for batch in self._batches(ids):
+            out[batch] = self._forward([ids[i] for i in batch])
+            done += len(batch)
+            if on_batch:
+                on_batch(done)
+        return out
+
+    def token_vectors(self, texts: list[str]) -> list[np.ndarray]:
+        """Each text's last-layer token vectors, ``(tokens, 384)`` float32 rows of length 1, ``[CLS]`` and
+        ``[SEP]`` included (rows 0 and -1), in the order of :meth:`tokens` (for late interaction: a
+        question's words matched one by one against a line's, :mod:`memcli.semantic.alignment`)."""
+        return self.vectors_of([self.tokens(t) for t in texts])
+
+    def vectors_of(self, ids: list[list[int]]) -> list[np.ndarray]:
+        """:meth:`token_vectors` of texts already cut into token ids."""
+        out: list[np.ndarray] = [np.zeros((0, self.dimensions), np.float32)] * len(ids)
+        for batch in self._batches(ids):
+            hidden, _mask = self._hidden([ids[i] for i in batch])
+            for row, i in enumerate(batch):
+                vectors = hidden[row, :len(ids[i])]
+                out[i] = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        return out
+
+    def _batches(self, ids: list[list[int]]):
+        """Indexes of ``ids`` in batches of similar length, each at most BATCH_TOKENS padded tokens."""
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         at = 0
         while at < len(order):
@@ -138,14 +164,17 @@ class Encoder:
                 width = max(width, len(ids[order[end]]))
                 end += 1
             end = max(end, at + 1)
-            batch = order[at:end]
-            out[batch] = self._forward([ids[i] for i in batch])
+            yield order[at:end]
             at = end
-            if on_batch:
-                on_batch(at)
-        return out
 
     def _forward(self, batch: list[list[int]]) -> np.ndarray:
+        x, mask = self._hidden(batch)
+        pooled = (x * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+
+    def _hidden(self, batch: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """The last layer's vectors of a batch of token ids, ``(count, length, 384)``, and its padding
+        mask ``(count, length)``."""
         w = self.weights
         count, length = len(batch), max(len(b) for b in batch)
         ids = np.zeros((count, length), np.int64)
@@ -177,7 +206,5 @@ class Encoder:
                             w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"])
             hidden = dense(_gelu(dense(x, p + "intermediate.dense")), p + "output.dense")
             x = _layer_norm(x + hidden, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"])
-        x = x.reshape(count, length, self.dimensions)
-        pooled = (x * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
-        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        return x.reshape(count, length, self.dimensions), mask
 

@@ -100,3 +100,17 @@ class WordPiece:
             if len(ids) >= max_tokens - 1:
                 break
         return ids[: max_tokens - 1] + [self.sep]
+
+    def encode_words(self, text: str, max_tokens: int) -> tuple[list[int], list[str], list[int]]:
+        """:meth:`encode` with the words: ``(ids, words, word_of)``, ``words`` as :func:`basic_words` gives
+        them and ``word_of[i]`` the index in ``words`` of token ``i`` (-1 for ``[CLS]`` and ``[SEP]``)."""
+        ids, words, word_of = [self.cls], [], [-1]
+        for word in basic_words(text):
+            pieces = self._pieces(word)
+            words.append(word)
+            ids.extend(pieces)
+            word_of.extend([len(words) - 1] * len(pieces))
+            if len(ids) >= max_tokens - 1:
+                break
+        return ids[: max_tokens - 1] + [self.sep], words, word_of[: max_tokens - 1] + [-1]
+
