@@ -121,12 +121,11 @@ def respond(model: ChatModel, store, question: str, read: list[Evidence], librar
 
 
 def needs_no_model(reader: str, answer: str) -> bool:
-    """Whether ``ask`` answers without a model: the evidence reader's extractive answer when its
-    tuning scores candidates without the model's log-probabilities (:data:`extractive.DEFAULT`)."""
+    """Whether ``ask`` runs without a model: the evidence-only reader, and the evidence reader's
+    extractive answer when its tuning scores candidates without the model (:data:`extractive.DEFAULT`)."""
     from memcli.retrieve.extractive import DEFAULT as EXTRACTIVE
 
-    return reader in ("evidence", "evidence-only") and (reader == "evidence-only" or
-                                                        (answer == "extract" and not EXTRACTIVE.model))
+    return reader == "evidence-only" or (reader == "evidence" and answer == "extract" and not EXTRACTIVE.model)
 
 
 def ask(store, index, model: ChatModel | None, question: str, *, reader: str, budget: int, answer_context: int,
@@ -190,7 +189,6 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
             wanted = answer == "extract" or ALIGNED.floor > 0  # its order, its score term, its abstention
             aligner = index.aligner() if result.read and wanted else None
             if aligner is not None:
-
                 aligned = align_read(aligner, found.library or Library(store), question, result.read,
                                      found.order or [])
     retrieved = time.perf_counter()
