@@ -74,7 +74,7 @@ class Questions:
     def __init__(self, rows: list[dict], aligner):
         from tune_answers import read_rules  # here: --time also runs on code older than tune_answers needs
 
-        from memcli.semantic.alignment import align
+        from memcli.semantic.alignment import align, best_matches
 
         self.rows = rows
         n = len(rows)
@@ -103,7 +103,7 @@ class Questions:
             for top in GRID["top"]:
                 head = found[:top] if top else found
                 if content and head:
-                    self.weakest[top][i] = min(max(a.matches[k] for a in head) for k in range(len(content)))
+                    self.weakest[top][i] = float(best_matches(head).min())
             where = {(x[0], x[1]): j for j, x in enumerate(row["lines"])}
             listed, about, refused = read_rules(row)
             for rule, said in refused.items():

@@ -37,7 +37,7 @@ from memcli.llm import profile as profiles
 from memcli.paths import PROJECT_STORE_DIRNAME, Resolved, resolve_store, store_cache_dir
 from memcli.read_tools import grep, list_docs, read_lines, search
 from memcli.reports import InitResult, StatusResult, TrustResult, status_report
-from memcli.retrieve.ask import ask, check_options, needs_no_model
+from memcli.retrieve.ask import ask, check_options
 from memcli.semantic import upkeep
 from memcli.share import git as shared_git
 from memcli.share.sync import sync
@@ -416,7 +416,7 @@ class Memory:
         # no model answers the evidence-only reader: its profile (read from the GGUF) is not needed
         style = answer or ("generate" if reader == "evidence-only" else self.answer_style())
         begin = time.perf_counter()
-        model = None if needs_no_model(reader, style) else self._ask_model(cfg.ask_kv if kv is None else kv)
+        model = None if reader == "evidence-only" else self._ask_model(cfg.ask_kv if kv is None else kv)
         loaded = time.perf_counter() - begin
         result = ask(self.store, self.index, model, question, reader=reader, budget=budget,
                      answer_context=reading, max_rounds=rounds, on_step=on_step, keep_evidence=keep_evidence,

@@ -29,7 +29,6 @@ from memcli.llm.base import CallStats, ChatModel
 from memcli.results import Result, hidden
 from memcli.retrieve.evidence import Evidence, best_part, rank
 from memcli.store.lines import Library
-from memcli.tokens import count_tokens
 
 if TYPE_CHECKING:
     from memcli.retrieve.aligned import Aligned
@@ -120,14 +119,6 @@ def respond(model: ChatModel, store, question: str, read: list[Evidence], librar
     return said
 
 
-def needs_no_model(reader: str, answer: str) -> bool:
-    """Whether ``ask`` runs without a model: the evidence-only reader, and the evidence reader's
-    extractive answer when its tuning scores candidates without the model (:data:`extractive.DEFAULT`)."""
-    from memcli.retrieve.extractive import DEFAULT as EXTRACTIVE
-
-    return reader == "evidence-only" or (reader == "evidence" and answer == "extract" and not EXTRACTIVE.model)
-
-
 def ask(store, index, model: ChatModel | None, question: str, *, reader: str, budget: int, answer_context: int,
         max_rounds: int = 7, on_step: Callable[[dict], None] | None = None,
         keep_evidence: bool = True, compact: bool | None = None, answer: str = "generate",
@@ -145,8 +136,8 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
     if not question:
         raise UsageError("the question is empty")
     check_options(reader=reader, budget=budget, answer_context=answer_context, max_rounds=max_rounds)
-    answering = reader != "evidence-only" and (model is not None or needs_no_model(reader, answer))
-    if reader != "evidence-only" and not answering:
+    answering = reader != "evidence-only"
+    if answering and model is None:
         raise UsageError(f"the {reader} reader needs a model")
     if answer not in ("extract", "generate"):
         raise UsageError(f"unknown answer style {answer!r} (extract or generate)")
@@ -182,7 +173,7 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
         aligned = None
         if answering:
             result.read = best_part(found.library, result.evidence, found.order, answer_context,
-                                    count=model.count_tokens if model is not None else count_tokens)  # whole entries
+                                    count=model.count_tokens)  # what the model reads: whole entries
             from memcli.retrieve.aligned import DEFAULT as ALIGNED  # numpy: not for every command's start
             from memcli.retrieve.aligned import align_read
 

@@ -175,6 +175,11 @@ def rank(evidence: list[Evidence], order: list[tuple[str, int]]) -> None:
         evidence[index].rank = number
 
 
+def entry_picks(library: Library, evidence: list[Evidence]) -> list[tuple[str, int]]:
+    """(document, line) of every entry the ranges of ``evidence`` hold, in their order."""
+    return [(e.doc, n) for e in evidence for n in library.doc(e.doc).lines if e.start_line <= n <= e.end_line]
+
+
 def best_part(library: Library | None, evidence: list[Evidence], order: list[tuple[str, int]],
               tokens: int, count: Callable[[str], int] = count_tokens) -> list[Evidence]:
     """The part of ``evidence`` an answering model reads: its entries in ``order`` (best first) until
@@ -193,8 +198,7 @@ def best_part(library: Library | None, evidence: list[Evidence], order: list[tup
     """
     if tokens <= 0 or not order or library is None:
         return evidence
-    inside = [(e.doc, line) for e in evidence for line in library.doc(e.doc).lines
-              if e.start_line <= line <= e.end_line]
+    inside = entry_picks(library, evidence)
     wanted = set(inside)
     return assemble(library, [pick for pick in order if pick in wanted] or inside, tokens, count, carry=False)
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from memcli.llm.base import ModelError
 from memcli.retrieve.answer import UNKNOWN, prompt, spoken_date
-from memcli.retrieve.evidence import Evidence, assemble
+from memcli.retrieve.evidence import Evidence, assemble, entry_picks
 from memcli.store.format import Entry
 from memcli.store.lines import Library, sentences
 from memcli.terms import STOPWORDS, stem, term_set
@@ -70,7 +70,6 @@ class Tuning:
     support: bool = True  # abstain when no sentence read holds a word of the question (names aside)
     subject: bool = True  # a question naming a known speaker: the best answer must be theirs or about them
     limit: int = 96  # candidates scored at most (from the best-ranked entries down)
-    model: bool = True  # the model's log-probability of each candidate in its score (off: no model call)
     align: float = 0.0  # weight of the alignment of the candidate's entry with the question (aligned.py)
     entries: int = 0  # only the candidates of this many best-ranked entries, and the model reads only them (0: all)
 
@@ -237,7 +236,7 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
     ``tuning.entries`` best entries when set), each marked ``about`` when its line is the person's the
     question names or about them (every line is, when the question names no one the memory knows),
     with its entry's alignment (``aligned``); and the reason when there are none."""
-    lines = [(e.doc, n) for e in read for n in library.doc(e.doc).lines if e.start_line <= n <= e.end_line]
+    lines = entry_picks(library, read)
     if not lines:
         return [], "no evidence"
     rank = {pick: at for at, pick in enumerate(order)}
@@ -335,7 +334,7 @@ def extract(model, question: str, library: Library, read: list[Evidence], order:
     if tuning.entries:
         picks = {(c.doc, c.line) for c in found}
         shown = read = assemble(library, [p for p in order if p in picks], 10 ** 9, carry=False) or read
-    if tuning.model and hasattr(model, "score"):
+    if hasattr(model, "score"):
         messages, shared = prompt(question, read, keep_evidence)
         try:
             scores, completion = model.score(messages, [c.text for c in found] + [UNKNOWN], shared=shared)

@@ -69,14 +69,18 @@ def align(question: Tokens, line: Tokens, content: list[int] | None = None) -> A
     return Alignment(float(matches.mean()), matches, matched)
 
 
+def best_matches(alignments: list[Alignment]) -> np.ndarray:
+    """Per content word of the question: its best match in any of the lines these alignments are of."""
+    return np.max([a.matches for a in alignments], axis=0)
+
+
 def weakest(question: Tokens, lines: list[Tokens], content: list[int] | None = None) -> float:
     """The match, in the lines that best meet it, of the question's least-met content word (1.0 with none):
     low when some word of the question (a person, an object, a relation) is in none of them."""
     content = question.content() if content is None else content
     if not content or not lines:
         return 1.0 if not content else 0.0
-    best = np.max([align(question, line, content).matches for line in lines], axis=0)
-    return float(best.min())
+    return float(best_matches([align(question, line, content) for line in lines]).min())
 
 
 class Aligner:
