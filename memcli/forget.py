@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memcli.consolidate.layout import Layout
 from memcli.errors import StoreError, UsageError
 from memcli.ingest.turns import parse_time
 from memcli.kv.purge import forget_texts
@@ -37,7 +38,7 @@ from memcli.results import Result
 from memcli.store import CURRENT_ID, Store
 from memcli.store.atomic import atomic_write
 from memcli.store.folder import now_iso, read_regular, refresh_token_count
-from memcli.store.format import Entry
+from memcli.store.format import Entry, parse_entry
 from memcli.store.identity import FORGOTTEN, is_shared
 
 _CITATION = re.compile(r"^(?P<doc>[^:\s]+):(?P<start>\d+)(?:-(?P<end>\d+))?$")
@@ -179,6 +180,7 @@ def forget(store: Store, selection: Selection, *, dry_run: bool = False,
             edited[doc_id] = doc
             changed.append(renamed.get(doc_id, doc_id))
         gone = {*removed, *renamed}
+        forgotten = {e.seq for _, hits in found.values() for _, e in hits if e.seq is not None}
         for doc_id in store.all_ids():
             if doc_id in removed:
                 txn.delete(store.relpath(doc_id))
@@ -187,7 +189,8 @@ def forget(store: Store, selection: Selection, *, dry_run: bool = False,
             if loaded is not None and loaded.error:
                 continue  # a front matter memcli cannot read: left as it is (its entries were not selected)
             doc = edited[doc_id] if loaded is None else loaded.doc
-            if _scrub_log(doc, gone) or doc_id in edited:  # a log note naming an id that went is rewritten too
+            revived = _revive(doc, forgotten)
+            if _scrub_log(doc, gone) or doc_id in edited or revived:  # a log note naming an id that went is rewritten too
                 refresh_token_count(doc)
                 if doc_id in renamed:
                     txn.delete(store.relpath(doc_id))
@@ -199,6 +202,29 @@ def forget(store: Store, selection: Selection, *, dry_run: bool = False,
             atomic_write(store.root / PURGE, json.dumps({"time": stamp, "documents": [*changed, *removed]}))
     _clear_preview(store)
     return _result(found, False, changed, removed), entries
+
+
+def _revive(doc, seqs: set[int]) -> bool:
+    """Entries a forgotten entry superseded are current again: their lines leave the Superseded section
+    for the end of the document's last section, without ``superseded_by``. Whether any did."""
+    layout = Layout.of(doc)
+    back, kept = [], []
+    for line in layout.superseded:
+        entry = parse_entry(line)
+        by = entry.meta.get("superseded_by", "") if entry is not None else ""
+        if by.isdigit() and int(by) in seqs:
+            back.append(Entry({k: v for k, v in entry.meta.items() if k != "superseded_by"}, entry.text).render())
+        else:
+            kept.append(line)
+    if not back:
+        return False
+    layout.superseded = kept
+    if layout.sections:
+        layout.add(layout.sections[-1].title, back)
+    else:
+        layout.preamble.extend(back)
+    doc.body = layout.body()
+    return True
 
 
 def _guard_everything(selection: Selection, found: dict, total: int) -> None:

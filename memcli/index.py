@@ -1,17 +1,15 @@
 """BM25 over heading-level partitions, with a persistent incremental index.
 
-A partition is a heading section of a document (the heading line and the
-lines under it up to the next heading), cut into pieces of at most
-``search.partition_tokens`` tokens; CURRENT, which has no sections, is cut the
-same way. Each partition is indexed with its heading path, its entries' text
-and their speakers.
+A partition is a heading section of a document (the heading line and the lines under it up to the
+next heading), cut into pieces of at most ``search.partition_tokens`` tokens; CURRENT, which has no
+sections, is cut the same way. Each partition is indexed with its heading path, its entries' text and
+their speakers.
 
-The index lives in the cache directory (``paths.store_cache_dir``) as SQLite:
-per-document rows of partitions and postings keyed by the document's file
-size and mtime. Every search stats the documents and re-indexes only those
-that changed, so repeated searches over a large library do not re-tokenize it.
-Scoring is rank-bm25's BM25Okapi arithmetic (``get_batch_scores``) in numpy, fed with
-corpus statistics from the index, over the partitions that contain a query term.
+The index lives in the cache directory (``paths.store_cache_dir``) as SQLite: per-document rows of
+partitions and postings keyed by the document's file size and mtime. Every search stats the documents
+and re-indexes only those that changed, so repeated searches over a large library do not re-tokenize
+it. Scoring is rank-bm25's BM25Okapi arithmetic (``get_batch_scores``) in numpy, fed with corpus
+statistics from the index, over the partitions that contain a query term.
 """
 
 from __future__ import annotations

@@ -146,11 +146,14 @@ class MemoryTools:
         kv_compose: Annotated[bool, Field(description=(
             "Answer from memory units placed as precomputed KV blocks, prefilling only the question "
             "(memcli ask --kv-compose; memcli's local model only)."))] = False,
+        as_of: Annotated[str | None, Field(description=(
+            "Answer from what had been said by the end of this day (YYYY-MM-DD): a fact replaced since "
+            "is current again."), max_length=40)] = None,
     ) -> dict[str, Any]:
         """Answer a question with memcli's own reader and model (slower than memory_search; the answer is
         only as good as the model memcli is configured with). Returns the answer and its citations."""
         with priority.busy():
-            found = self.memory.ask(question, kv_compose=kv_compose)
+            found = self.memory.ask(question, kv_compose=kv_compose, as_of=as_of)
         out = {"question": question, "answer": found.answer, "reader": found.mode,
                "read": [e.citation for e in found.read], "citations": [e.citation for e in found.evidence]}
         if kv_compose:

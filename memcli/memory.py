@@ -380,7 +380,7 @@ class Memory:
             on_step: Callable[[dict], None] | None = None, keep_evidence: bool = True,
             progress: Progress | None = None, kv_compose: bool = False,
             select: str | None = None, answer: str | None = None, where: dict[str, str] | None = None,
-            recent: bool = False):
+            recent: bool = False, as_of: str | None = None):
         """Answer ``question`` from memory, citing the lines used; see :mod:`memcli.retrieve.ask`.
 
         ``reader``: ``agent`` | ``no-agent`` | ``evidence`` | ``evidence-only`` (no model, no answer);
@@ -393,10 +393,12 @@ class Memory:
         it picks the units, ``text``, ``latent`` or ``fused`` (default: the ``kv.select`` setting);
         ``answer``: ``extract`` or ``generate`` (default: :meth:`answer_style`); ``where``: only entries
         whose signature has these values (``{"project": "/home/me/app"}``; the evidence readers);
-        ``recent``: then the entries it keeps that the question does not rank, newest first.
+        ``recent``: then the entries it keeps that the question does not rank, newest first;
+        ``as_of`` (``YYYY-MM-DD``): answered from what had been said by the end of that day, facts
+        replaced since then current again (the evidence readers).
         """
         cfg = self.settings
-        if kv_compose and (where or recent):
+        if kv_compose and (where or recent or as_of):
             raise UsageError("--where keeps to entries of the evidence readers, not --kv-compose")
         if kv_compose:
             from memcli.kv.composed_ask import ask_with_blocks
@@ -407,7 +409,7 @@ class Memory:
                                    select=select or cfg.kv_select)
         if select is not None:
             raise UsageError("--select chooses the memory units of --kv-compose")
-        reader = reader or ("evidence" if where else self.default_reader())
+        reader = reader or ("evidence" if where or as_of else self.default_reader())
         budget = budget if budget is not None else cfg.ask_budget
         reading = answer_context if answer_context is not None else cfg.ask_answer_context
         rounds = max_rounds if max_rounds is not None else cfg.ask_max_rounds
@@ -420,7 +422,7 @@ class Memory:
         loaded = time.perf_counter() - begin
         result = ask(self.store, self.index, model, question, reader=reader, budget=budget,
                      answer_context=reading, max_rounds=rounds, on_step=on_step, keep_evidence=keep_evidence,
-                     compact=cfg.ask_compact, where=where, recent=recent, answer=style)
+                     compact=cfg.ask_compact, where=where, recent=recent, answer=style, as_of=as_of)
         result.timings = {"embed_s": round(embedding, 3), "model_load_s": round(loaded, 3), **result.timings,
                           "total_s": round(result.timings["total_s"] + loaded, 3)}
         result.unembedded = unembedded

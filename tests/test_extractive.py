@@ -53,7 +53,8 @@ def test_when_questions_are_answered_with_the_entrys_date():
     assert asks_when("When did Caroline pass the home study?")
     assert asks_when("In what year did Jon open a studio? What date?") and not asks_when("What did Jon open?")
     assert dated("I passed the home study last week", "2024-07-02T20:05") == "the week before 2 July 2024"
-    assert dated("I went yesterday", "2024-07-02T20:05") == "the day before 2 July 2024"
+    assert dated("I went yesterday", "2024-07-02T20:05") == "1 July 2024"  # a day resolved: its date
+    assert dated("The thesis is due on April 18.", "2024-02-02T20:05") == "April 18"  # a date it writes out
     assert dated("We sold the car", "2024-07-02T20:05") == "2 July 2024"
     assert dated("We sold it last Saturday", "2024-07-02") == "the saturday before 2 July 2024"
     assert dated("anything", "not a time") is None

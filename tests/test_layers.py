@@ -10,7 +10,7 @@ from conftest import REPO
 
 # lowest first; a room is a folder (``store/``) or a top-level module (``config``)
 LAYERS = [
-    ("base", {"errors", "results", "paths", "trust", "config", "tokens", "terms", "joblock", "__init__"}),
+    ("base", {"errors", "results", "paths", "trust", "config", "tokens", "terms", "dates", "joblock", "__init__"}),
     ("storage", {"store/", "cache"}),
     ("indexing", {"semantic/", "partitions", "index", "read_tools"}),
     ("models", {"llm/"}),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -28,6 +29,12 @@ def session(store, *extra: str):
     env = {k: v for k, v in os.environ.items() if k.startswith(("XDG_", "MEMCLI_", "HOME", "PATH"))}
     return Client(StdioServerParameters(command=sys.executable, args=["-m", "memcli", "--store", str(store), "mcp",
                                                                       *extra], env=env))
+
+
+def cited_range(citation: str) -> tuple[str, int, int]:
+    doc, _, lines = citation.rpartition(":")
+    start, _, end = lines.partition("-")
+    return doc, int(start), int(end or start)
 
 
 def data(result) -> dict:
@@ -85,6 +92,11 @@ def test_every_tool_over_a_real_client(store):
             assert resource.contents[0].text.startswith("---")
             answered = data(await client.call_tool("ask", {"question": "Which adoption agency did Caroline apply to?"}))
             assert answered["reader"] == "evidence" and answered["answer"] and answered["citations"]
+            then = data(await client.call_tool("ask", {"question": "Which adoption agency did Caroline apply to?",
+                                                       "as_of": "2024-03-10"}))  # before the second session
+            days = [re.search(r"time=([\d-]+)", line.text) for cited in then["citations"]
+                    for line in Memory(store).read(*cited_range(cited)).lines]
+            assert days and all(day is None or day.group(1) <= "2024-03-10" for day in days)
             composed = {"question": "Which adoption agency did Caroline apply to?", "kv_compose": True}
             first = data(await client.call_tool("ask", composed))  # makes the units' blocks
             again = data(await client.call_tool("ask", composed))  # places them

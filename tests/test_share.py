@@ -377,3 +377,24 @@ def test_an_entry_edited_differently_in_two_clones_is_kept_twice_marked_and_doct
         doctor = run_memcli("--store", clone.folder / ".memcli", "doctor", "--json")
         check = next(c for c in doctor.json["checks"] if c["name"] == "git sharing")
         assert not check["ok"] and "changed differently in two clones" in check["detail"]
+
+
+def test_two_clones_that_learned_different_updates_agree_on_the_newer_after_sync(tmp_path):
+    a, b, _ = two_clones(tmp_path)
+    said = [("2024-01-10T10:00", "I live in Utrecht, close to the canal."),
+            ("2024-03-05T10:00", "We moved to Ghent last month, the new flat is lovely."),  # learned by b
+            ("2024-02-01T10:00", "We moved to Leiden last week.")]  # learned by a, after b's ingest
+    for clone, turns in ((a, said[:1]), (b, said[1:2]), (a, said[2:])):
+        clone.memory.sync()
+        (clone.folder / "s.json").write_text(json.dumps([{"speaker": "Noor", "text": t, "time": time}
+                                                         for time, t in turns]))
+        clone.memory.ingest(clone.folder / "s.json", consolidate=False)
+        clone.memory.sync()
+    a.memory.sync()
+    from memcli.retrieve.evidence_reader import evidence_only
+
+    for clone in (a, b):
+        clone.memory.ask("Where does Noor live?", reader="evidence-only")  # the vectors
+        found = evidence_only(clone.memory.store, clone.memory.index, "Where does Noor live?", budget=500)
+        first = found.library.doc(found.order[0][0]).entries[found.order[0][1]]
+        assert "Ghent" in first.text  # the newest by event time, whichever clone learned it

@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from memcli.dates import event_time
 from memcli.ingest.privacy import scrub_fields, scrub_many
 from memcli.ingest.turns import Turn
 from memcli.results import Result
@@ -38,6 +39,18 @@ class IngestResult(Result):
     private: int = 0  # <private> spans dropped
     consolidation: dict | None = None  # the automatic consolidation this ingest triggered
     extraction: dict | None = None  # model calls of --extract
+
+
+def signature(seq: int, turn: Turn, text: str) -> dict[str, str]:
+    """A new entry's signature: its seq, the turn's fields, and after its time the day it speaks of
+    (``when=``, :func:`memcli.dates.event_time`) when its text dates it relatively ("yesterday")."""
+    meta = {"seq": str(seq)}
+    for key, value in turn.meta().items():
+        meta[key] = value
+        event = event_time(text, value) if key == "time" else None
+        if event is not None and event.when is not None:
+            meta["when"] = event.when
+    return meta
 
 
 def ingest_turns(store: Store, turns: list[Turn], *, source: str, fmt: str, ignored: int = 0,
@@ -75,7 +88,7 @@ def ingest_turns(store: Store, turns: list[Turn], *, source: str, fmt: str, igno
             if not kept.text.strip():
                 new_prints.append(turn.fingerprint)
                 continue
-            entry = Entry({"seq": str(seqs.take()), **turn.meta()}, kept.text)
+            entry = Entry(signature(seqs.take(), turn, kept.text), kept.text)
             line = entry.render()
             new_lines.append(line)
             new_prints.append(turn.fingerprint)

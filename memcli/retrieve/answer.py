@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 
+from memcli.dates import event_time
 from memcli.llm.base import CallStats, ChatModel, Completion, ModelError
 from memcli.retrieve.evidence import Evidence
 from memcli.terms import term_set
@@ -113,7 +114,21 @@ def grounded(text: str, evidence: list[Evidence]) -> bool:
     seen = set(_TIME_WORDS)
     for e in evidence:
         seen |= term_set(_ISO_DATE.sub(lambda m: f"{m.group()} {_spoken_date(m)}", e.text))
+        seen |= term_set(" ".join(_event_dates(e.text)))
     return said <= seen
+
+
+def _event_dates(text: str) -> list[str]:
+    """The days the lines of an evidence text speak of, from their relative dates read against the time
+    shown above them (:func:`memcli.dates.event_time`; "yesterday" under [2023-05-08 ...] is 7 May 2023)."""
+    out, time = [], None
+    for line in text.split("\n"):
+        shown = _ISO_DATE.match(line.lstrip("["))
+        time = shown.group() if shown else time
+        event = event_time(line, time)
+        if event is not None:
+            out.append(event.spoken)
+    return out
 
 
 def answer(model: ChatModel, question: str, evidence: list[Evidence], stats: CallStats,

@@ -53,6 +53,7 @@ from functools import lru_cache
 from memcli.errors import UsageError
 from memcli.index import LibraryIndex
 from memcli.ingest.turns import ROLES
+from memcli.retrieve.current import newer_first
 from memcli.retrieve.evidence import WHOLE, Evidence, Focus, assemble
 from memcli.store import Store
 from memcli.store.lines import DocLines, Library
@@ -117,7 +118,9 @@ def ranked_entries(library: Library, index: LibraryIndex, question: str, *, part
     similar = index.similarities(question) if tuning.semantic_weight > 0 else {}
     if named is not None and similar:
         similar = within(similar, named)
-    ranked = order(library, fuse(scores, similar, tuning), similar, tuning)
+    if library.as_of is not None:  # only the entries said by then
+        similar = {key: value for key, value in similar.items() if key[1] in library.doc(key[0]).entries}
+    ranked = newer_first(library, index, order(library, fuse(scores, similar, tuning), similar, tuning), similar)
     if context <= 0:
         return dedupe(ranked)  # no document is read for the entries a budget will never reach
     picks: list[tuple[str, int]] = []
@@ -338,13 +341,15 @@ def reply_to(doc: DocLines, line: int) -> int | None:
 
 def evidence_only(store: Store, index: LibraryIndex, question: str, *, budget: int, compact: bool | None = None,
                   tuning: Tuning = DEFAULT, where: Mapping[str, str] | None = None, recent: bool = False,
-                  **options) -> Retrieval:
+                  as_of: str | None = None, **options) -> Retrieval:
     """The deterministic evidence for ``question`` within ``budget`` tokens; ``compact`` (default:
     the tuning's): entries shown as their sentences that matter (:func:`focus`). ``where``: only
     entries whose signature has these values (``{"project": "/home/me/app"}``); ``recent``: the
     entries ``where`` keeps that the question does not rank come after the ranked ones, newest first
-    (what a digest of a project shows when its words are not the question's)."""
-    library = Library(store, index.parsed)
+    (what a digest of a project shows when its words are not the question's). ``as_of``: only what
+    had been said by that day (``YYYY-MM-DD``), superseded entries included
+    (:mod:`memcli.retrieve.current`)."""
+    library = Library(store, index.parsed, as_of=as_of)
     picks = ranked_entries(library, index, question, tuning=tuning, **options)
     if where is not None:
         kept = matching(library, store, where)

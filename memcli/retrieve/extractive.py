@@ -34,6 +34,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from memcli.dates import WEEKDAYS, event_time, stated_date
 from memcli.llm.base import ModelError
 from memcli.retrieve.answer import UNKNOWN, prompt, spoken_date
 from memcli.retrieve.evidence import Evidence, assemble, entry_picks
@@ -49,12 +50,8 @@ _EDGE_STOP = STOPWORDS | {  # what an answer neither starts nor ends with: funct
     "pretty", "quite", "lot", "lots", "got", "get", "gets", "getting", "might", "must", "rather", "instead",
     "even", "still", "already", "maybe", "probably", "actually", "finally", "super", "kind", "sort",
     "something", "anything", "everything", "one", "ones"}
-_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _WHICH_DAY = re.compile(r"\b(?:which|what) day\b", re.I)
-_NAMED_DAY = re.compile(r"\b(?:(?:next|this|last) )?(?:" + "|".join(_WEEKDAYS) + r")s?\b", re.I)
-_RELATIVE = re.compile(r"\b(yesterday|today|tonight|this morning|last (?:week(?:end)?|month|year|night|"
-                       + "|".join(_WEEKDAYS) + r")|(?:a|one|two|three|few) (?:days?|weeks?|months?|years?) ago)\b",
-                       re.I)
+_NAMED_DAY = re.compile(r"\b(?:(?:next|this|last) )?(?:" + "|".join(WEEKDAYS) + r")s?\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -119,26 +116,18 @@ def asks_weekday(question: str) -> bool:
 
 
 def dated(clause: str, when: str | None, weekday: bool = False) -> str | None:
-    """The date a clause speaks of, said from its entry's time: the entry's date, or a relative date
-    in the clause ("last week") said against it ("the week before 7 May 2023"). ``weekday`` (the
-    question asks which day): a day of the week the clause names ("on Thursday"), as it names it."""
+    """The date a clause speaks of: a date it writes out ("April 18"), else its relative date read
+    against its entry's time (:func:`memcli.dates.event_time`: "yesterday" is that day, "last week"
+    "the week before 7 May 2023"), else the entry's date. ``weekday`` (the question asks which day): a
+    day of the week the clause names ("on Thursday"), as it names it."""
     named = _NAMED_DAY.search(clause) if weekday else None
     if named and not re.match(r"last\b", named.group(), re.I):
         return named.group()
     date = spoken_date(when)
     if date is None:
         return None
-    found = _RELATIVE.search(clause)
-    if not found:
-        return date
-    said = found.group(1).lower()
-    if said in ("today", "tonight", "this morning"):
-        return date
-    if said == "yesterday":
-        return f"the day before {date}"
-    if said.endswith("ago"):
-        return f"{said} from {date}"
-    return f"the {said.split()[1]} before {date}"
+    found = event_time(clause, when)
+    return stated_date(clause) or (found.spoken if found else date)
 
 
 def _words(text: str) -> list[str]:

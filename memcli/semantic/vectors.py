@@ -437,6 +437,15 @@ class EntryVectors:
             return Similarities([], {}, np.zeros(0, np.float32))
         return Similarities(self._keys, self._position, self._matrix @ self.question(text), self._doc_rows)
 
+    def of(self, entries: dict[tuple[str, int], Entry]) -> dict[tuple[str, int], np.ndarray]:
+        """The vectors of these entries, by (document, line): the stored ones (loaded by
+        :meth:`similarities`), the others (superseded entries, entries written since) computed here."""
+        out = {key: self._matrix[self._position[key]] for key in entries if key in self._position}
+        missing = [key for key in entries if key not in out]
+        if missing:
+            out.update(zip(missing, self.encoder.encode([entry_text(entries[key]) for key in missing])))
+        return out
+
     def question(self, text: str) -> np.ndarray:
         """``text``'s vector; the last ``QUESTIONS_KEPT`` are kept (a question's entries and sentences
         are scored with one encoding, and a question asked again is not encoded again)."""

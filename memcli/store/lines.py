@@ -41,8 +41,10 @@ def body_lines(text: str) -> Iterator[tuple[int, str]]:
 class DocLines:
     """A document's entries by file line number, and its heading sections, loaded once."""
 
-    def __init__(self, doc_id: str, lines: Document | Iterable[tuple[int, str]]):
-        """``lines``: a parsed document, or (file line number, line) of its body (:func:`body_lines`)."""
+    def __init__(self, doc_id: str, lines: Document | Iterable[tuple[int, str]], as_of: str | None = None):
+        """``lines``: a parsed document, or (file line number, line) of its body (:func:`body_lines`).
+        ``as_of`` (``YYYY-MM-DD`` or a longer ISO time): the entries said by then, the superseded
+        ones among them too (what replaced them may be later; :mod:`memcli.retrieve.current`)."""
         self.id = doc_id
         self.entries: dict[int, Entry] = {}
         self.sections: list[tuple[int, int]] = []  # (first line, last line) of each heading block
@@ -57,7 +59,8 @@ class DocLines:
                 start = lineno
                 continue
             entry = parse_entry(line)
-            if entry is not None and "superseded_by" not in entry.meta:
+            if entry is not None and (("superseded_by" not in entry.meta) if as_of is None
+                                      else (entry.time or "")[:len(as_of)] <= as_of):
                 self.entries[lineno] = entry
         if start is not None:
             self.sections.append((start, last))
@@ -91,18 +94,19 @@ class DocLines:
 class Library:
     """Documents loaded on demand for one question."""
 
-    def __init__(self, store: Store, kept: OrderedDict | None = None):
+    def __init__(self, store: Store, kept: OrderedDict | None = None, as_of: str | None = None):
         """``kept``: documents parsed for earlier questions, by id (with their file signature), which a
         long-lived process (the MCP server, ``Memory``) reuses while the file is unchanged; the
-        ``KEPT_DOCUMENTS`` used last are kept."""
+        ``KEPT_DOCUMENTS`` used last are kept. ``as_of``: the entries said by then (:class:`DocLines`)."""
         self.store = store
         self._docs: dict[str, DocLines] = {}
-        self._kept = kept
+        self._kept = kept if as_of is None else None
+        self.as_of = as_of
 
     def doc(self, doc_id: str) -> DocLines:
         if doc_id not in self._docs:
             if self._kept is None:
-                self._docs[doc_id] = DocLines(doc_id, body_lines(self.store.read_text(doc_id)))
+                self._docs[doc_id] = DocLines(doc_id, body_lines(self.store.read_text(doc_id)), self.as_of)
                 return self._docs[doc_id]
             signature = self.store.signature(doc_id)
             kept = self._kept.pop(doc_id, None)

@@ -54,6 +54,9 @@ def ask(
     where: Annotated[Optional[list[str]], typer.Option(
         "--where", metavar="KEY=VALUE", help="Only entries whose signature has this value (project=/home/me/app, "
                                              "conv=..., speaker=...); repeatable; the evidence readers.")] = None,
+    as_of: Annotated[Optional[str], typer.Option(
+        "--as-of", metavar="DAY", help="Answer from what had been said by the end of DAY (YYYY-MM-DD): a fact "
+                                       "replaced since is current again; the evidence readers.")] = None,
     show_stats: Annotated[bool, typer.Option(
         "--stats", help="Print tokens prefilled and restored, time to first token and generation speed "
                         "on stderr.")] = False,
@@ -80,6 +83,9 @@ def ask(
     don't know". "I don't know" also when the evidence does not support an
     answer (the person asked about never appears, no line holds the
     question's words, or the model finds no answer likelier than none).
+    When a fact changed (a move, a new job, a meeting day corrected), the
+    evidence readers put the newer line before the older ones it restates;
+    --as-of DAY answers from what had been said by the end of that day.
     Exit 1 when no evidence is found or the answer is "I don't know" (the
     evidence is still printed).
 
@@ -114,7 +120,7 @@ def ask(
         result = memory(ctx).ask(question, reader=reader, budget=budget, answer_context=answer_context,
                                  max_rounds=max_rounds, kv=kv, on_step=_trace_round if trace else None,
                                  progress=progress, kv_compose=kv_compose, select=select,
-                                 answer=answer, where=values or None)
+                                 answer=answer, where=values or None, as_of=as_of)
     if result.problems:
         out.debug("model problems: " + "; ".join(result.problems))
     for warning in result.warnings:

@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""Facts that change: the knowledge-update suite of ``benchmarks/updates_suite.py`` through memcli as a
+user runs it (ingest each chat into its own store, consolidate without a model, ask with the default
+profile), scored per half of the suite (``tune``: the slots constants were chosen on; ``report``: the
+others).
+
+    python benchmarks/updates_suite.py /tmp/ku
+    python benchmarks/bench_updates.py /tmp/ku [--half report] [--json OUT] [--no-answers]
+
+For each question kind it prints:
+
+- ``current``: the answer holds the current value (mentioning an earlier one too is fine), and in
+  ``ask --evidence-only``'s ranking the line that set the current value comes before every line that
+  states only an earlier one;
+- ``as_of``: ``ask --as-of DAY`` answers with the value true on that day;
+- ``unmentioned``: a slot the chat never mentions is "I don't know".
+
+It also lists the entries marked superseded in each store and how many of them were marked wrongly (a
+superseded line whose value is the current one of its slot).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import random
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from memcli import Memory
+from memcli.retrieve import current
+from memcli.retrieve.answer import UNKNOWN
+from memcli.retrieve.evidence_reader import evidence_only
+from memcli.semantic import upkeep
+from memcli.store.format import parse_entry
+
+
+def key(value: str, others: list[str]) -> str:
+    """The part of ``value`` that tells it from the slot's other values (its first such word)."""
+    words = value.split()
+    other_words = {w.casefold() for o in others if o != value for w in o.split()}
+    for word in words:
+        if word.casefold() not in other_words:
+            return word.casefold()
+    return value.casefold()
+
+
+def holds(text: str, value: str, values: list[str]) -> bool:
+    return re.search(rf"(?<!\w){re.escape(key(value, values))}(?!\w)", text.casefold()) is not None
+
+
+AS_OF = True  # pass as_of to memcli (False: measure memcli without it)
+
+
+def dated(q: dict) -> dict:
+    return {"as_of": q["as_of"]} if AS_OF and q["kind"] == "as_of" else {}
+
+
+def superseded(root: Path) -> list[dict]:
+    out = []
+    for path in sorted((root / "docs").glob("*.md")) + [root / "CURRENT.md"]:
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines():
+            entry = parse_entry(line)
+            if entry is not None and "superseded_by" in entry.meta:
+                out.append({"doc": path.stem, "seq": entry.seq, "by": int(entry.meta["superseded_by"]),
+                            "text": entry.text})
+    return out
+
+
+def build(suite: Path, root: Path, convs: list[str]) -> dict[str, Memory]:
+    """One store per conversation under ``root``: ingested, consolidated without a model, embedded."""
+    memories = {}
+    for conv in convs:
+        memory = Memory(root / conv, create=True)
+        memory.ingest(suite / f"{conv}.json", consolidate=False)
+        memory.consolidate()
+        upkeep.for_question(memory.settings, memory.store, memory.index, None)
+        memories[conv] = memory
+    return memories
+
+
+def score(memories: dict[str, Memory], questions: list[dict], answers: bool) -> dict:
+    rows, marked, seconds = [], [], []
+    for conv, memory in memories.items():
+        marked += [{"conv": conv, **m} for m in superseded(memory.root)]
+        for q in (q for q in questions if q["conv"] == conv):
+            values = [q["answer"], *q["stale"]] if q["answer"] else []
+            row = {**q}
+            if q["kind"] != "unmentioned":
+                got = evidence_only(memory.store, memory.index, q["question"], budget=memory.settings.ask_budget,
+                                    **dated(q))
+                texts = [got.library.doc(d).entries[n].text for d, n in got.order]
+                current = [i for i, t in enumerate(texts) if holds(t, q["answer"], values)]
+                stale = [i for i, t in enumerate(texts) if not holds(t, q["answer"], values)
+                         and any(holds(t, s, values) for s in q["stale"])]
+                row["ranked_first"] = bool(current) and all(current[-1] < s for s in stale)
+                row["read_first"] = row["ranked_first"] and current[-1] < READ  # and among the first few
+            if answers:
+                begin = time.perf_counter()
+                result = memory.ask(q["question"], **dated(q))
+                seconds.append(time.perf_counter() - begin)
+                row["got"] = result.answer
+                if q["kind"] == "unmentioned":
+                    row["right"] = result.abstained or (result.answer or "").strip() == UNKNOWN
+                else:
+                    row["right"] = holds(result.answer or "", q["answer"], values)
+            rows.append(row)
+    report: dict = {"questions": len(rows)}
+    for kind in ("current", "as_of", "unmentioned"):
+        some = [r for r in rows if r["kind"] == kind]
+        if not some:
+            continue
+        entry = {"n": len(some)}
+        if answers:
+            entry["right"] = round(sum(r["right"] for r in some) / len(some), 3)
+        if kind != "unmentioned":
+            entry["ranked_first"] = round(sum(r["ranked_first"] for r in some) / len(some), 3)
+            entry["read_first"] = round(sum(r["read_first"] for r in some) / len(some), 3)
+        report[kind] = entry
+    report["superseded"] = len(marked)
+    if seconds:
+        report["median_s"] = round(sorted(seconds)[len(seconds) // 2], 2)
+    return {"report": report, "rows": rows, "marked": marked}
+
+
+GRID = {"window": [0, 8, 12, 20], "same": [0.3, 0.4, 0.5, 0.6], "lag": [0.0, 0.05, 0.1, 0.2, 1.0]}
+READ = 3  # "read first": the line that set the current value among the ranking's first READ
+
+
+def grid(memories: dict[str, Memory], questions: list[dict]) -> current.Tuning:
+    """Every tuning of :data:`GRID` on the evidence ranking (no model); chosen on the tune half (the
+    mean over current and as-of questions of "ranked first" and "read first"; ties to the smaller
+    window and the larger thresholds), shown on both."""
+    results = []
+    for window, same, lag in itertools.product(GRID["window"], GRID["same"], GRID["lag"]):
+        if window == 0 and (same, lag) != (GRID["same"][0], GRID["lag"][0]):
+            continue
+        current.DEFAULT = current.Tuning(window=window, same=same, lag=lag)
+        got = {}
+        for half in ("tune", "report"):
+            report = score(memories, [q for q in questions if q["half"] == half], False)["report"]
+            got[half] = sum(report[k][m] for k in ("current", "as_of") for m in ("ranked_first", "read_first")) / 4
+        print(f"window {window:>2} same {same:.2f} lag {lag:.2f}: tune {got['tune']:.3f} report {got['report']:.3f}",
+              flush=True)
+        results.append((got["tune"], -window, same, -lag, current.DEFAULT))
+    return max(results, key=lambda r: r[:4])[4]
+
+
+def moves(files: list[Path], sample: int = 30, seed: int = 3) -> None:
+    """On LoCoMo conversations (raw memory, one store each): for every question of categories 1-5, the
+    entries the ranking moved ahead of an older one they restate (:func:`current.newer_first`), how
+    often that changed the three entries the extractive answer reads, and a seeded sample of the moved
+    pairs to read: whether the newer line really states the same thing anew."""
+    pairs, questions, changed = [], 0, 0
+    root = Path(tempfile.mkdtemp(prefix="ku-locomo-"))
+    try:
+        for path in files:
+            data = json.loads(path.read_text())
+            with Memory(root / path.stem, create=True) as memory:
+                memory.ingest(path, consolidate=False)
+                upkeep.for_question(memory.settings, memory.store, memory.index, None)
+                for qa in data["qa"]:
+                    questions += 1
+                    tuning, current.DEFAULT = current.DEFAULT, current.Tuning(window=0)
+                    before = evidence_only(memory.store, memory.index, qa["question"], budget=500).order
+                    current.DEFAULT = tuning
+                    found = evidence_only(memory.store, memory.index, qa["question"], budget=500)
+                    library = found.library
+                    moved: list = []
+                    current.newer_first(library, memory.index, before, memory.index.similarities(qa["question"]),
+                                        moves=moved)
+                    changed += before[:3] != found.order[:3]
+                    pairs += [(qa["question"], library.doc(o[0]).entries[o[1]], library.doc(n[0]).entries[n[1]])
+                              for o, n in moved]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"{len(pairs)} entries moved ahead of an older one they restate, in {len({q for q, _, _ in pairs})} "
+          f"of {questions} questions; the first three entries changed in {changed}")
+    for question, older, newer in random.Random(seed).sample(pairs, min(sample, len(pairs))):
+        print(f"- Q: {question}\n    older [{older.time}] {older.meta.get('speaker')}: {older.text[:160]}"
+              f"\n    newer [{newer.time}] {newer.meta.get('speaker')}: {newer.text[:160]}")
+
+
+def locomo(files: list[Path], tunings: list[current.Tuning], budgets=(500, 2000, 4000)) -> None:
+    """All-evidence recall of ``ask --evidence-only`` on LoCoMo conversations (raw memory) under each
+    tuning: the guard the tuning is chosen under (not lower than with the stage off at any budget)."""
+    from memcli.eval.locomo import evaluate
+
+    for tuning in tunings:
+        current.DEFAULT = tuning
+        recall = [evaluate(files, mode="evidence-only", budget=b).summary["all"]["recall_all"] for b in budgets]
+        print(f"window {tuning.window}: recall "
+              + " / ".join(f"{r:.4f}" for r in recall) + f" at {' / '.join(map(str, budgets))} tokens", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("suite", type=Path)
+    parser.add_argument("--half", choices=["tune", "report"])
+    parser.add_argument("--no-answers", action="store_true", help="only the evidence ranking (no model)")
+    parser.add_argument("--grid", action="store_true", help="choose current.Tuning on the tune half (no model)")
+    parser.add_argument("--locomo", type=Path, nargs="+", metavar="FILE",
+                        help="LoCoMo conversations: evidence recall under the grid's tunings (no suite run)")
+    parser.add_argument("--no-recall", action="store_true", help="with --locomo: only the moves")
+    parser.add_argument("--off", action="store_true", help="the newer-first stage off (current.Tuning(window=0))")
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--show", action="store_true", help="print every wrong answer")
+    args = parser.parse_args()
+    if args.off:
+        current.DEFAULT = current.Tuning(window=0)
+    if args.locomo:
+        moves(args.locomo)
+        if not args.no_recall:
+            locomo(args.locomo, [current.Tuning(0), current.DEFAULT])
+        return
+    questions = [json.loads(line) for line in open(args.suite / "questions.jsonl")]
+    root = Path(tempfile.mkdtemp(prefix="ku-"))
+    out = {}
+    try:
+        memories = build(args.suite, root, sorted({q["conv"] for q in questions}))
+        if args.grid:
+            chosen = grid(memories, questions)
+            print(f"chosen on the tune half: {chosen}")
+            return
+        for half in [args.half] if args.half else ["tune", "report"]:
+            got = score(memories, [q for q in questions if q["half"] == half], not args.no_answers)
+            out[half] = got
+            print(f"{half}: {json.dumps(got['report'])}")
+            if args.show:
+                for row in got["rows"]:
+                    if not row.get("right", True) or not row.get("ranked_first", True):
+                        print("  ", row["kind"], row.get("as_of", ""), row["question"], "|", row["answer"], "| got:",
+                              row.get("got"), "| first:", row.get("ranked_first"))
+    finally:
+        for memory in locals().get("memories", {}).values():
+            memory.close()
+        shutil.rmtree(root, ignore_errors=True)
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""Event time: the day a line speaks of, from the relative date in it ("yesterday", "last Friday", "two
+days ago", "next month") read against the time it was said.
+
+Ingest keeps the result in the entry's signature (``when=2023-05-07``; a month ``2023-04``, a year
+``2022``) beside the record time (``time=``, when it was said); the extractive answer to "when" says it
+the way people write dates: a day resolved exactly is its date ("7 May 2023"), a month "April 2023", a
+year "2022", and what stays relative keeps its anchor ("the week before 9 June 2023", "the friday before
+15 July 2023"), since a week or the day of a week named from another day is what the line says.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December")
+_COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
+RELATIVE = re.compile(
+    r"\b(yesterday|today|tonight|this morning|last night|"
+    r"(?:last|next) (?:week(?:end)?|month|year|" + "|".join(WEEKDAYS) + r")|"
+    r"(?:\d+|an?|one|two|three|four|five|six|seven|(?:a )?couple of|(?:a )?few) (?:days?|weeks?|months?|years?) ago)\b",
+    re.I)
+
+
+_MONTH = r"(?:" + "|".join(m[:3] + (r"(?:" + m[3:] + r")?" if len(m) > 3 else "") for m in MONTHS) + r")\.?"
+STATED = re.compile(r"\b(?:\d{4}-\d\d-\d\d|\d{1,2}(?:st|nd|rd|th)? (?:of )?" + _MONTH + r"(?:,? \d{4})?|"
+                    + _MONTH + r" \d{1,2}(?:st|nd|rd|th)?\b(?:,? \d{4})?)", re.I)
+
+
+def stated_date(text: str) -> str | None:
+    """A date the text writes out ("April 18", "18 April 2024", "2024-04-18"), as written, or None."""
+    found = STATED.search(text)
+    return found.group() if found else None
+
+
+@dataclass(frozen=True)
+class EventTime:
+    when: str | None  # for the signature: YYYY-MM-DD, YYYY-MM or YYYY; None for a week (no one day)
+    spoken: str  # for an answer: "7 May 2023", "April 2023", "2022", "the week before 9 June 2023"
+    phrase: str  # the words of the line it was read from
+
+
+def said_day(time: str | None) -> dt.date | None:
+    try:
+        return dt.date.fromisoformat((time or "")[:10])
+    except ValueError:
+        return None
+
+
+def spoken(day: dt.date) -> str:
+    return f"{day.day} {MONTHS[day.month - 1]} {day.year}"
+
+
+def _month(day: dt.date, step: int) -> tuple[int, int]:
+    index = day.year * 12 + day.month - 1 + step
+    return index // 12, index % 12 + 1
+
+
+def event_time(text: str, time: str | None) -> EventTime | None:
+    """The first relative date of ``text`` read against ``time`` (the entry's ISO time), or None when
+    the text holds none or the time is not a date."""
+    day = said_day(time)
+    found = RELATIVE.search(text) if day is not None else None
+    if found is None:
+        return None
+    phrase = found.group(1)
+    said = phrase.lower()
+    if said in ("today", "tonight", "this morning"):
+        return EventTime(day.isoformat(), spoken(day), phrase)
+    if said in ("yesterday", "last night"):
+        back = day - dt.timedelta(days=1)
+        return EventTime(back.isoformat(), spoken(back), phrase)
+    if said.endswith(" ago"):
+        amount, unit = said[:-4].rsplit(" ", 1)
+        if "few" in amount or "couple" in amount:  # no number: said as it was
+            return EventTime(None, f"{said} from {spoken(day)}", phrase)
+        count = int(amount) if amount.isdigit() else _COUNTS.get(amount, 1)
+        unit = unit.rstrip("s")
+        if unit == "day":
+            back = day - dt.timedelta(days=count)
+            return EventTime(back.isoformat(), spoken(back), phrase)
+        if unit == "year":
+            return EventTime(str(day.year - count), str(day.year - count), phrase)
+        if unit == "month":
+            year, month = _month(day, -count)
+            return EventTime(f"{year:04d}-{month:02d}", f"{MONTHS[month - 1]} {year}", phrase)
+        return EventTime(None, f"{said} from {spoken(day)}", phrase)  # weeks: no one day
+    direction, unit = said.split(" ", 1)
+    step = -1 if direction == "last" else 1
+    if unit == "year":
+        return EventTime(str(day.year + step), str(day.year + step), phrase)
+    if unit == "month":
+        year, month = _month(day, step)
+        return EventTime(f"{year:04d}-{month:02d}", f"{MONTHS[month - 1]} {year}", phrase)
+    relation = "before" if step < 0 else "after"
+    if unit in WEEKDAYS:
+        gap = (day.weekday() - WEEKDAYS.index(unit)) % 7 or 7
+        target = day - dt.timedelta(days=gap) if step < 0 else day + dt.timedelta(days=(7 - gap) or 7)
+        return EventTime(target.isoformat(), f"the {unit} {relation} {spoken(day)}", phrase)
+    return EventTime(None, f"the {unit} {relation} {spoken(day)}", phrase)  # a week or a weekend

@@ -1,0 +1,129 @@
+"""Facts that change: the newer line first, answers as of a day (CLI, API; MCP in test_mcp), the day a line
+speaks of, and a superseded entry current again when what replaced it is forgotten."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from memcli import Memory
+from memcli.dates import event_time
+from memcli.retrieve.evidence_reader import evidence_only
+from memcli.store.lines import DocLines
+
+
+def chat(path, turns):
+    """A chat file of one person's turns: (day, text), each with a short reply."""
+    messages = []
+    for day, text in turns:
+        messages.append({"role": "user", "name": "Noor", "timestamp": f"{day}T10:00:00Z", "content": text})
+        messages.append({"role": "assistant", "timestamp": f"{day}T10:01:00Z", "content": "Thanks for telling me."})
+    path.write_text(json.dumps({"messages": messages}))
+    return path
+
+
+@pytest.fixture
+def moved(tmp_path):
+    return chat(tmp_path / "noor.json", [
+        ("2024-01-10", "I live in Utrecht, close to the canal."),
+        ("2024-01-10", "My sister is a pharmacist."),
+        ("2024-02-20", "Work has been hectic this month."),
+        ("2024-03-05", "We moved to Ghent last month, the new flat is lovely."),
+        ("2024-03-06", "I bought a new bike for the commute."),
+    ])
+
+
+def days_shown(result) -> list[str]:
+    """The days the evidence shows ("[2024-01-10 10:00] Noor: ...")."""
+    return [day for e in result.evidence for day in re.findall(r"\[(\d{4}-\d\d-\d\d)", e.text)]
+
+
+def test_the_newer_line_comes_first(store_dir, moved):
+    with Memory(store_dir, create=True) as memory:
+        memory.ingest(moved, consolidate=False)
+        memory.ask("Where does Noor live?", reader="evidence-only")  # the entries' vectors
+        found = evidence_only(memory.store, memory.index, "Where does Noor live?", budget=500)
+        texts = [found.library.doc(doc).entries[line].text for doc, line in found.order]
+        assert texts.index("We moved to Ghent last month, the new flat is lovely.") < \
+            texts.index("I live in Utrecht, close to the canal.")  # by its words alone, Utrecht's ranks first
+
+
+def test_as_of_a_day_answers_what_was_true_then(store_dir, moved, cli):
+    with Memory(store_dir, create=True) as memory:
+        memory.ingest(moved, consolidate=False)
+        then = memory.ask("Where does Noor live?", as_of="2024-02-01")
+        assert "Ghent" not in then.answer and any("Utrecht" in e.text for e in then.evidence)
+        assert days_shown(then) and all(day <= "2024-02-01" for day in days_shown(then))
+    out = cli("ask", "Where does Noor live?", "--as-of", "2024-02-01", "--evidence-only", "--json")
+    assert out.code == 0
+    assert all("Ghent" not in e["text"] for e in json.loads(out.stdout)["evidence"])
+    bad = cli("ask", "Where does Noor live?", "--as-of", "last spring")
+    assert bad.code == 2 and "YYYY-MM-DD" in bad.stderr
+
+
+def test_as_of_reads_superseded_entries_said_by_then():
+    lines = [(10, "# Notes"),
+             (11, "- <seq=1,time=2024-01-10T10:00,speaker=Noor> I live in Utrecht."),
+             (12, "- <seq=2,time=2024-03-05T10:00,speaker=Noor> I'm living in Ghent now."),
+             (13, "## Superseded"),
+             (14, "- <seq=0,time=2023-12-01T10:00,speaker=Noor,superseded_by=1> I live in Delft.")]
+    assert sorted(DocLines("d", lines).entries) == [11, 12]
+    assert sorted(DocLines("d", lines, as_of="2024-02-01").entries) == [11, 14]
+
+
+def test_a_hand_marked_supersession_holds_and_forgetting_the_newer_revives_the_older(store_dir, moved):
+    with Memory(store_dir, create=True) as memory:
+        memory.ingest(moved, consolidate=False)
+        memory.consolidate()
+        def entry_line(path, word):
+            return next((i for i, line in enumerate(path.read_text().splitlines())
+                         if line.startswith("- <") and word in line), None)
+
+        docs = sorted((store_dir / "docs").glob("*.md"))
+        path = next(p for p in docs if entry_line(p, "Utrecht") is not None)
+        ghent = next(p for p in docs if entry_line(p, "Ghent") is not None)
+        by = ghent.read_text().splitlines()[entry_line(ghent, "Ghent")].split("seq=")[1].split(",")[0]
+        lines = path.read_text().splitlines()
+        old = entry_line(path, "Utrecht")
+        moved_line = lines.pop(old).replace(",ref=", f",superseded_by={by},ref=")
+        path.write_text("\n".join([*lines, "## Superseded", moved_line, ""]))  # a person's edit
+
+        found = memory.ask("Where does Noor live?", reader="evidence-only")
+        assert not any("Utrecht" in e.text for e in found.evidence)
+        then = memory.ask("Where does Noor live?", as_of="2024-02-01", reader="evidence-only")
+        assert any("Utrecht" in e.text for e in then.evidence)  # superseded later, current then
+
+        memory.forget([by])
+        docs = sorted((store_dir / "docs").glob("*.md"))
+        assert all(entry_line(p, "Ghent") is None for p in docs)
+        path = next(p for p in docs if entry_line(p, "Utrecht") is not None)  # renamed, perhaps
+        lines = path.read_text().splitlines()
+        utrecht = lines[entry_line(path, "Utrecht")]
+        assert "superseded_by" not in utrecht and "## Superseded" not in lines[:lines.index(utrecht)]
+        found = memory.ask("Where does Noor live?", reader="evidence-only")
+        assert any("Utrecht" in e.text for e in found.evidence)
+
+
+@pytest.mark.parametrize("text, when, spoken", [
+    ("I went there yesterday", "2023-05-24", "24 May 2023"),
+    ("last Friday was fun", "2023-05-19", "the friday before 25 May 2023"),
+    ("that was two days ago", "2023-05-23", "23 May 2023"),
+    ("last year I ran", "2022", "2022"),
+    ("next month we fly", "2023-06", "June 2023"),
+    ("we met 3 months ago", "2023-02", "February 2023"),
+    ("last week was long", None, "the week before 25 May 2023"),
+    ("a few years ago", None, "a few years ago from 25 May 2023"),
+    ("nothing dated here", None, None),
+])
+def test_event_time_reads_a_relative_date_against_the_time_said(text, when, spoken):
+    event = event_time(text, "2023-05-25T13:14")
+    assert (event.when if event else None) == when and (event.spoken if event else None) == spoken
+
+
+def test_ingest_keeps_the_day_a_line_speaks_of(store_dir, moved):
+    with Memory(store_dir, create=True) as memory:
+        memory.ingest(moved, consolidate=False)
+    line = next(x for x in (store_dir / "CURRENT.md").read_text().splitlines() if "Ghent" in x)
+    assert "time=2024-03-05T10:00,when=2024-02," in line
