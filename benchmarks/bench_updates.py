@@ -212,12 +212,11 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--show", action="store_true", help="print every wrong answer")
     args = parser.parse_args()
-    if args.off:
-        current.DEFAULT = current.Tuning(window=0)
+    current.DEFAULT = current.Tuning(window=0) if args.off else current.ON  # the stage is off by default
     if args.locomo:
         moves(args.locomo)
         if not args.no_recall:
-            locomo(args.locomo, [current.Tuning(0), current.DEFAULT])
+            locomo(args.locomo, [current.Tuning(0), current.ON])
         return
     questions = [json.loads(line) for line in open(args.suite / "questions.jsonl")]
     root = Path(tempfile.mkdtemp(prefix="ku-"))

@@ -10,6 +10,7 @@ import pytest
 
 from memcli import Memory
 from memcli.dates import event_time
+from memcli.retrieve import current
 from memcli.retrieve.evidence_reader import evidence_only
 from memcli.store.lines import DocLines
 
@@ -40,7 +41,8 @@ def days_shown(result) -> list[str]:
     return [day for e in result.evidence for day in re.findall(r"\[(\d{4}-\d\d-\d\d)", e.text)]
 
 
-def test_the_newer_line_comes_first(store_dir, moved):
+def test_the_newer_line_comes_first(store_dir, moved, monkeypatch):
+    monkeypatch.setattr(current, "DEFAULT", current.ON)  # off by default (docs/benchmarks.md)
     with Memory(store_dir, create=True) as memory:
         memory.ingest(moved, consolidate=False)
         memory.ask("Where does Noor live?", reader="evidence-only")  # the entries' vectors

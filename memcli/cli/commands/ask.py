@@ -83,8 +83,6 @@ def ask(
     don't know". "I don't know" also when the evidence does not support an
     answer (the person asked about never appears, no line holds the
     question's words, or the model finds no answer likelier than none).
-    When a fact changed (a move, a new job, a meeting day corrected), the
-    evidence readers put the newer line before the older ones it restates;
     --as-of DAY answers from what had been said by the end of that day.
     Exit 1 when no evidence is found or the answer is "I don't know" (the
     evidence is still printed).
