@@ -54,6 +54,13 @@ def spoken(day: dt.date) -> str:
     return f"{day.day} {MONTHS[day.month - 1]} {day.year}"
 
 
+def spoken_date(time: str | None) -> str | None:
+    """``2023-05-07`` (or an ISO time starting so) -> ``7 May 2023``, as people write dates; None when it
+    is not a date."""
+    day = said_day(time)
+    return spoken(day) if day is not None else None
+
+
 def _month(day: dt.date, step: int) -> tuple[int, int]:
     index = day.year * 12 + day.month - 1 + step
     return index // 12, index % 12 + 1

@@ -9,10 +9,9 @@ label, no repeated 4-gram, one sentence.
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 
-from memcli.dates import event_time
+from memcli.dates import MONTHS, WEEKDAYS, event_time, spoken_date
 from memcli.llm.base import CallStats, ChatModel, Completion, ModelError
 from memcli.retrieve.evidence import Evidence
 from memcli.terms import term_set
@@ -31,8 +30,6 @@ _LABEL = re.compile(r"^(?:\[[^\]\n]*\]\s*)?([^\s:\[\]][^:\n\[\]]{0,39}):\s", re.
 _SENTENCE_END = re.compile(r"(?<=[^\s.!?]{4}[.!?])\s+|(?<=\d[.!?])\s+")
 _FRAME = re.compile(r"^[^:\n]{1,60}?:\s+(?=\S)")  # "The answer is: ...", "Answer: ..."
 _ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})(?:[ T]\d{1,2}:\d{2}(?::\d{2})?)?\b")
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
-           "November", "December")
 
 
 def speakers(evidence: list[Evidence]) -> set[str]:
@@ -43,16 +40,6 @@ def speakers(evidence: list[Evidence]) -> set[str]:
 def _words(text: str) -> list[tuple[str, int]]:
     """(normalised word, start offset) pairs."""
     return [(m.group().lower(), m.start()) for m in re.finditer(r"[\w']+", text)]
-
-
-def spoken_date(when: str | None) -> str | None:
-    """``2023-05-07`` (or an ISO time starting so) -> ``7 May 2023``, as people write dates; None when it
-    is not a date."""
-    try:
-        day = dt.date.fromisoformat((when or "")[:10])
-    except ValueError:
-        return None
-    return f"{day.day} {_MONTHS[day.month - 1]} {day.year}"
 
 
 def _spoken_date(match: re.Match) -> str:
@@ -101,8 +88,8 @@ def prompt(question: str, evidence: list[Evidence], keep_evidence: bool = True) 
     return messages, shared
 
 
-_TIME_WORDS = frozenset(term_set(" ".join(_MONTHS) + " monday tuesday wednesday thursday friday saturday sunday "
-                                 "day days week weeks weekend month months year years ago last next"))
+_TIME_WORDS = frozenset(term_set(" ".join(MONTHS + WEEKDAYS)
+                                 + " day days week weeks weekend month months year years ago last next"))
 
 
 def grounded(text: str, evidence: list[Evidence]) -> bool:

@@ -62,8 +62,8 @@ def when(entry: Entry) -> tuple[str, int]:
 
 
 def same_fact(a: Entry, b: Entry, va, vb, threshold: float) -> bool:
-    """Whether ``b`` restates what ``a`` says of the same subject (one speaker, vectors ``va``/``vb``
-    at least ``threshold`` apart in cosine; the vectors are normalized)."""
+    """Whether ``b`` restates what ``a`` says of the same subject (one speaker, and the cosine of their
+    normalized vectors ``va``/``vb`` at least ``threshold``)."""
     speaker = a.meta.get("speaker")
     return bool(speaker) and speaker == b.meta.get("speaker") and float(va @ vb) >= threshold
 

@@ -34,9 +34,9 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from memcli.dates import WEEKDAYS, event_time, stated_date
+from memcli.dates import WEEKDAYS, event_time, spoken_date, stated_date
 from memcli.llm.base import ModelError
-from memcli.retrieve.answer import UNKNOWN, prompt, spoken_date
+from memcli.retrieve.answer import UNKNOWN, prompt
 from memcli.retrieve.evidence import Evidence, assemble, entry_picks
 from memcli.store.format import Entry
 from memcli.store.lines import Library, sentences
