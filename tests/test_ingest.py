@@ -150,7 +150,7 @@ def test_ingest_text_paragraphs_and_stdin(cli, store_dir, tmp_path):
 
 BAD_INPUTS = {
     "invalid.json": (b'{"speaker_a": "A", "session_1": [', "invalid JSON"),
-    "shape.json": (b'{"hello": "world"}', "unknown shape"),
+    "shape.json": (b'{"hello": "world"}', "not a format memcli reads"),
     "notext.json": (json.dumps({"speaker_a": "A", "speaker_b": "B",
                                 "session_1_date_time": "1:56 pm on 8 May, 2023",
                                 "session_1": [{"speaker": "A", "dia_id": "D1:1", "text": "hi"},

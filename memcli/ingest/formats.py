@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from memcli.errors import InputError
-from memcli.ingest import sessions
+from memcli.ingest import agents, sessions
 from memcli.ingest.turns import Parsed, Turn, json_lines, parse_time
 
 MAX_ENTRY_CHARS = 20_000  # the default of ingest.max_entry_chars
@@ -279,6 +279,24 @@ REGISTRY: dict[str, TranscriptFormat] = {fmt.name: fmt for fmt in (
         sessions.sniff_codex, sessions.parse_codex, sessions.identity("codex"),
         legacy_identity=sessions.by_ref("codex"), keeps_going=True, before_extensions=True),
     TranscriptFormat(
+        "gemini", "a Gemini CLI chat (~/.gemini/tmp/*/chats/session-*.json or .jsonl)", (), False,
+        agents.sniff_gemini, agents.parse_gemini, sessions.identity("gemini"), keeps_going=True,
+        before_extensions=True),
+    TranscriptFormat(
+        "gemini-stream", "Gemini CLI output of --output-format stream-json", (), False,
+        agents.sniff_gemini_stream, agents.parse_gemini_stream, sessions.by_ref("gemini-stream"),
+        keeps_going=True, before_extensions=True),
+    TranscriptFormat(
+        "pi", "a pi agent session (~/.pi/agent/sessions/*/*.jsonl) or pi --mode json output", (), False,
+        agents.sniff_pi, agents.parse_pi, sessions.identity("pi"), keeps_going=True, before_extensions=True),
+    TranscriptFormat(
+        "managed-agents", "a Claude Managed Agents session's events (the list's JSON, JSON lines or the stream)",
+        (), False, agents.sniff_managed_agents, agents.parse_managed_agents, sessions.identity("managed-agents"),
+        keeps_going=True, before_extensions=True),
+    TranscriptFormat(
+        "opencode", "an OpenCode session (opencode export)", (), True,
+        agents.sniff_opencode, agents.parse_opencode, sessions.identity("opencode"), keeps_going=True),
+    TranscriptFormat(
         "chatgpt", "a ChatGPT data export's conversations.json", (), True,
         sessions.sniff_chatgpt, sessions.parse_chatgpt, sessions.identity("chatgpt"),
         legacy_identity=sessions.by_ref("chatgpt"), keeps_going=True),
@@ -294,7 +312,8 @@ REGISTRY: dict[str, TranscriptFormat] = {fmt.name: fmt for fmt in (
         lambda turn, base: ["locomo", turn.conv, turn.ref, turn.speaker, turn.text]),
     TranscriptFormat(
         "chat", 'a JSON list of {role, content} or {speaker, text, time} messages, or {"messages": [...]}', (), True,
-        lambda text, data: (isinstance(data, dict) and isinstance(data.get("messages"), list)) or (
+        lambda text, data: (isinstance(data, dict) and isinstance(data.get("messages"), list)
+                            and all(_is_message(m) for m in data["messages"])) or (
             isinstance(data, list) and bool(data) and all(_is_message(m) for m in data)),
         _parse_chat, _message_identity("chat")),
     TranscriptFormat(
@@ -317,7 +336,7 @@ def detect(text: str, name: str) -> tuple[str, object]:
         if fmt.before_extensions and fmt.sniff(text, None):
             return fmt.name, None
     for fmt in REGISTRY.values():
-        if lowered.endswith(fmt.extensions or ("\0",)):
+        if lowered.endswith(fmt.extensions or ("\0",)) and (fmt.sniff(text, None) or fmt.name != "jsonl"):
             return fmt.name, None
     data, error = None, None
     if text.lstrip()[:1] in ("[", "{") or lowered.endswith(".json"):
@@ -331,10 +350,11 @@ def detect(text: str, name: str) -> tuple[str, object]:
     for fmt in REGISTRY.values():
         if (data is not None or not fmt.json_document) and fmt.sniff(text, data):
             return fmt.name, data
-    if error is not None:
+    if error is not None and not lowered.endswith((".jsonl", ".ndjson")):
         raise error
-    raise InputError(name, "unknown shape: expected " + "; ".join(
-        f"{f.description} ({f.name})" for f in REGISTRY.values() if f.json_document) + ", or JSONL", where="top level")
+    raise InputError(name, "not a format memcli reads; it reads " + "; ".join(
+        f"{f.description} ({f.name})" for f in REGISTRY.values()) + " (choose one with --format)",
+                     where="top level")
 
 
 # ---------------------------------------------------------------- entry point
@@ -376,6 +396,8 @@ def parse_input(raw: bytes, source: str, *, fmt: str | None = None, sample: str 
                 continue
             kept += split_turn(turn, max_entry_chars)
         parsed.turns = kept
+    if not parsed.turns and REGISTRY[fmt].keeps_going and not parsed.rejected:
+        return parsed  # a session with no conversation yet (its first records): nothing to add, not bad input
     if not parsed.turns:
         problems = "; ".join(f"{where}: {why}" for where, why in parsed.rejected[:3])
         raise InputError(source, "no turns to ingest" + (f" ({len(parsed.rejected)} records left out: {problems})"

@@ -1,6 +1,6 @@
 """What an agent's harness writes into a session besides the conversation, taken out of each message.
 
-Claude Code, Codex and ChatGPT put their own text into the messages they log as the user's or the
+Claude Code, Codex, ChatGPT and the other agents put their own text into the messages they log as the user's or the
 assistant's: instruction files (``# AGENTS.md instructions for ... <INSTRUCTIONS>...``), context
 blocks (``<environment_context>``, ``<system-reminder>``, ``<user_instructions>``...), slash-command
 wrappers (``<command-name>/review</command-name><command-args>...``), image placeholders and
@@ -9,11 +9,16 @@ citation markers in private-use characters. :func:`clean` keeps the conversation
 * a slash command becomes one short line, the command and its arguments (``/review src``);
 * an instruction-file block goes, from its heading to the end of its ``<INSTRUCTIONS>`` element
   (to the end of the text when there is none);
-* an element whose tag is a harness's kind of name (two or more words joined by ``-`` or ``_``, or
-  ``INSTRUCTIONS``) and that fills its lines (it opens at a line's start and closes at a line's end)
-  goes whole;
-* image placeholders (``[Image #2]``, ``<image ...>``), citation markers and any other private-use
-  character go;
+* elements whose tag is a harness's kind of name (two or more words joined by ``-`` or ``_``, or
+  ``INSTRUCTIONS``) and that together fill their lines (``<bash-stdout></bash-stdout><bash-stderr>
+  </bash-stderr>``) go whole;
+* the texts a harness writes in its own words: Claude Code's "[Request interrupted by user...]"
+  notice and the summary it opens a compacted session with ("This session is being continued
+  from a previous conversation..."), the Codex IDE extension's "# Context from my IDE setup:"
+  block before "## My request for Codex:";
+* image placeholders (``[Image #2]``, ``<image ...>``), citation markers (private-use characters,
+  ChatGPT's file-search ``【4:0†file.pdf†L1-L5】``; a ``【heading】`` without ``†`` is text) and any
+  other private-use character go, and the space a marker leaves before a full stop;
 * nothing inside a fenced code block is touched: code a person pastes is conversation.
 
 The rules name the shapes harnesses write, never words of a conversation; ``--keep-harness`` keeps
@@ -29,10 +34,15 @@ _COMMAND_PART = re.compile(r"<command-(name|message|args)>(.*?)</command-\1>", r
 _INSTRUCTION_FILE = re.compile(r"^[ \t]*#+[ \t]*[\w.-]+\.md instructions for\b.*?(?:</INSTRUCTIONS>[ \t]*$|\Z)",
                                re.S | re.M | re.I)
 _HARNESS_TAG = r"(?:[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)+|INSTRUCTIONS)"
-_ELEMENT = re.compile(rf"^[ \t]*<({_HARNESS_TAG})(?:\s[^>]*)?>.*?</\1>[ \t]*$", re.S | re.M)
+_ELEMENT = re.compile(rf"^[ \t]*(?:<({_HARNESS_TAG})(?:\s[^>]*)?>.*?</\1>[ \t]*)+$", re.S | re.M)
 _EMPTY_ELEMENT = re.compile(rf"^[ \t]*<{_HARNESS_TAG}(?:\s[^>]*)?/>[ \t]*$", re.M)
 _IMAGE = re.compile(r"\[Image #\d+\]|</?image\b[^>]*>", re.I)
 _CITATION = re.compile("\ue200[^\ue201]{0,200}\ue201")
+_FILE_CITATION = re.compile("\u3010[^\u3010\u3011\n]{0,200}\u2020[^\u3010\u3011\n]{0,300}\u3011")  # 【4:0†a.pdf†L1-L5】
+_IDE_CONTEXT = re.compile(r"^# Context from my IDE setup:[ \t]*\n.*?^## My request for Codex:[ \t]*\n?", re.S | re.M)
+_NOTICE = re.compile(r"^[ \t]*\[Request interrupted by user[^\]\n]{0,40}\][ \t]*$", re.M)
+_CONTINUED = re.compile(r"\AThis session is being continued from a previous conversation that ran out of context\..*",
+                        re.S)
 _PRIVATE_USE = re.compile("[\ue000-\uf8ff]")
 
 
@@ -53,12 +63,14 @@ def clean(text: str) -> str:
 def _clean_prose(text: str) -> str:
     if "<command-name>" in text:
         text = _slash_command(text)
+    text = _CONTINUED.sub("", _NOTICE.sub("", _IDE_CONTEXT.sub("", text)))
     text = _INSTRUCTION_FILE.sub("", text)
     text = _ELEMENT.sub("", text)
     text = _EMPTY_ELEMENT.sub("", text)
-    marked = _PRIVATE_USE.sub("", _CITATION.sub("", _IMAGE.sub("", text)))
-    if marked != text:  # a marker taken out of a sentence leaves one space, not two
+    marked = _PRIVATE_USE.sub("", _FILE_CITATION.sub("", _CITATION.sub("", _IMAGE.sub("", text))))
+    if marked != text:  # a marker taken out of a sentence leaves one space, not two, and none before a stop
         marked = re.sub(r"(?<=\S)[ \t]{2,}(?=\S)", " ", marked)
+        marked = re.sub(r"(?<=\S)[ \t]+(?=[.,;:!?](?:\s|$))", "", marked)
     return marked
 
 

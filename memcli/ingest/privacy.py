@@ -133,7 +133,13 @@ def _findings(text: str, scan, entropy) -> list[tuple[int, int, str]]:
         if "://" in text[match.start():match.end() + 3] or not re.search(r"\d", token) \
                 or not re.search(r"[A-Za-z]", token):
             continue
-        if entropy.calculate_shannon_entropy(token) > entropy.entropy_limit:
+        if token.startswith(("/", "~/", "./", "../")):  # a file's path: each of its names is measured
+            at = match.start()
+            for name in token.split("/"):
+                if len(name) >= 20 and entropy.calculate_shannon_entropy(name) > entropy.entropy_limit:
+                    spans.append((at, at + len(name), _ENTROPY))
+                at += len(name) + 1
+        elif entropy.calculate_shannon_entropy(token) > entropy.entropy_limit:
             spans.append((match.start(), match.start() + len(token), _ENTROPY))
     merged: list[list] = []
     for start, end, kind in sorted(spans):

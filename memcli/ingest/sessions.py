@@ -1,5 +1,5 @@
 """Transcripts that agents and chat apps write: Claude Code and Codex CLI sessions (JSONL), ChatGPT
-and Claude.ai data exports (``conversations.json``).
+and Claude.ai data exports (``conversations.json``); the other agents' are in :mod:`memcli.ingest.agents`.
 
 What becomes a memory: the user's and the assistant's text. Tool calls, tool results, reasoning,
 system and developer messages and ChatGPT messages addressed to a tool are skipped and counted as
@@ -122,7 +122,7 @@ def parse_claude_code(text, data, source, *, default_time, conv=None, keep_harne
         kind = rec.get("type")
         message = rec.get("message")
         if kind not in ("user", "assistant") or not isinstance(message, dict) or rec.get("isSidechain") \
-                or rec.get("isMeta"):
+                or rec.get("isMeta") or rec.get("isCompactSummary"):  # the summary a compaction wrote
             ignored += 1
             continue
         body = _text_parts(message.get("content"), ("text",), keep_harness)

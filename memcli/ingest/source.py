@@ -12,7 +12,7 @@ from typing import IO
 from memcli.errors import InputError
 
 MAX_INPUT_BYTES = 64 * 1024 * 1024  # the default of ingest.max_bytes
-JSON_LINES = ("claude-code", "codex", "jsonl")  # formats of one record a line, read record by record when large
+JSON_LINES = ("claude-code", "codex", "pi", "gemini-stream", "managed-agents", "jsonl")  # formats of one record a line, read record by record when large
 
 
 @dataclass

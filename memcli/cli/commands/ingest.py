@@ -44,11 +44,13 @@ def ingest(
     chat messages (a JSON list of {role, content} or {speaker, text, time}
     messages, {"messages": [...]}, or JSONL), plain text or Markdown (one
     entry per paragraph), and agent
-    sessions: Claude Code, Codex, ChatGPT and Claude.ai exports, without the
-    text their harness adds (unless --keep-harness). Turns already ingested
-    are skipped. <private>...</private> spans are dropped and secrets (keys,
-    tokens, passwords) stored as [redacted:TYPE]. Bad input changes nothing
-    and exits with code 4.
+    sessions: Claude Code, Codex, Gemini CLI, pi, Claude Managed Agents and
+    OpenCode, and ChatGPT and Claude.ai exports, without the text their
+    harness adds (unless --keep-harness). Turns already ingested are skipped;
+    a session with no conversation yet writes nothing and exits 0.
+    <private>...</private> spans are dropped and secrets (keys, tokens,
+    passwords) stored as \\[redacted:TYPE]. Bad input, or a file in no
+    format memcli reads, changes nothing and exits with code 4.
 
     When CURRENT then reaches consolidate.threshold_tokens (5000) or its oldest
     entry was added more than consolidate.threshold_age seconds ago, it is
@@ -73,6 +75,10 @@ def ingest(
 @register(IngestResult)
 def _render(result: IngestResult, out: Output) -> None:
     if out.quiet:  # a report of what was written: -q says nothing, the exit code does (--json has it all)
+        return
+    if not result.turns:
+        out.write(f"{result.source}: no conversation in it yet ({result.ignored} records of other kinds); "
+                  "nothing written")
         return
     if result.added:
         out.write(f"{result.source}: added {result.added} entries (seq {result.first_seq}-"
