@@ -83,6 +83,9 @@ SETTINGS: tuple[Setting, ...] = (
             "how ask answers: extract (a span of the evidence, scored by the model), generate (the model "
             "writes it; an answer not grounded in the evidence becomes I don't know), or auto (generate "
             "with a capable model or one of 1B parameters or more, else extract)"),
+    Setting("mcp.ask_seconds", "MEMCLI_MCP_ASK_SECONDS", 20.0,
+            "time limit (seconds) of the MCP ask tool's model work; past it, the tool returns the evidence "
+            "with a note (hosts time tool calls out after 60 s by default)"),
     Setting("ask.max_rounds", "MEMCLI_ASK_MAX_ROUNDS", 7, "tool-calling rounds of ask's agentic reader"),
     Setting("ask.kv", "MEMCLI_ASK_KV", True,
             "ask keeps its shared prompt prefixes (instructions, catalog, evidence) as KV blocks (local model)"),

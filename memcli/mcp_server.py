@@ -19,7 +19,8 @@ from pydantic import Field
 
 from memcli import __version__
 from memcli.errors import MemcliError, NotFound, UsageError
-from memcli.llm import priority
+from memcli.llm import deadline, priority
+from memcli.mcp_start import HANDOFF
 from memcli.memory import Memory
 from memcli.paths import store_cache_dir
 
@@ -152,8 +153,17 @@ class MemoryTools:
     ) -> dict[str, Any]:
         """Answer a question with memcli's own reader and model (slower than memory_search; the answer is
         only as good as the model memcli is configured with). Returns the answer and its citations."""
-        with priority.busy():
-            found = self.memory.ask(question, kv_compose=kv_compose, as_of=as_of)
+        limit = self.memory.settings.mcp_ask_seconds
+        try:
+            with priority.busy(), deadline.within(limit if limit and limit > 0 else None):
+                found = self.memory.ask(question, kv_compose=kv_compose, as_of=as_of)
+        except deadline.DeadlineExceeded:  # the host would time the call out: the evidence, said so
+            found = self.memory.ask(question, reader="evidence-only", as_of=as_of)
+            return {"question": question, "answer": None, "reader": found.mode,
+                    "note": f"no answer within {limit:g} s (mcp.ask_seconds): the evidence is here; read it, "
+                            "or call memory_search and read for more",
+                    "evidence": [{"citation": e.citation, "text": e.text} for e in found.evidence],
+                    "read": [e.citation for e in found.read], "citations": [e.citation for e in found.evidence]}
         out = {"question": question, "answer": found.answer, "reader": found.mode,
                "read": [e.citation for e in found.read], "citations": [e.citation for e in found.evidence]}
         if kv_compose:
@@ -287,4 +297,18 @@ def serve(memory: Memory, *, read_only: bool = False, with_ask: bool = True) -> 
     hold background consolidations back between calls."""
     server = build_server(memory, read_only=read_only, with_ask=with_ask)
     with priority.idle():
-        server.run("stdio")
+        if not HANDOFF:
+            server.run("stdio")
+            return
+        import anyio
+        from mcp.server.stdio import stdio_server
+
+        handoff = HANDOFF.pop()
+
+        async def run() -> None:  # the wire memcli.mcp_start read the first request from (and may have answered)
+            async with stdio_server(anyio.wrap_file(handoff.reader()), anyio.wrap_file(handoff.writer())) as (
+                    read, write):
+                low = server._lowlevel_server
+                await low.run(read, write, low.create_initialization_options())
+
+        anyio.run(run)

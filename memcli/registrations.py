@@ -1,6 +1,16 @@
 """memcli in the agents people use: the file that registers the MCP server (and Claude Code's hooks,
-:mod:`memcli.hooks`) with each, naming this Python and the store by absolute path, so it works from
-any directory and any PATH.
+:mod:`memcli.hooks`) with each.
+
+Two kinds of file. A store of the user's own (``--store``, ``$MEMCLI_STORE``, the XDG store) is
+named by absolute path, with this Python as the command, so the file works from any directory and
+any PATH: it belongs in the user's own configuration. A project's store (the ``.memcli/`` that
+``memcli init`` made, found from the directory the command runs in) is registered portably: the
+command is ``memcli`` on PATH and the store is the project's, found from the directory the host
+starts the server in (the project's, or named through the host's workspace variable where it has
+one), so the file can be committed and works on every clone.
+
+Where a host has timeout settings, the file sets them: long enough for the server's first start
+and for ``ask`` (whose model work stops at ``mcp.ask_seconds``, 20 s by default).
 """
 
 from __future__ import annotations
@@ -13,6 +23,10 @@ from pathlib import Path
 
 AGENTS = ("claude-code", "claude-code-hooks", "cursor", "vscode", "claude-desktop", "gemini", "opencode", "codex")
 HOOK_TIMEOUTS = {"SessionStart": 15, "PreCompact": 10, "SessionEnd": 10}  # seconds Claude Code waits at most
+STARTUP_SECONDS = 30  # a host's limit on the server's start (Codex: startup_timeout_sec, default 10)
+TOOL_SECONDS = 60  # a host's limit on one tool call (Codex tool_timeout_sec, Gemini timeout; past ask's 20 s)
+PORTABLE = ("claude-code", "claude-code-hooks", "cursor", "vscode", "gemini", "opencode")  # files kept in a project
+WORKSPACE = {"cursor": "${workspaceFolder}", "vscode": "${workspaceFolder}"}  # the project, as the host names it
 
 
 @dataclass(frozen=True)
@@ -27,23 +41,46 @@ class Registration:
     data: dict
 
 
-def server_command(store: Path, read_only: bool = False) -> list[str]:
-    """The command an agent runs to start the server: this interpreter, so no PATH is needed."""
-    return [sys.executable, "-m", "memcli", "--store", str(store), "mcp", *(["--read-only"] if read_only else [])]
+def server_command(store: Path | None, read_only: bool = False, *, portable: str | None = None) -> list[str]:
+    """The command an agent runs to start the server: this interpreter on ``store`` (no PATH needed),
+    or with ``portable`` (the project's folder as the host names it, '' for its working directory)
+    ``memcli`` on PATH on the project's own ``.memcli/``."""
+    flags = ["--read-only"] if read_only else []
+    if portable is not None:
+        return ["memcli", *(["--store", f"{portable}/.memcli"] if portable else []), "mcp", *flags]
+    return [sys.executable, "-m", "memcli", "--store", str(store), "mcp", *flags]
 
 
-def hook_command(store: Path | None) -> str:
+def hook_command(store: Path | None, *, portable: bool = False) -> str:
     """The hook's command: on ``store``, or (None) on the store of each session's project."""
-    return shlex.join([sys.executable, "-m", "memcli", *(["--store", str(store)] if store else []), "hook",
-                       "claude-code"])
+    python = ["memcli"] if portable else [sys.executable, "-m", "memcli"]
+    return shlex.join([*python, *(["--store", str(store)] if store else []), "hook", "claude-code"])
 
 
-def registration(agent: str, store: Path, *, read_only: bool = False, pinned: bool = True) -> Registration:
+def toml_string(value: str) -> str:
+    """``value`` as a TOML basic string, for any text (characters outside the BMP as themselves;
+    quotes, backslashes and control characters escaped)."""
+    out = []
+    for char in value:
+        if char in ('"', "\\"):
+            out.append("\\" + char)
+        elif char < " " or char == "\x7f":
+            out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(char, f"\\u{ord(char):04X}"))
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
+
+
+def registration(agent: str, store: Path, *, read_only: bool = False, pinned: bool = True,
+                 project: bool = False) -> Registration:
     """What registers memcli's MCP server (on ``store``) with ``agent``, ready to save as the host's file.
     ``pinned``: the store was named (--store, $MEMCLI_STORE), so hooks use it too; otherwise each
-    session goes to the store of its project (:func:`memcli.hooks.hook_store`)."""
-    command, *args = server_command(store, read_only)
+    session goes to the store of its project (:func:`memcli.hooks.hook_store`). ``project``: ``store``
+    is the project's ``.memcli/``, so a file kept in the project is written to work on every clone."""
+    portable = project and not pinned and agent in PORTABLE
+    command, *args = server_command(store, read_only, portable=WORKSPACE.get(agent, "") if portable else None)
     stdio = {"command": command, "args": args}
+    kept = ("; memcli on PATH, the project's .memcli/ store: commit it" if portable else "")
     if agent in ("claude-code", "cursor", "claude-desktop", "gemini"):
         where = {
             "claude-code": f".mcp.json in the project (or run: claude mcp add --scope user memcli -- "
@@ -52,29 +89,30 @@ def registration(agent: str, store: Path, *, read_only: bool = False, pinned: bo
             "claude-desktop": "claude_desktop_config.json (Settings > Developer > Edit Config; macOS: "
                               "~/Library/Application Support/Claude/, Windows: %APPDATA%\\Claude\\)",
             "gemini": ".gemini/settings.json in the project (or ~/.gemini/settings.json); merge with what is there",
-        }[agent]
-        data = {"mcpServers": {"memcli": stdio}}
+        }[agent] + kept
+        server = {**stdio, "timeout": TOOL_SECONDS * 1000} if agent == "gemini" else stdio  # milliseconds
+        data = {"mcpServers": {"memcli": server}}
     elif agent == "claude-code-hooks":
-        where = ".claude/settings.json in the project (or ~/.claude/settings.json); merge with what is there"
-        command = hook_command(store if pinned else None)
+        where = ".claude/settings.json in the project (or ~/.claude/settings.json); merge with what is there" + kept
+        command = hook_command(store if pinned else None, portable=portable)
         data = {"hooks": {event: [{"hooks": [{"type": "command", "command": command, "timeout": limit}]}]
                           for event, limit in HOOK_TIMEOUTS.items()}}
     elif agent == "vscode":
-        where = ".vscode/mcp.json in the workspace"
+        where = ".vscode/mcp.json in the workspace" + kept
         data = {"servers": {"memcli": {"type": "stdio", **stdio}}}
     elif agent == "opencode":
-        where = "opencode.json in the project (or ~/.config/opencode/opencode.json); merge with what is there"
+        where = "opencode.json in the project (or ~/.config/opencode/opencode.json); merge with what is there" + kept
         data = {"$schema": "https://opencode.ai/config.json",
-                "mcp": {"memcli": {"type": "local", "command": [command, *args], "enabled": True}}}
+                "mcp": {"memcli": {"type": "local", "command": [command, *args], "enabled": True,
+                                   "timeout": STARTUP_SECONDS * 1000}}}  # its limit on listing the tools (ms)
     elif agent == "codex":
         where = "~/.codex/config.toml (append)"
-        data = {"mcp_servers": {"memcli": stdio}}
-
-        def toml(value: str) -> str:
-            return json.dumps(value)  # a JSON string is a valid TOML basic string
-
-        return Registration(agent, where, f"[mcp_servers.memcli]\ncommand = {toml(command)}\n"
-                                          f"args = [{', '.join(map(toml, args))}]\n", data)
+        server = {**stdio, "startup_timeout_sec": STARTUP_SECONDS, "tool_timeout_sec": TOOL_SECONDS}
+        data = {"mcp_servers": {"memcli": server}}
+        return Registration(agent, where, f"[mcp_servers.memcli]\ncommand = {toml_string(command)}\n"
+                                          f"args = [{', '.join(map(toml_string, args))}]\n"
+                                          f"startup_timeout_sec = {STARTUP_SECONDS}\n"
+                                          f"tool_timeout_sec = {TOOL_SECONDS}\n", data)
     else:
         raise ValueError(agent)
-    return Registration(agent, where, json.dumps(data, indent=2) + "\n", data)
+    return Registration(agent, where, json.dumps(data, indent=2, ensure_ascii=False) + "\n", data)

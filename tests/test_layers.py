@@ -16,7 +16,7 @@ LAYERS = [
     ("models", {"llm/"}),
     ("pipelines", {"ingest/", "retrieve/", "consolidate/", "kv/", "forget", "share/"}),
     ("application", {"memory", "reports", "chat", "doctor", "eval/"}),
-    ("faces", {"cli/", "mcp_server", "hooks", "registrations", "__main__"}),
+    ("faces", {"cli/", "mcp_server", "mcp_start", "hooks", "registrations", "__main__"}),
 ]
 LEVEL = {room: level for level, (_, rooms) in enumerate(LAYERS) for room in rooms}
 

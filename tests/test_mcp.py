@@ -306,3 +306,40 @@ def test_memory_search_returns_evidence_best_first_with_its_rank(store):
             assert "Open Door" in found["evidence"][0]["text"] or "agency" in found["evidence"][0]["text"].lower()
 
     anyio.run(main)
+
+
+def test_a_second_start_answers_initialize_from_the_cache_and_serves_as_before(store, tmp_path):
+    """memcli.mcp_start: the SDK's answer to initialize, kept after the first start, is sent by the next
+    start before the SDK loads; the server then serves as always (the answer is not sent twice)."""
+    cache = tmp_path / "xdg-cache" / "memcli" / "mcp-initialize.json"  # conftest's XDG_CACHE_HOME
+    seen = []
+
+    async def main():
+        async with session(store) as client:
+            seen.append((client.protocol_version, client.server_info.name, client.instructions,
+                         client.server_capabilities.model_dump()))
+            found = data(await client.call_tool("memory_search", {"question": "Which agency did Caroline choose?"}))
+            seen.append(bool(found["evidence"]))
+            assert data(await client.call_tool("status", {}))
+
+    anyio.run(main)
+    kept = json.loads(cache.read_text())
+    assert len(kept) == 1 and "instructions" in next(iter(kept.values()))
+    cache.write_text(json.dumps({key: {**value, "instructions": "FROM THE CACHE"} for key, value in kept.items()}))
+    anyio.run(main)  # the cached answer (marked) is the one the client got, and the server works behind it
+    first, second = seen[0], seen[2]
+    assert seen[1] and seen[3]
+    assert second[2] == "FROM THE CACHE" and first[2] != second[2] and first[:2] == second[:2] and first[3] == second[3]
+
+
+def test_ask_past_its_time_limit_returns_the_evidence_with_a_note(store, monkeypatch):
+    monkeypatch.setenv("MEMCLI_MCP_ASK_SECONDS", "0.001")
+
+    async def main():
+        async with session(store) as client:
+            done = data(await client.call_tool("ask", {"question": "Which agency did Caroline choose?"}))
+            assert done["answer"] is None and "mcp.ask_seconds" in done["note"]
+            assert done["evidence"] and all(e["citation"] in done["citations"] for e in done["evidence"])
+            assert data(await client.call_tool("memory_search", {"question": "adoption"}))["evidence"]
+
+    anyio.run(main)

@@ -3,8 +3,11 @@ Claude.ai conversations.json (sample files written for these tests, in tests/sam
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -177,12 +180,13 @@ def test_print_config_is_a_file_the_host_reads_as_it_is(cli, store_dir, agent):
     config = tomllib.loads(done.stdout) if agent == "codex" else json.loads(done.stdout)  # nothing else around it
     server = {"command": sys.executable, "args": ["-m", "memcli", "--store", str(store_dir), "mcp"]}
     expected = {"claude-code": {"mcpServers": {"memcli": server}}, "cursor": {"mcpServers": {"memcli": server}},
-                "claude-desktop": {"mcpServers": {"memcli": server}}, "gemini": {"mcpServers": {"memcli": server}},
+                "claude-desktop": {"mcpServers": {"memcli": server}},
+                "gemini": {"mcpServers": {"memcli": {**server, "timeout": 60000}}},
                 "vscode": {"servers": {"memcli": {"type": "stdio", **server}}},
-                "codex": {"mcp_servers": {"memcli": server}}}
+                "codex": {"mcp_servers": {"memcli": {**server, "startup_timeout_sec": 30, "tool_timeout_sec": 60}}}}
     if agent == "opencode":
         assert config["mcp"]["memcli"] == {"type": "local", "command": [server["command"], *server["args"]],
-                                           "enabled": True}
+                                           "enabled": True, "timeout": 30000}
     elif agent == "claude-code-hooks":
         hooks = config["hooks"]
         assert set(hooks) == {"SessionStart", "PreCompact", "SessionEnd"}
@@ -195,6 +199,32 @@ def test_print_config_is_a_file_the_host_reads_as_it_is(cli, store_dir, agent):
     assert as_json.code == 0 and as_json.json["config"] == config and as_json.json["where"]
     assert not store_dir.exists()  # printing a configuration creates nothing
     assert cli("mcp", "--print-config", "emacs").code == 2
+
+
+def test_a_project_store_is_registered_portably_and_codex_toml_holds_any_path(tmp_path):
+    """A file kept in the project names no absolute path (it works on every clone); TOML is valid for a
+    store whose path has a character outside the Basic Multilingual Plane, a quote and a backslash."""
+    import tomllib
+
+    project = tmp_path / "proj"
+    project.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMCLI_STORE")}
+    run = functools.partial(subprocess.run, capture_output=True, text=True, cwd=project, env=env)
+    assert run([sys.executable, "-m", "memcli", "init"]).returncode == 0
+    for agent in ("claude-code", "claude-code-hooks", "cursor", "vscode", "gemini", "opencode"):
+        done = run([sys.executable, "-m", "memcli", "mcp", "--print-config", agent])
+        assert done.returncode == 0, done.stderr
+        assert str(tmp_path) not in done.stdout and sys.executable not in done.stdout and "commit it" in done.stderr
+        config = json.loads(done.stdout)
+        if agent in ("cursor", "vscode"):
+            assert config[{"cursor": "mcpServers", "vscode": "servers"}[agent]]["memcli"]["args"] == [
+                "--store", "${workspaceFolder}/.memcli", "mcp"]
+    served = run([sys.executable, "-m", "memcli", "mcp", "--print-config", "claude-code"])
+    assert json.loads(served.stdout)["mcpServers"]["memcli"] == {"command": "memcli", "args": ["mcp"]}
+    odd = tmp_path / 'st\u00f6re "\U0001f600" \\ x'
+    done = run([sys.executable, "-m", "memcli", "--store", str(odd), "mcp", "--print-config", "codex"])
+    assert done.returncode == 0
+    assert tomllib.loads(done.stdout)["mcp_servers"]["memcli"]["args"][3] == str(odd)
 
 
 def _event(name: str, cwd, transcript=None) -> bytes:

@@ -52,6 +52,11 @@ def _main(argv: list[str] | None) -> None:
         import io
 
         sys.stdin = io.StringIO(raw)  # the full command reads the same event
+    if not sys.stdin.isatty():
+        from memcli.mcp_start import begin, serves
+
+        if serves(argv):  # fast path: the host's initialize answered before the SDK and the store load
+            begin(argv)
     sys.exit(run(argv))
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memcli.errors import ConfigError
-from memcli.llm import priority
+from memcli.llm import deadline, priority
 from memcli.llm.probes import AttentionProbes, as_float
 
 PENALTY_LAST_N = 64  # tokens the repeat penalty looks back over (llama-cpp-python's default)
@@ -409,6 +409,7 @@ class LlamaRuntime(AttentionProbes, _Freed):
         for offset in range(0, len(tokens), size):
             chunk = tokens[offset: offset + size]
             priority.wait_turn()
+            deadline.check()
             batch.n_tokens = len(chunk)
             for i, token in enumerate(chunk):
                 batch.token[i] = token
@@ -464,6 +465,7 @@ class LlamaRuntime(AttentionProbes, _Freed):
             if len(tokens) > self.n_batch or at + len(tokens) > self.n_ctx:
                 raise ValueError(f"a continuation of {len(tokens)} tokens does not fit one batch after the prompt")
             priority.wait_turn()
+            deadline.check()
             batch.n_tokens = len(tokens)
             for i, token in enumerate(tokens):
                 batch.token[i] = token

@@ -42,7 +42,8 @@ def mcp(
             raise UsageError(f"unknown agent {print_config!r} (agents: {', '.join(AGENTS)})")
         chosen = resolve_store(state(ctx).store)
         found = registration(print_config, chosen.path, read_only=read_only,
-                             pinned=chosen.source in ("--store", "$MEMCLI_STORE"))
+                             pinned=chosen.source in ("--store", "$MEMCLI_STORE"),
+                             project=chosen.source.startswith("nearest "))
         out = output(ctx, json, quiet, verbose)
         if out.json:
             typer.echo(jsonlib.dumps({"agent": found.agent, "where": found.where, "config": found.data}))
