@@ -18,23 +18,14 @@ each turn is tagged ``project=<root>`` (the nearest folder above ``cwd`` holding
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
+from memcli import hook_start
 from memcli.errors import InputError
-from memcli.joblock import detach
-from memcli.paths import (
-    PROJECT_STORE_DIRNAME,
-    Resolved,
-    find_project_store,
-    resolve_cache_dir,
-    resolve_store,
-    user_store,
-)
+from memcli.hook_start import LOG, SAVE_EVENTS  # noqa: F401  (the hook's own names, said once)
+from memcli.paths import Resolved
 
-SAVE_EVENTS = ("SessionEnd", "PreCompact", "Stop")
 DIGEST_BUDGET = 600  # tokens of evidence a session start gets
-LOG = "hooks.log"  # the detached ingests' output, in the cache folder
 
 
 def read_hook_event(raw: str) -> dict:
@@ -53,15 +44,9 @@ def read_hook_event(raw: str) -> dict:
 def _usable(path: str, field: str) -> Path:
     """A path from the event, checked: one the file system can take (no lone surrogate, no NUL,
     not longer than a path may be)."""
-    try:
-        encoded = os.fsencode(path)
-    except UnicodeError:
-        raise InputError("<hook stdin>", "not a usable path (it holds a lone surrogate)", where=field) from None
-    if b"\x00" in encoded:
-        raise InputError("<hook stdin>", "not a usable path (it holds a NUL byte)", where=field)
-    if len(encoded) > 4096 or any(len(part) > 255 for part in encoded.split(b"/")):
-        raise InputError("<hook stdin>", f"not a usable path ({len(encoded):,} bytes; too long for a file name)",
-                         where=field)
+    why = hook_start.usable(path)
+    if why:
+        raise InputError("<hook stdin>", why, where=field)
     return Path(path).expanduser()
 
 
@@ -72,36 +57,12 @@ def event_cwd(event: dict) -> Path | None:
     return _usable(cwd, "cwd")
 
 
-def project_root(cwd: Path) -> Path:
-    """The project a working directory belongs to: the nearest folder holding ``.git``, else itself."""
-    here = cwd.resolve()
-    for folder in (here, *here.parents):
-        if (folder / ".git").exists():
-            return folder
-    return here
-
-
 def hook_store(event: dict, flag: str | None) -> tuple[Resolved, str | None]:
     """The store an event's session goes to, and the project tag its turns carry there (None in a
-    project store, where everything is the project's)."""
+    project store, where everything is the project's): :func:`memcli.hook_start.store_for`."""
     cwd = event_cwd(event)
-    if flag or os.environ.get("MEMCLI_STORE") or cwd is None:
-        chosen = resolve_store(flag)
-    elif (found := find_project_store(cwd) if cwd.is_dir() else None) is not None:
-        chosen = Resolved(found, f"nearest {PROJECT_STORE_DIRNAME}/ above the session's cwd")
-    else:
-        chosen = user_store()
-    if cwd is None or (chosen.path.name == PROJECT_STORE_DIRNAME and _inside(cwd, chosen.path.parent)):
-        return chosen, None  # a project store: everything in it is the project's
-    return chosen, str(project_root(cwd))
-
-
-def _inside(path: Path, folder: Path) -> bool:
-    try:
-        path.resolve().relative_to(folder.resolve())
-        return True
-    except ValueError:
-        return False
+    path, why, project = hook_start.store_for(str(cwd) if cwd is not None else None, flag)
+    return Resolved(Path(path), why), project
 
 
 def transcript(event: dict) -> Path:
@@ -114,13 +75,7 @@ def transcript(event: dict) -> Path:
 
 def start_saving(event: dict, store: Path, project: str | None) -> dict:
     """Ingest the event's transcript in a detached process; returns at once ``{event, action, pid, log}``."""
-    path = transcript(event)
-    log_dir = resolve_cache_dir().path
-    log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    pid = detach(["--store", str(store), "ingest", str(path), "--format", "claude-code", "--json",
-                  *(["--project", project] if project else [])], log_dir / LOG)
-    return {"event": event["hook_event_name"], "action": "saving", "store": str(store), "project": project,
-            "pid": pid, "log": str(log_dir / LOG)}
+    return hook_start.start_saving(event["hook_event_name"], str(transcript(event)), str(store), project)
 
 
 def save(memory, event: dict, project: str | None) -> dict:
@@ -147,27 +102,3 @@ def digest(memory, event: dict, project: str | None) -> dict:
              "memory_search tool):"]
     lines += [f"{e.citation}\n{e.text}" for e in sorted(evidence, key=lambda e: e.rank or 0)]
     return {"event": name, "action": "digest", "digest": "\n".join(lines)}
-
-
-def quick(argv: list[str], raw: str) -> int | None:
-    """The hook's fast path, before the CLI is even imported: a well-formed save event is handed to a
-    detached ingest and answered at once. None: not such an event (the full command handles it,
-    errors included)."""
-    args = list(argv)
-    flag = None
-    if args[:1] == ["--store"] and len(args) >= 2:
-        flag, args = args[1], args[2:]
-    if args[:2] != ["hook", "claude-code"] or any(a not in ("--json", "-q", "--quiet") for a in args[2:]):
-        return None
-    try:
-        event = read_hook_event(raw)
-        if event["hook_event_name"] not in SAVE_EVENTS:
-            return None
-        transcript(event)
-        store, project = hook_store(event, flag)
-        done = start_saving(event, store.path, project)
-    except (InputError, OSError, ValueError):
-        return None  # said properly by the full command
-    if "--json" in args:
-        print(json.dumps(done, ensure_ascii=False))
-    return 0

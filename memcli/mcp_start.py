@@ -19,6 +19,8 @@ import importlib.util
 import json
 import os
 
+from memcli import where
+
 CACHE_FILE = "mcp-initialize.json"
 HANDSHAKES = ("initialize", "server/discover")  # the first request: up to protocol 2025-11-25, and from 2026-07-28
 _FLAGS = ("--read-only", "--ask", "--no-ask", "-q", "--quiet", "-v", "--verbose")
@@ -53,14 +55,6 @@ def serves(argv: list[str]) -> bool:
     """Whether ``argv`` starts the server (``[--store S] mcp [flags]``, not ``--print-config``)."""
     args = argv[2:] if argv[:1] == ["--store"] else argv
     return bool(args) and args[0] == "mcp" and all(a in _FLAGS for a in args[1:])
-
-
-def _cache_dir() -> str:
-    env = os.environ.get("MEMCLI_CACHE")
-    if env:
-        return os.path.abspath(os.path.expanduser(env))
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "memcli")
 
 
 def _key(argv: list[str], request: dict) -> str | None:
@@ -105,7 +99,7 @@ def begin(argv: list[str]) -> None:
     if isinstance(request, dict) and request.get("method") in HANDSHAKES and "id" in request:
         try:
             key = _key(argv, request)
-            cache = os.path.join(_cache_dir(), CACHE_FILE)
+            cache = os.path.join(where.cache()[0], CACHE_FILE)
             with open(cache, encoding="utf-8") as handle:
                 result = json.load(handle).get(key) if key else None
         except (OSError, ValueError, AttributeError):

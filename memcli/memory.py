@@ -398,6 +398,8 @@ class Memory:
         replaced since then current again (the evidence readers).
         """
         cfg = self.settings
+        if not isinstance(question, str) or not question.strip():  # said before any model or index loads
+            raise UsageError("the question is empty")
         if kv_compose and (where or recent or as_of):
             raise UsageError("--where keeps to entries of the evidence readers, not --kv-compose")
         if kv_compose:

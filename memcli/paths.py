@@ -15,9 +15,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from memcli import where
 from memcli.results import Result
-
-PROJECT_STORE_DIRNAME = ".memcli"
+from memcli.where import PROJECT_STORE_DIRNAME  # noqa: F401  (said in where, named here too)
 
 
 @dataclass(frozen=True)
@@ -28,39 +28,24 @@ class Resolved(Result):
     source: str
 
 
-def _xdg(var: str, fallback: str) -> Resolved:
-    value = os.environ.get(var)
-    if value and os.path.isabs(value):
-        return Resolved(Path(value) / "memcli", f"${var}")
-    return Resolved(Path.home() / fallback / "memcli", f"~/{fallback} (XDG default)")
+def _resolved(found: tuple[str, str]) -> Resolved:
+    return Resolved(Path(found[0]), found[1])
 
 
 def find_project_store(start: Path | None = None) -> Path | None:
     """The nearest ``.memcli/`` directory in ``start`` or one of its parents."""
-    here = (start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        candidate = folder / PROJECT_STORE_DIRNAME
-        if candidate.is_dir():
-            return candidate
-    return None
+    found = where.project_store(str(start) if start is not None else None)
+    return Path(found) if found is not None else None
 
 
 def resolve_store(flag: str | os.PathLike | None = None) -> Resolved:
     """The store directory: --store > MEMCLI_STORE > nearest .memcli/ > XDG data."""
-    if flag:
-        return Resolved(Path(flag).expanduser().absolute(), "--store")
-    env = os.environ.get("MEMCLI_STORE")
-    if env:
-        return Resolved(Path(env).expanduser().absolute(), "$MEMCLI_STORE")
-    project = find_project_store()
-    if project is not None:
-        return Resolved(project, f"nearest {PROJECT_STORE_DIRNAME}/ (memcli init)")
-    return user_store()
+    return _resolved(where.store(flag))
 
 
 def user_store() -> Resolved:
     """The user's own store, in the XDG data directory."""
-    return _xdg("XDG_DATA_HOME", ".local/share")
+    return _resolved(where.user_store())
 
 
 def resolve_config_file() -> Resolved:
@@ -68,16 +53,13 @@ def resolve_config_file() -> Resolved:
     env = os.environ.get("MEMCLI_CONFIG")
     if env:
         return Resolved(Path(env).expanduser().absolute(), "$MEMCLI_CONFIG")
-    base = _xdg("XDG_CONFIG_HOME", ".config")
+    base = _resolved(where.xdg("XDG_CONFIG_HOME", ".config"))
     return Resolved(base.path / "config.toml", base.source)
 
 
 def resolve_cache_dir() -> Resolved:
     """Where rebuildable caches (search index) live: MEMCLI_CACHE > XDG cache."""
-    env = os.environ.get("MEMCLI_CACHE")
-    if env:
-        return Resolved(Path(env).expanduser().absolute(), "$MEMCLI_CACHE")
-    return _xdg("XDG_CACHE_HOME", ".cache")
+    return _resolved(where.cache())
 
 
 def store_cache_dir(store_root: Path) -> Path:

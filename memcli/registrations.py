@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 AGENTS = ("claude-code", "claude-code-hooks", "cursor", "vscode", "claude-desktop", "gemini", "opencode", "codex")
-HOOK_TIMEOUTS = {"SessionStart": 15, "PreCompact": 10, "SessionEnd": 10}  # seconds Claude Code waits at most
+HOOK_TIMEOUTS = {"SessionStart": 30, "PreCompact": 10, "SessionEnd": 10}  # seconds Claude Code waits at most
 STARTUP_SECONDS = 30  # a host's limit on the server's start (Codex: startup_timeout_sec, default 10)
 TOOL_SECONDS = 60  # a host's limit on one tool call (Codex tool_timeout_sec, Gemini timeout; past ask's 20 s)
 PORTABLE = ("claude-code", "claude-code-hooks", "cursor", "vscode", "gemini", "opencode")  # files kept in a project

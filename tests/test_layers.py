@@ -10,13 +10,14 @@ from conftest import REPO
 
 # lowest first; a room is a folder (``store/``) or a top-level module (``config``)
 LAYERS = [
-    ("base", {"errors", "results", "paths", "trust", "config", "tokens", "terms", "dates", "joblock", "__init__"}),
+    ("base", {"errors", "results", "where", "paths", "trust", "config", "tokens", "terms", "dates", "joblock",
+              "__init__"}),
     ("storage", {"store/", "cache"}),
     ("indexing", {"semantic/", "partitions", "index", "read_tools"}),
     ("models", {"llm/"}),
     ("pipelines", {"ingest/", "retrieve/", "consolidate/", "kv/", "forget", "share/"}),
     ("application", {"memory", "reports", "chat", "doctor", "eval/"}),
-    ("faces", {"cli/", "mcp_server", "mcp_start", "hooks", "registrations", "__main__"}),
+    ("faces", {"cli/", "mcp_server", "mcp_start", "hooks", "hook_start", "registrations", "__main__"}),
 ]
 LEVEL = {room: level for level, (_, rooms) in enumerate(LAYERS) for room in rooms}
 

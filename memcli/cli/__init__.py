@@ -43,7 +43,7 @@ def _main(argv: list[str] | None) -> None:
         sys.exit(0)
     if (argv[:2] == ["hook", "claude-code"] or argv[2:4] == ["hook", "claude-code"] and argv[0] == "--store") \
             and not sys.stdin.isatty():  # fast path: a session-end hook answers at once, without Typer
-        from memcli.hooks import quick
+        from memcli.hook_start import quick
 
         raw = sys.stdin.read()
         code = quick(argv, raw)

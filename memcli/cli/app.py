@@ -44,7 +44,7 @@ def main_options(
     model_name: Annotated[Optional[str], typer.Option("--model-name", help="Model name sent to the server.")] = None,
     gpu_layers: Annotated[Optional[int], typer.Option(
         "--gpu-layers", metavar="N", help="Layers to offload to the GPU (-1 all; CUDA builds).")] = None,
-    threads: Annotated[Optional[int], typer.Option("--threads", metavar="N", help="CPU threads (0: all).")] = None,
+    threads: Annotated[Optional[int], typer.Option("--threads", metavar="N", help="CPU threads (0: half the cores, at least one).")] = None,
     n_ctx: Annotated[Optional[int], typer.Option("--n-ctx", metavar="N", help="Context window.")] = None,
     version: Annotated[bool, typer.Option(
         "--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,

@@ -1,4 +1,4 @@
-"""memcli ingest."""
+"""memcli ingest and memcli remember."""
 
 from __future__ import annotations
 
@@ -72,9 +72,39 @@ def ingest(
     out.emit(result)
 
 
+@app.command()
+def remember(
+    ctx: typer.Context,
+    text: Annotated[str, typer.Argument(metavar="TEXT|-", help="The note or fact, or - to read it from standard input.")],
+    speaker: Annotated[Optional[str], typer.Option("--speaker", help="Who said it (speaker=).")] = None,
+    source: Annotated[Optional[str], typer.Option(
+        "--source", help="Where it comes from, e.g. an agent's name (source=; default: note).")] = None,
+    when: Annotated[Optional[str], typer.Option(
+        "--time", help="When it was said or happened (ISO 8601; default now).")] = None,
+    conv: Annotated[Optional[str], typer.Option("--conv", help="Conversation label stored as conv=.")] = None,
+    json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
+) -> None:
+    """Store one note or fact as a new CURRENT entry, as the API's remember and the MCP tool do.
+
+    The same note given twice is kept once. Secrets are stored as
+    \\[redacted:TYPE] and <private>...</private> spans dropped, as by ingest. An
+    empty note, or one longer than ingest.max_entry_chars, changes nothing
+    and exits with code 4. `memcli log` lists it as a "remember" commit.
+    """
+    out = output(ctx, json, quiet, verbose)
+    mem = memory(ctx, create=True)
+    note = sys.stdin.read() if text == "-" else text
+    out.emit(mem.remember(note, speaker=speaker, time=when, source=source, conv=conv))
+
+
 @register(IngestResult)
 def _render(result: IngestResult, out: Output) -> None:
     if out.quiet:  # a report of what was written: -q says nothing, the exit code does (--json has it all)
+        return
+    if result.format == "note":
+        out.write(f"remembered as entry {result.first_seq} ({result.tokens_added} tokens)" if result.added else
+                  "already remembered; nothing written")
+        out.write(f"CURRENT: {result.current_entries} entries, {result.current_tokens} tokens ({result.store})")
         return
     if not result.turns:
         out.write(f"{result.source}: no conversation in it yet ({result.ignored} records of other kinds); "
