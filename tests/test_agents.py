@@ -14,7 +14,7 @@ from tests.test_capture import SAMPLES, entries, jsonl
 
 
 def stored(cli) -> list[tuple[str, str]]:
-    return [(line["entry"]["meta"]["speaker"], line["entry"]["text"])
+    return [(line["entry"]["meta"].get("speaker"), line["entry"]["text"])
             for line in cli("read", "CURRENT", "--json").json["lines"] if "entry" in line]
 
 
@@ -317,3 +317,23 @@ def test_the_last_harness_leaks_are_closed(cli, tmp_path, store_dir):
     files = "".join(p.read_text() for p in store_dir.rglob("*.md"))
     assert not [w for w in ("COMPACT SUMMARY", "OLD WORK", "Request interrupted", "LISTING", "bash-", "OPEN TAB",
                             "IDE setup", "charter.pdf", "\u2020") if w in files]
+
+
+def test_remember_stores_one_note_from_an_argument_or_stdin(cli, store_dir):
+    done = cli("remember", "The staging server runs on port 8443", "--speaker", "ops", "--json")
+    assert done.code == 0 and done.json["added"] == 1 and done.json["format"] == "note"
+    assert cli("remember", "The staging server runs on port 8443", "--speaker", "ops", "-q").stdout == ""  # kept once
+    assert cli("remember", "-", "--source", "agent", stdin=b"we deploy on Fridays\n").code == 0
+    assert stored(cli) == [("ops", "The staging server runs on port 8443"), (None, "we deploy on Fridays")]
+    assert cli("remember", "  ").code == 4
+    assert len(entries(cli)) == 2
+
+
+def test_a_hook_that_fires_before_the_first_turn_writes_no_error(cli, tmp_path, store_dir):
+    early = tmp_path / "early-session.jsonl"
+    jsonl(early, [{"type": "queue-operation", "operation": "enqueue", "timestamp": "2026-05-11T10:00:00Z",
+                   "sessionId": "5c0f"}])
+    event = {"session_id": "5c0f", "transcript_path": str(early), "cwd": str(tmp_path), "hook_event_name": "PreCompact"}
+    done = cli("hook", "claude-code", "--wait", "--json", stdin=json.dumps(event).encode())
+    assert done.code == 0, done.stderr
+    assert done.json["action"] == "ingested" and done.json["added"] == 0

@@ -11,7 +11,7 @@ from conftest import EXAMPLES, run_memcli
 
 from memcli import __version__
 
-COMMANDS = ["ingest", "docs", "read", "grep", "search", "init", "status", "embed", "consolidate", "doctor", "ask", "chat", "forget",
+COMMANDS = ["ingest", "remember", "docs", "read", "grep", "search", "init", "status", "embed", "consolidate", "doctor", "ask", "chat", "forget",
             "kv build", "kv ls", "kv stats", "kv verify", "kv prune", "eval locomo", "mcp", "hook",
             "sync", "log", "undo", "merge-driver", "trust"]
 
@@ -56,7 +56,8 @@ def test_json_output_of_every_command_parses(tmp_path):
     base = ["--store", str(store)]
     assert run_memcli(*base, "ingest", EXAMPLES / "caroline-and-priya.json", "--json").code == 0
     for args in (["docs"], ["read", "CURRENT", "--lines", "1-5"], ["grep", "Priya"],
-                 ["search", "minivan"], ["status"], ["trust"], ["init", tmp_path / "proj"], ["ask", "minivan", "--evidence-only"]):
+                 ["search", "minivan"], ["status"], ["trust"], ["init", tmp_path / "proj"], ["ask", "minivan", "--evidence-only"],
+                 ["remember", "the build uses make"]):
         result = run_memcli(*base, *args, "--json")
         assert result.code == 0, (args, result.stderr)
         json.loads(result.stdout)
