@@ -74,6 +74,7 @@ def test_small_profile_consolidates_inline_and_quickly(tmp_path):
     assert Memory(root).consolidation_status()["state"] == "finished"
 
 
+@pytest.mark.slow  # a fast-tier budget of 5 minutes; CI runs it
 def test_background_consolidation_commits_the_ingest_first_and_can_be_waited_for(tmp_path):
     root = tmp_path / "store"
     env = {"MEMCLI_CONSOLIDATE_TOKENS": "300", "MEMCLI_CONSOLIDATE_BACKGROUND": "always",

@@ -32,6 +32,7 @@ def piped_chat(store, *args, messages: list[str]):
                       env=ENV)
 
 
+@pytest.mark.slow  # a fast-tier budget of 5 minutes; CI runs it
 def test_chat_remembers_your_messages_and_not_the_small_models_replies(tmp_path):
     store = tmp_path / "store"
     assert run_memcli("--store", store, "ingest", EXAMPLES / "caroline-and-priya.json", env=ENV).code == 0

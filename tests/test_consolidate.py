@@ -86,6 +86,7 @@ def test_deterministic_consolidation_of_conv26_conserves_everything(cli, store_d
     assert cli("search", "adoption agency", "--json").json["hits"][0]["doc"] != CURRENT_ID
 
 
+@pytest.mark.slow  # a fast-tier budget of 5 minutes; CI runs it
 @needs_locomo
 def test_dry_run_writes_nothing_and_reports_the_plan(cli, store_dir):
     ingest(cli, LOCOMO / "conv-30.json")
@@ -428,6 +429,7 @@ def test_unrelated_conversations_never_share_a_document(cli, store_dir, tmp_path
     assert any("Caroline" in speakers for _, speakers, _ in scopes)
 
 
+@pytest.mark.slow  # a fast-tier budget of 5 minutes; CI runs it
 @needs_locomo
 def test_the_development_pair_consolidated_together_keeps_each_conversation_apart(cli, store_dir):
     for name in ("conv-26", "conv-30"):

@@ -51,6 +51,7 @@ def test_version():
     assert run_memcli("--version").stdout.strip() == f"memcli {__version__}"
 
 
+@pytest.mark.slow  # a fast-tier budget of 5 minutes; CI runs it
 def test_json_output_of_every_command_parses(tmp_path):
     store = tmp_path / "s"
     base = ["--store", str(store)]

@@ -95,6 +95,7 @@ def test_an_interrupt_at_every_step_of_a_commit_loses_and_duplicates_nothing(tem
     assert outside_snapshot(tmp_path / "template") == outside
 
 
+@pytest.mark.slow  # a fast-tier budget of 5 minutes; CI runs it
 def test_signals_during_commits_are_held_until_the_commit_is_done(template, tmp_path):
     expected = seq_counts(template)
     env = {**os.environ, "MEMCLI_CONSOLIDATE_TOKENS": "400", "MEMCLI_TEST_COMMIT_PAUSE": "0.03"}

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from conftest import EXAMPLES, snapshot
 
 from memcli import Memory
@@ -99,6 +100,7 @@ def test_a_topic_document_left_empty_is_removed(cli, tmp_path, store_dir):
     assert done.code == 0 and done.json["documents_removed"] and not list((store_dir / "docs").glob("*.md"))
 
 
+@pytest.mark.slow  # a fast-tier budget of 5 minutes; CI runs it
 def test_forget_drops_the_kv_blocks_and_chat_sessions_that_hold_the_text(tmp_path):
     from conftest import run_memcli
 
@@ -120,6 +122,7 @@ def test_forget_drops_the_kv_blocks_and_chat_sessions_that_hold_the_text(tmp_pat
     assert stale.code == 0 and stale.json["stale_blocks"] == 0  # nothing made from the old documents is left
 
 
+@pytest.mark.slow  # a fast-tier budget of 5 minutes; CI runs it
 def test_a_kill_during_forget_leaves_the_old_or_the_new_state(tmp_path):
     template = tmp_path / "template"
     first, second = two_sessions(tmp_path)

@@ -35,6 +35,7 @@ def units_for(engine):
     return [Unit(f"u{i}", engine.tokenize(t)) for i, t in enumerate(texts)]
 
 
+@pytest.mark.slow  # a fast-tier budget of 5 minutes; CI runs it
 def test_restore_in_a_new_process_gives_identical_logits(tmp_path):
     blocks = tmp_path / "blocks"
     script = textwrap.dedent(f"""
@@ -63,6 +64,7 @@ def test_restore_in_a_new_process_gives_identical_logits(tmp_path):
     assert float(np.abs(fresh).max()) > 1.0  # real logits, not an empty buffer
 
 
+@pytest.mark.slow  # a fast-tier budget of 5 minutes; CI runs it
 def test_blocks_from_other_settings_are_refused(tmp_path):
     blocks = tmp_path / "blocks"
     engine = open_engine(blocks)
@@ -114,6 +116,7 @@ def test_corrupted_block_is_detected_and_rebuilt(tmp_path, cli, store_dir, monke
     assert cli("kv", "verify").code == 0
 
 
+@pytest.mark.slow  # a fast-tier budget of 5 minutes; CI runs it
 def test_kv_verify_catches_swapped_files_and_edited_headers(cli, store_dir, monkeypatch):
     monkeypatch.setenv("MEMCLI_CHAT_MEMORY_TOKENS", MEMORY)
     assert cli("ingest", EXAMPLES / "caroline-and-priya.json").code == 0
@@ -185,6 +188,7 @@ def test_a_block_reads_back_exactly_and_a_file_of_the_wrong_length_is_refused(tm
     assert store.verify(header.key) is not None
 
 
+@pytest.mark.slow  # a fast-tier budget of 5 minutes; CI runs it
 def test_chat_resumed_in_a_new_process_prefills_only_the_new_message(tmp_path):
     store = tmp_path / "store"
     env = {"MEMCLI_CHAT_MEMORY_TOKENS": MEMORY, "MEMCLI_AUTO_CONSOLIDATE": "false"}
@@ -234,6 +238,7 @@ def test_consolidation_invalidates_exactly_the_affected_blocks(cli, store_dir, m
     assert result["kv_invalidated_blocks"] == len(chain) - first_stale > 0
 
 
+@pytest.mark.slow  # a fast-tier budget of 5 minutes; CI runs it
 def test_chat_commands_in_a_pipeline(tmp_path):
     store = tmp_path / "store"
     env = {"MEMCLI_CHAT_MEMORY_TOKENS": MEMORY, "MEMCLI_AUTO_CONSOLIDATE": "false"}
@@ -325,6 +330,7 @@ def test_composed_documents_restore_in_any_order_without_prefill(tmp_path):
     assert np.allclose(engine.last_logits(), prefilled([header, first]), atol=1e-3)
 
 
+@pytest.mark.slow  # a fast-tier budget of 5 minutes; CI runs it
 def test_shared_prompt_prefixes_restore_exactly_in_a_fresh_context(tmp_path):
     """ask's path: a call saves its shared prefixes; a fresh context restores them and answers identically."""
     from memcli.kv import keep_prompt_prefixes

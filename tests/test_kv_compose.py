@@ -111,6 +111,7 @@ def test_memory_units_follow_days_and_keep_their_labels(tmp_path):
     memory.close()
 
 
+@pytest.mark.slow  # a fast-tier budget of 5 minutes; CI runs it
 def test_unit_blocks_are_invalidated_when_their_text_changes(cli, store_dir):
     assert cli("ingest", str(EXAMPLES / "caroline-and-priya.json"), "--no-auto").code == 0
     asked = cli("ask", "--kv-compose", "Where did Priya travel?", "--json")

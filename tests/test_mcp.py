@@ -125,6 +125,7 @@ def test_bad_calls_are_tool_errors_and_the_server_keeps_serving(store):
     anyio.run(main)
 
 
+@pytest.mark.slow  # a fast-tier budget of 5 minutes; CI runs it
 def test_read_only_serves_no_writes(store):
     from conftest import snapshot
 
@@ -163,6 +164,7 @@ def test_memory_text_is_data(store):
     assert Memory(store).status().entries == 26 and Memory(store).status().documents == 0
 
 
+@pytest.mark.slow  # a fast-tier budget of 5 minutes; CI runs it
 def test_a_cli_ingest_while_the_server_serves_loses_nothing(store, tmp_path):
     notes = tmp_path / "notes.md"
     notes.write_text("\n\n".join(f"Note {i}: the spare key is in drawer {i}." for i in range(40)) + "\n")
@@ -183,6 +185,7 @@ def test_a_cli_ingest_while_the_server_serves_loses_nothing(store, tmp_path):
     assert len(counts) == 25 + 40 + 15 and set(counts.values()) == {1}
 
 
+@pytest.mark.slow  # a fast-tier budget of 5 minutes; CI runs it
 def test_a_slow_grep_does_not_hold_up_memory_search(tmp_path):
     """A regular expression that backtracks to its time limit runs on a thread of its own: memory_search
     answers meanwhile."""

@@ -234,6 +234,7 @@ def test_seqs_are_unique_per_clone_and_old_stores_keep_theirs(tmp_path):
     assert ".memcli/CURRENT.md" in tracked and ".memcli/.gitattributes" in tracked
 
 
+@pytest.mark.slow  # a fast-tier budget of 5 minutes; CI runs it
 @needs_locomo
 def test_undo_after_a_consolidation_restores_the_library_byte_for_byte_and_log_says_what_each_did(tmp_path):
     pool = sessions(3)

@@ -32,6 +32,7 @@ def cache_folder(store: Path) -> Path:
     return Path(status.json["index_cache"])
 
 
+@pytest.mark.slow  # a fast-tier budget of 5 minutes; CI runs it
 @needs_locomo
 def test_a_question_right_after_a_long_ingest_does_not_wait_for_vectors(tmp_path):
     store = tmp_path / "s"
