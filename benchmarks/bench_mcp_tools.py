@@ -7,8 +7,9 @@ latency through the official MCP client.
 The handshake: ``--runs`` fresh ``memcli mcp`` processes each get the first request of the official
 client (``server/discover``, protocol 2026-07-28) and of an older client (``initialize``, 2025-06-18)
 over a pipe; the server's user+system CPU time (from /proc) and the wall time are read the moment its
-answer arrives. The first start of each has no recorded answer (the SDK answers); the later starts
-answer from the cache (:mod:`memcli.mcp_start`). Tools: one server, the official client, the store of
+answer arrives. The first start answers from the answers shipped for the pinned SDK (or, for an
+SDK of another version, the SDK answers and its answer is kept); the later starts from the cache
+(:mod:`memcli.mcp_start`). Tools: one server, the official client, the store of
 the shipped example (ingested, consolidated), each tool called once and then ``--runs`` times
 (timed too: the first call warms the index or loads a model); ask: a different question each time, default model and reader, under ``mcp.ask_seconds``); median and
 worst. ``--python``: the interpreter of the memcli to measure (an installed, not editable, package).

@@ -1,15 +1,19 @@
 """The MCP server's first answer, before memcli or the MCP SDK is imported.
 
 A host starts ``memcli mcp`` and sends ``initialize`` first (``server/discover`` from protocol
-2026-07-28); loading the SDK, the store and the tools
-takes about a second of CPU, and hosts time the handshake. So the command's start (``memcli.cli``)
-reads that first request here, with nothing but the standard library, and, when the SDK answered
-the same request before (same memcli, same SDK files, same flags, same protocol version asked), sends
-that answer at once from the cache (``mcp-initialize.json`` in the cache folder). The server is then
-built as always and reads the same request again (:class:`Handoff`); its own answer to it, the same
-one, is not sent twice. With no answer cached, the SDK answers and its answer is kept for next time.
+2026-07-28); loading the SDK, the store and the tools takes about a second of CPU, and hosts time the
+handshake. So the command's start (``memcli.cli``) reads that first request here, with nothing but the
+standard library, and sends the SDK's own answer to it at once when it has it recorded:
 
-Nothing here decides what the answer says: it is the SDK's, recorded.
+* in the cache (``mcp-initialize.json`` in the cache folder), kept from an earlier start of the same
+  memcli with the same SDK files and flags, for the same request and protocol version;
+* else in ``mcp_answers.json`` beside this module: the answers of the SDK version memcli pins
+  (``constraints.txt``), recorded by ``scripts/record_mcp_answers.py``, used only when that very
+  SDK version is the one installed (a test checks them against the SDK's own answers).
+
+The server is then built as always and reads the same request again (:class:`Handoff`); its own
+answer to it is not sent twice, and is what the cache keeps. With no answer recorded, the SDK
+answers. Nothing here decides what the answer says: it is the SDK's, recorded.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import os
 from memcli import where
 
 CACHE_FILE = "mcp-initialize.json"
+SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mcp_answers.json")
 HANDSHAKES = ("initialize", "server/discover")  # the first request: up to protocol 2025-11-25, and from 2026-07-28
 _FLAGS = ("--read-only", "--ask", "--no-ask", "-q", "--quiet", "-v", "--verbose")
 _MAX_FIRST_LINE = 1 << 20
@@ -57,6 +62,29 @@ def serves(argv: list[str]) -> bool:
     return bool(args) and args[0] == "mcp" and all(a in _FLAGS for a in args[1:])
 
 
+def _request_version(request: dict) -> str | None:
+    params = request.get("params") if isinstance(request.get("params"), dict) else {}
+    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+    version = params.get("protocolVersion") or meta.get("io.modelcontextprotocol/protocolVersion")
+    return version if isinstance(version, str) else None
+
+
+def sdk_version() -> str | None:
+    """The installed MCP SDK's version, from its ``dist-info`` folder (no import, no metadata scan)."""
+    spec = importlib.util.find_spec("mcp")
+    if spec is None or not spec.origin:
+        return None
+    site = os.path.dirname(os.path.dirname(spec.origin))
+    for name in os.listdir(site):
+        if name.startswith("mcp-") and name.endswith(".dist-info"):
+            return name[len("mcp-"):-len(".dist-info")]
+    return None
+
+
+def shipped_key(request: dict) -> str:
+    return f"{request.get('method')} {_request_version(request)}"
+
+
 def _key(argv: list[str], request: dict) -> str | None:
     from memcli import __version__
 
@@ -64,12 +92,31 @@ def _key(argv: list[str], request: dict) -> str | None:
     if spec is None or not spec.origin:
         return None
     sdk = os.stat(spec.origin)
-    params = request.get("params") if isinstance(request.get("params"), dict) else {}
-    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
     flags = sorted(a for a in argv if a in ("--read-only", "--no-ask"))
     raw = json.dumps([__version__, spec.origin, sdk.st_mtime_ns, sdk.st_size, flags, request.get("method"),
-                      params.get("protocolVersion"), meta.get("io.modelcontextprotocol/protocolVersion")])
+                      _request_version(request)])
     return hashlib.sha256(raw.encode()).hexdigest()[:24]
+
+
+def _recorded(argv: list[str], request: dict) -> tuple[str | None, str | None, dict | None]:
+    """(cache key, cache file, the answer recorded for ``request``: the cache's, else the shipped one)."""
+    key = _key(argv, request)
+    cache = os.path.join(where.cache()[0], CACHE_FILE)
+    try:
+        with open(cache, encoding="utf-8") as handle:
+            kept = json.load(handle)
+        result = kept.get(key) if key and isinstance(kept, dict) else None
+    except (OSError, ValueError):
+        result = None
+    if not isinstance(result, dict):
+        try:
+            with open(SHIPPED, encoding="utf-8") as handle:
+                shipped = json.load(handle)
+            if shipped.get("sdk") == sdk_version():
+                result = shipped.get("answers", {}).get(shipped_key(request))
+        except (OSError, ValueError, AttributeError):
+            result = None
+    return key, cache, result if isinstance(result, dict) else None
 
 
 def begin(argv: list[str]) -> None:
@@ -97,14 +144,8 @@ def begin(argv: list[str]) -> None:
     key = cache = None
     answered = False
     if isinstance(request, dict) and request.get("method") in HANDSHAKES and "id" in request:
-        try:
-            key = _key(argv, request)
-            cache = os.path.join(where.cache()[0], CACHE_FILE)
-            with open(cache, encoding="utf-8") as handle:
-                result = json.load(handle).get(key) if key else None
-        except (OSError, ValueError, AttributeError):
-            result = None
-        if isinstance(result, dict):
+        key, cache, result = _recorded(argv, request)
+        if result is not None:
             os.write(write_fd, (json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result},
                                            separators=(",", ":")) + "\n").encode())
             answered = True
@@ -140,9 +181,9 @@ class _Wire:
             if isinstance(message, dict) and message.get("id") == self.handoff.request.get("id") \
                     and "result" in message:
                 self.waiting = False
-                if self.handoff.answered:
-                    return len(text)  # sent already, from the cache
                 self._keep(message["result"])
+                if self.handoff.answered:
+                    return len(text)  # sent already, as recorded
         os.write(self.handoff.write_fd, text.encode())
         return len(text)
 
@@ -160,6 +201,8 @@ class _Wire:
                 kept = kept if isinstance(kept, dict) else {}
             except (OSError, ValueError):
                 kept = {}
+            if kept.get(self.handoff.key) == result:
+                return
             kept = dict(list(kept.items())[-15:])  # a few versions and flags, not a growing file
             kept[self.handoff.key] = result
             os.makedirs(os.path.dirname(self.handoff.cache), mode=0o700, exist_ok=True)

@@ -346,3 +346,29 @@ def test_ask_past_its_time_limit_returns_the_evidence_with_a_note(store, monkeyp
             assert data(await client.call_tool("memory_search", {"question": "adoption"}))["evidence"]
 
     anyio.run(main)
+
+
+@pytest.mark.slow
+def test_the_shipped_handshake_answers_are_the_sdks_own():
+    """memcli/mcp_answers.json (sent before the SDK loads, for the SDK version memcli pins) holds exactly
+    what that SDK answers now, with every flag (scripts/record_mcp_answers.py --check starts real servers)."""
+    from memcli.mcp_start import sdk_version
+
+    shipped = json.loads((EXAMPLES.parent / "memcli" / "mcp_answers.json").read_text())
+    assert shipped["sdk"] == sdk_version(), "the pinned MCP SDK changed: run scripts/record_mcp_answers.py"
+    done = subprocess.run([sys.executable, str(EXAMPLES.parent / "scripts" / "record_mcp_answers.py"), "--check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "same", done.stdout + done.stderr
+
+
+def test_shipped_answers_of_another_sdk_version_are_never_sent(tmp_path, monkeypatch):
+    from memcli import mcp_start
+
+    request = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}
+    shipped = json.loads(open(mcp_start.SHIPPED).read())
+    assert mcp_start._recorded(["mcp"], request)[2] == shipped["answers"]["initialize 2025-06-18"]
+    other = tmp_path / "answers.json"
+    other.write_text(json.dumps({**shipped, "sdk": "0.0.1"}))
+    monkeypatch.setattr(mcp_start, "SHIPPED", str(other))
+    assert mcp_start._recorded(["mcp"], request)[2] is None  # the SDK answers, and its answer is kept
+    assert mcp_start._recorded(["mcp"], {**request, "params": {"protocolVersion": "1999-01-01"}})[2] is None
