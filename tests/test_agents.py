@@ -337,3 +337,9 @@ def test_a_hook_that_fires_before_the_first_turn_writes_no_error(cli, tmp_path, 
     done = cli("hook", "claude-code", "--wait", "--json", stdin=json.dumps(event).encode())
     assert done.code == 0, done.stderr
     assert done.json["action"] == "ingested" and done.json["added"] == 0
+
+
+def test_help_keeps_the_redaction_placeholder(cli):
+    for command in ("ingest", "remember"):
+        done = cli(command, "--help")
+        assert done.code == 0 and "[redacted:TYPE]" in " ".join(done.stdout.split()), command

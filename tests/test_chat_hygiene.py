@@ -40,6 +40,10 @@ def test_chat_remembers_your_messages_and_not_the_small_models_replies(tmp_path)
     assert done.code == 0, done.stderr
     turns = [json.loads(line) for line in done.stdout.splitlines()]
     assert len(turns) == 2 and all("cut" in t["stats"] for t in turns)
+    short = piped_chat(store, "--max-tokens", "8", "--session", "short", messages=["hi", "thanks!", "ok then"])
+    assert short.code == 0 and len(short.stdout.splitlines()) == 3  # answered, not remembered
+    assert not [line for line in (store / "CURRENT.md").read_text().splitlines()
+                if line.endswith(("> hi", "> thanks!"))]
     current = (store / "CURRENT.md").read_text()
     assert "My cat is called Pixel." in current and "What is my cat called?" in current
     for turn in turns:
