@@ -22,7 +22,7 @@ from memcli.ingest.turns import Parsed, Turn
 _GEMINI_KINDS = ("user", "gemini", "info", "error", "warning")
 
 
-def _parts_text(content, keep_harness: bool, *, text_key: str = "text") -> str:
+def _parts_text(content, keep_harness: bool) -> str:
     """The text of a content that is a string, one part or a list of parts; parts that are thoughts,
     tool calls or tool results hold no text of the conversation."""
     if isinstance(content, str):
@@ -31,7 +31,7 @@ def _parts_text(content, keep_harness: bool, *, text_key: str = "text") -> str:
         content = [content]
     if not isinstance(content, list):
         return ""
-    texts = [p.get(text_key) for p in content if isinstance(p, dict) and not p.get("thought")
+    texts = [p.get("text") for p in content if isinstance(p, dict) and not p.get("thought")
              and p.get("type", "text") == "text" and not p.get("synthetic") and not p.get("ignored")]
     return _joined(texts, keep_harness)
 
@@ -129,7 +129,7 @@ def parse_gemini_stream(text, data, source, *, default_time, conv=None, keep_har
     """``message`` events, an assistant's ``delta`` chunks joined into one reply (a tool call ends it)."""
     base = source.rsplit("/", 1)[-1]
     turns, ignored, rejected = [], 0, []
-    session, reply = None, None  # reply: [first line, time record, chunks]
+    session, reply = None, None  # reply: (its first line, that record, the chunks so far)
 
     def close():
         nonlocal reply, ignored
