@@ -48,7 +48,7 @@ class Handoff:
         return _Replay(self.first + self.rest, os.fdopen(self.read_fd, "rb", buffering=0))
 
     def writer(self):
-        """A file that writes to the wire, leaving out the SDK's answer to an ``initialize`` already
+        """A file that writes to the wire, leaving out the SDK's answer to a handshake already
         answered, and keeping that answer for next time when it was not."""
         return _Wire(self)
 
@@ -120,7 +120,7 @@ def _recorded(argv: list[str], request: dict) -> tuple[str | None, str | None, d
 
 
 def begin(argv: list[str]) -> None:
-    """Read the first request; answer an ``initialize`` from the cache when it can; leave a
+    """Read the first request; answer a handshake with its recorded answer when there is one; leave a
     :class:`Handoff` for the server. Stdin and stdout are moved aside (to the null device and to
     stderr) so that no child process and no stray print reaches the protocol stream."""
     read_fd, write_fd = os.dup(0), os.dup(1)
