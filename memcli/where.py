@@ -19,7 +19,11 @@ def xdg(var: str, fallback: str) -> tuple[str, str]:
 
 
 def absolute(path: str) -> str:
-    return os.path.abspath(os.path.expanduser(path))
+    """``path`` with ``~`` expanded, made absolute as ``Path.absolute`` does (``..`` kept, ``.`` dropped)."""
+    path = os.path.expanduser(path)
+    if not os.path.isabs(path):
+        path = os.path.join(os.getcwd(), path)
+    return "/" + "/".join(part for part in path.split("/") if part not in ("", "."))
 
 
 def project_store(start: str | None = None) -> str | None:
