@@ -52,7 +52,7 @@ def _main(argv: list[str] | None) -> None:
         import io
 
         sys.stdin = io.StringIO(raw)  # the full command reads the same event
-    if not sys.stdin.isatty():
+    if "mcp" in argv[:3] and not sys.stdin.isatty():  # only `[--store S] mcp ...` pays for the module
         from memcli.mcp_start import begin, serves
 
         if serves(argv):  # fast path: the host's initialize answered before the SDK and the store load

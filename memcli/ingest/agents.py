@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 
 from memcli.errors import InputError
-from memcli.ingest.sessions import _first_records, _joined, _kept, _lines, _time
+from memcli.ingest.sessions import _first_records, _joined, _lines, _record_turn, _time
 from memcli.ingest.turns import Parsed, Turn
 
 _GEMINI_KINDS = ("user", "gemini", "info", "error", "warning")
@@ -43,10 +43,9 @@ def _seconds(stamp):
     return stamp
 
 
-def _role_turn(role: str, text: str, when: str, given: bool, ref: str, conv: str, uid: str | None) -> Turn:
-    speaker = "assistant" if role == "assistant" else "user"
-    return Turn(text=text, time=when, speaker=speaker, source="AI" if speaker == "assistant" else None,
-                ref=ref, conv=conv, time_given=given, uid=uid)
+def _said(role: str) -> dict:
+    """The speaker fields of a user's or an assistant's message."""
+    return {"speaker": "assistant", "source": "AI"} if role == "assistant" else {"speaker": "user"}
 
 
 # ---------------------------------------------------------------- Gemini CLI chats
@@ -108,14 +107,9 @@ def parse_gemini(text, data, source, *, default_time, conv=None, keep_harness=Fa
             ignored += 1
             continue
         mid = message.get("id") if isinstance(message.get("id"), str) else None
-
-        def turn(message=message, body=body, kind=kind, mid=mid, where=where):
-            when, given = _time(message.get("timestamp"), source, f"{where}.timestamp", start)
-            turns.append(_role_turn("assistant" if kind == "gemini" else "user", body, when, given,
-                                    f"{base}#{mid}" if mid else f"{base}:{where}", conv or session or base,
-                                    mid and f"gemini:{session or base}#{mid}"))
-
-        _kept(rejected, where, turn)
+        _record_turn(turns, rejected, message.get("timestamp"), where, "timestamp", source, start, text=body,
+                     **_said("assistant" if kind == "gemini" else "user"), conv=conv or session or base,
+                     ref=f"{base}#{mid}" if mid else f"{base}:{where}", uid=mid and f"gemini:{session or base}#{mid}")
     return Parsed("gemini", turns, ignored, rejected)
 
 
@@ -141,7 +135,8 @@ def parse_gemini_stream(text, data, source, *, default_time, conv=None, keep_har
         if not body:
             ignored += 1
             return
-        _append(turns, rejected, rec, lineno, source, default_time, "assistant", body, base, conv or session or base)
+        _record_turn(turns, rejected, rec.get("timestamp"), f"line {lineno}", "timestamp", source, default_time,
+                     text=body, **_said("assistant"), ref=f"{base}:{lineno}", conv=conv or session or base)
 
     for lineno, rec in _lines(text, rejected):
         kind = rec.get("type")
@@ -159,17 +154,10 @@ def parse_gemini_stream(text, data, source, *, default_time, conv=None, keep_har
         if not body:
             ignored += 1
             continue
-        _append(turns, rejected, rec, lineno, source, default_time, "user", body, base, conv or session or base)
+        _record_turn(turns, rejected, rec.get("timestamp"), f"line {lineno}", "timestamp", source, default_time,
+                     text=body, **_said("user"), ref=f"{base}:{lineno}", conv=conv or session or base)
     close()
     return Parsed("gemini-stream", turns, ignored, rejected)
-
-
-def _append(turns, rejected, rec, lineno, source, default_time, role, body, base, conv, uid=None) -> None:
-    def turn():
-        when, given = _time(rec.get("timestamp"), source, f"line {lineno}.timestamp", default_time)
-        turns.append(_role_turn(role, body, when, given, f"{base}:{lineno}", conv, uid))
-
-    _kept(rejected, f"line {lineno}", turn)
 
 
 # ---------------------------------------------------------------- pi
@@ -214,12 +202,10 @@ def parse_pi(text, data, source, *, default_time, conv=None, keep_harness=False,
         if not body:
             continue
         entry = rec.get("id") if isinstance(rec.get("id"), str) else None
-        stamp = rec if "timestamp" in rec else {"timestamp": _seconds(message.get("timestamp"))}
-        before = len(turns)
-        _append(turns, rejected, stamp, lineno, source, default_time, message["role"], body, base, conv,
-                entry and f"pi:{session or base}#{entry}")
-        if entry and len(turns) > before:
-            turns[-1].ref = f"{base}#{entry}"
+        stamp = rec["timestamp"] if "timestamp" in rec else _seconds(message.get("timestamp"))
+        _record_turn(turns, rejected, stamp, f"line {lineno}", "timestamp", source, default_time, text=body,
+                     **_said(message["role"]), ref=f"{base}#{entry}" if entry else f"{base}:{lineno}", conv=conv,
+                     uid=entry and f"pi:{session or base}#{entry}")
     entries = sum(1 for _, r in records if r.get("type") != "session")
     return Parsed("pi", turns, entries - len(turns), rejected)
 
@@ -278,14 +264,9 @@ def parse_managed_agents(text, data, source, *, default_time, conv=None, keep_ha
             ignored += 1
             continue
         seen.add(eid)
-
-        def turn(event=event, body=body, kind=kind, eid=eid, where=where):
-            when, given = _time(event.get("processed_at"), source, f"{where}.processed_at", default_time)
-            turns.append(_role_turn("assistant" if kind == "agent.message" else "user", body, when, given,
-                                    f"{base}#{eid}" if eid else f"{base}:{where}", conv or base,
-                                    eid and f"managed-agents:{eid}"))
-
-        _kept(rejected, where, turn)
+        _record_turn(turns, rejected, event.get("processed_at"), where, "processed_at", source, default_time,
+                     text=body, **_said("assistant" if kind == "agent.message" else "user"), conv=conv or base,
+                     ref=f"{base}#{eid}" if eid else f"{base}:{where}", uid=eid and f"managed-agents:{eid}")
     return Parsed("managed-agents", turns, ignored, rejected)
 
 
@@ -312,11 +293,7 @@ def parse_opencode(text, data, source, *, default_time, conv=None, keep_harness=
         mid = info.get("id") if isinstance(info.get("id"), str) else None
         created = info.get("time", {}).get("created") if isinstance(info.get("time"), dict) else None
         where = f"message {number}"
-
-        def turn(created=created, role=role, body=body, mid=mid, where=where):
-            when, given = _time(_seconds(created), source, f"{where}.time.created", default_time)
-            turns.append(_role_turn(role, body, when, given, f"{base}#{mid}" if mid else f"{base}:{where}",
-                                    conv or session or base, mid and f"opencode:{mid}"))
-
-        _kept(rejected, where, turn)
+        _record_turn(turns, rejected, _seconds(created), where, "time.created", source, default_time, text=body,
+                     **_said(role), ref=f"{base}#{mid}" if mid else f"{base}:{where}", conv=conv or session or base,
+                     uid=mid and f"opencode:{mid}")
     return Parsed("opencode", turns, ignored, rejected)

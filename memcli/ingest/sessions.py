@@ -75,14 +75,12 @@ def _kept(rejected: list[tuple[str, str]], where: str, work) -> bool:
     return True
 
 
-def _record_turn(turns: list[Turn], rejected: list[tuple[str, str]], rec: dict, lineno: int, input_name: str,
-                 default_time: str, /, **fields) -> None:
-    """Appends the turn of the JSON-lines record on line ``lineno``, timed by its ``timestamp``; a record
-    whose time is bad is noted in ``rejected`` instead."""
-    where = f"line {lineno}"
-
+def _record_turn(turns: list[Turn], rejected: list[tuple[str, str]], stamp, where: str, field: str,
+                 input_name: str, default_time: str, /, **fields) -> None:
+    """Appends the turn of the record at ``where`` (``line 12``, ``event 3``), timed by ``stamp`` (its
+    ``field``; none: ``default_time``); a record whose time is bad is noted in ``rejected`` instead."""
     def turn():
-        when, given = _time(rec.get("timestamp"), input_name, f"{where}.timestamp", default_time)
+        when, given = _time(stamp, input_name, f"{where}.{field}", default_time)
         turns.append(Turn(time=when, time_given=given, **fields))
 
     _kept(rejected, where, turn)
@@ -131,7 +129,7 @@ def parse_claude_code(text, data, source, *, default_time, conv=None, keep_harne
             continue
         session = rec.get("sessionId") if isinstance(rec.get("sessionId"), str) else None
         uuid = rec.get("uuid") if isinstance(rec.get("uuid"), str) else None
-        _record_turn(turns, rejected, rec, lineno, source, default_time,
+        _record_turn(turns, rejected, rec.get("timestamp"), f"line {lineno}", "timestamp", source, default_time,
                      text=body, speaker="assistant" if kind == "assistant" else "user",
                      source="AI" if kind == "assistant" else None,
                      ref=f"{base}#{uuid}" if uuid else f"{base}:{lineno}",
@@ -169,7 +167,7 @@ def parse_codex(text, data, source, *, default_time, conv=None, keep_harness=Fal
             ignored += 1
             continue
         item = payload.get("id") if isinstance(payload.get("id"), str) else None
-        _record_turn(turns, rejected, rec, lineno, source, default_time,
+        _record_turn(turns, rejected, rec.get("timestamp"), f"line {lineno}", "timestamp", source, default_time,
                      text=body, speaker=role, source="AI" if role == "assistant" else None,
                      ref=f"{base}:{lineno}", conv=conv or session or base, uid=item and f"codex:{item}")
     return Parsed("codex", turns, ignored, rejected)
