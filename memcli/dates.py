@@ -14,6 +14,8 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
+from memcli.errors import UsageError
+
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
           "November", "December")
@@ -108,3 +110,60 @@ def event_time(text: str, time: str | None) -> EventTime | None:
         target = day - dt.timedelta(days=gap) if step < 0 else day + dt.timedelta(days=(7 - gap) or 7)
         return EventTime(target.isoformat(), f"the {unit} {relation} {spoken(day)}", phrase)
     return EventTime(None, f"the {unit} {relation} {spoken(day)}", phrase)  # a week or a weekend
+
+
+CLOCKS = ("said", "event")
+
+
+def _moment(value: str, option: str) -> str:
+    """An ISO 8601 day or time as memcli stores times (``2023-05-07`` or ``2023-05-07T10:30``)."""
+    text = value.strip()
+    try:
+        parsed = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"{option} wants a day or time as YYYY-MM-DD[THH:MM], not {value!r}") from None
+    if parsed.tzinfo is not None:
+        parsed = parsed.astimezone(dt.UTC).replace(tzinfo=None)
+    return parsed.strftime("%Y-%m-%d" if len(text) <= 10 else "%Y-%m-%dT%H:%M")
+
+
+@dataclass(frozen=True)
+class Period:
+    """Entries of a stretch of time, on either clock: ``said`` (the entry's ``time=``, when it was
+    said) or ``event`` (its ``when=``, the day it speaks of, else the day it was said). Both ends are
+    inclusive; a day as ``until`` runs to its end. An event dated by a month or a year is in the period
+    when any of it is. An entry with no time is in no period."""
+
+    since: str | None = None
+    until: str | None = None
+    clock: str = "said"
+
+    @classmethod
+    def parse(cls, since: str | None = None, until: str | None = None, clock: str | None = None) -> Period | None:
+        """The period ``--since``/``--until``/``--clock`` name, or None when neither end is given;
+        a UsageError for a bad time, an unknown clock, or a start after the end."""
+        if clock is not None and clock not in CLOCKS:
+            raise UsageError(f"--clock is said or event, not {clock!r}")
+        if since is None and until is None:
+            if clock is not None:
+                raise UsageError("--clock says which time --since/--until read; give one of them")
+            return None
+        start = _moment(since, "--since") if since is not None else None
+        end = _moment(until, "--until") if until is not None else None
+        if end is not None and len(end) == 10:
+            end += "T23:59"
+        if start is not None and end is not None and start > end:
+            raise UsageError(f"--since {since} is after --until {until}")
+        return cls(start, end, clock or "said")
+
+    def holds(self, entry) -> bool:
+        """Whether ``entry`` (a :class:`memcli.store.format.Entry`) is in the period on its clock."""
+        said = entry.time or ""
+        first = (entry.meta.get("when") or said[:10]) if self.clock == "event" else said
+        if not first:
+            return False
+        last = first + "\uffff" if self.clock == "event" else first  # the whole day, month or year
+        return (self.since is None or last >= self.since) and (self.until is None or first <= self.until)
+
+    def describe(self) -> dict:
+        return {"since": self.since, "until": self.until, "clock": self.clock}

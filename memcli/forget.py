@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memcli.consolidate.layout import Layout
+from memcli.dates import Period
 from memcli.errors import StoreError, UsageError
-from memcli.ingest.turns import parse_time
 from memcli.kv.purge import forget_texts
 from memcli.read_tools import Pattern
 from memcli.results import Result
@@ -52,14 +52,13 @@ class Selection:
     citations: list[tuple[str, int, int]] = field(default_factory=list)  # (doc, first line, last line)
     seqs: list[tuple[int, int]] = field(default_factory=list)  # inclusive seq ranges (never expanded)
     conv: str | None = None  # a conversation or session id (the entries' conv)
-    since: str | None = None  # ISO times, inclusive
-    until: str | None = None
+    period: Period | None = None  # --since/--until on a clock
     pattern: object | None = None  # a memcli.read_tools.Pattern (a time limit on the whole search)
     everything: bool = False  # --all: the whole memory may go
 
     @classmethod
     def parse(cls, targets: list[str], *, conv: str | None = None, since: str | None = None,
-              until: str | None = None, grep: str | None = None, ignore_case: bool = False,
+              until: str | None = None, clock: str | None = None, grep: str | None = None, ignore_case: bool = False,
               everything: bool = False) -> Selection:
         """From the command's words: ``doc:12-14`` citations and ``17`` / ``17-20`` / ``seq:17`` seqs.
         A pattern that matches the empty string (``""``, ``(?i)``, ``x*``) matches every entry: it is
@@ -78,16 +77,13 @@ class Selection:
                 sel.citations.append((m["doc"], first, last))
             else:
                 raise UsageError(f"{target!r} is neither a citation (doc:start-end) nor a seq (17, 17-20)")
-        sel.since = parse_time(since, "--since", "value") if since else None
-        sel.until = parse_time(until, "--until", "value") if until else None
-        if sel.until and re.fullmatch(r"\s*\d{4}-\d{2}-\d{2}\s*", until):  # a day: up to its end
-            sel.until = sel.until[:10] + "T23:59"
+        sel.period = Period.parse(since or None, until or None, clock)
         if grep is not None:
             sel.pattern = Pattern(grep, ignore_case=ignore_case)
             if not everything and next(iter(sel.pattern.finditer("")), None) is not None:
                 raise UsageError(f"the pattern {grep!r} matches the empty string, so every entry: refused",
                                  hint="give a pattern that names what to forget, or --all to forget everything")
-        if not (sel.citations or sel.seqs or sel.conv or sel.since or sel.until or sel.pattern or everything):
+        if not (sel.citations or sel.seqs or sel.conv or sel.period or sel.pattern or everything):
             raise UsageError("say what to forget: citations (doc:12-14), seqs, --conv, --since/--until, --grep "
                              "or --all")
         return sel
@@ -99,8 +95,7 @@ class Selection:
                 return False
         if self.conv is not None and entry.meta.get("conv") != self.conv:
             return False
-        when = entry.time or ""
-        if (self.since and when < self.since) or (self.until and when > self.until):
+        if self.period is not None and not self.period.holds(entry):
             return False
         return self.pattern is None or next(iter(self.pattern.finditer(entry.text)), None) is not None
 

@@ -29,6 +29,14 @@ MAX_LIST = 200  # catalog rows one list_docs call returns
 MAX_HITS = 100  # grep matches, search hits
 MAX_BUDGET = 8000  # evidence tokens one memory_search call returns
 
+SinceField = Annotated[str | None, Field(description=(
+    "Only entries from this day or time on (YYYY-MM-DD or YYYY-MM-DDTHH:MM), on the clock."), max_length=40)]
+UntilField = Annotated[str | None, Field(description=(
+    "Only entries up to this day (its end) or time, on the clock."), max_length=40)]
+ClockField = Annotated[str | None, Field(description=(
+    "Which time since/until read: 'said' (when the entry was said; the default) or 'event' (the day it "
+    "speaks of: 'yesterday' said on 8 May is 7 May)."), max_length=10)]
+
 INSTRUCTIONS = """memcli is this user's long-term memory: plain Markdown topic documents plus CURRENT, the
 inbox of recent entries. Each entry is one line: a fact or a conversation turn with its time and speaker.
 How to use it well:
@@ -82,6 +90,7 @@ class MemoryTools:
         question: Annotated[str, Field(description="The question, in the user's words.", max_length=2000)],
         budget: Annotated[int, Field(description="Evidence tokens to return (memcli's token estimate).",
                                      ge=50, le=MAX_BUDGET)] = 2000,
+        since: SinceField = None, until: UntilField = None, clock: ClockField = None,
     ) -> dict[str, Any]:
         """Search memory first: the best evidence for a question within a token budget (no model).
 
@@ -89,7 +98,8 @@ class MemoryTools:
         whose lines read "[date time] Speaker: words" (a line without a date has the one above; "…"
         marks sentences left out of a long entry). Read more around a range, or an entry whole, with
         read(doc, start_line - 5, end_line + 5)."""
-        found = self.memory.ask(question, reader="evidence-only", budget=budget)
+        found = self.memory.ask(question, reader="evidence-only", budget=budget, since=since, until=until,
+                                clock=clock)
         ranked = sorted(found.evidence, key=lambda e: e.rank or len(found.evidence) + 1)
         return {"question": question,
                 "evidence": [{"rank": e.rank, "cite": e.citation, "time": e.time, "text": e.text, "tokens": e.tokens}
@@ -102,11 +112,13 @@ class MemoryTools:
         doc: Annotated[str | None, Field(description="Only this document id (CURRENT is one).")] = None,
         ignore_case: bool = True,
         limit: Annotated[int, Field(ge=1, le=MAX_HITS)] = 50,
+        since: SinceField = None, until: UntilField = None, clock: ClockField = None,
     ) -> dict[str, Any]:
         """Every line of memory matching a regular expression, as doc, line number and text.
 
         Use it for exact words, names and dates; then read the lines around a match."""
-        return self.memory.grep(pattern, doc=doc, ignore_case=ignore_case, limit=limit).to_dict()
+        return self.memory.grep(pattern, doc=doc, ignore_case=ignore_case, limit=limit, since=since, until=until,
+                                clock=clock).to_dict()
 
     def search(
         self,
@@ -150,15 +162,18 @@ class MemoryTools:
         as_of: Annotated[str | None, Field(description=(
             "Answer from what had been said by the end of this day (YYYY-MM-DD): a fact replaced since "
             "is current again."), max_length=40)] = None,
+        since: SinceField = None, until: UntilField = None, clock: ClockField = None,
     ) -> dict[str, Any]:
         """Answer a question with memcli's own reader and model (slower than memory_search; the answer is
         only as good as the model memcli is configured with). Returns the answer and its citations."""
         limit = self.memory.settings.mcp_ask_seconds
         try:
             with priority.busy(), deadline.within(limit if limit and limit > 0 else None):
-                found = self.memory.ask(question, kv_compose=kv_compose, as_of=as_of)
+                found = self.memory.ask(question, kv_compose=kv_compose, as_of=as_of, since=since, until=until,
+                                        clock=clock)
         except deadline.DeadlineExceeded:  # the host would time the call out: the evidence, said so
-            found = self.memory.ask(question, reader="evidence-only", as_of=as_of)
+            found = self.memory.ask(question, reader="evidence-only", as_of=as_of, since=since, until=until,
+                                    clock=clock)
             return {"question": question, "answer": None, "reader": found.mode,
                     "note": f"no answer within {limit:g} s (mcp.ask_seconds): the evidence is here; read it, "
                             "or call memory_search and read for more",

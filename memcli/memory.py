@@ -29,6 +29,7 @@ from memcli import ingest as pipeline
 from memcli import llm
 from memcli.config import Settings, approve_store_settings, switch
 from memcli.consolidate import job
+from memcli.dates import Period
 from memcli.errors import ConfigError, UsageError
 from memcli.index import LibraryIndex, drop_cache_files
 from memcli.ingest.entries import IngestResult, ingest_turns
@@ -270,13 +271,14 @@ class Memory:
         return result
 
     def forget(self, targets: list[str] | tuple[str, ...] = (), *, conv: str | None = None, since: str | None = None,
-               until: str | None = None, grep: str | None = None, ignore_case: bool = False,
-               dry_run: bool = False, everything: bool = False):
+               until: str | None = None, clock: str | None = None, grep: str | None = None,
+               ignore_case: bool = False, dry_run: bool = False, everything: bool = False):
         """Take entries out of memory for good (see :mod:`memcli.forget`): ``targets`` are citations
-        (``doc:12-14``) and seqs (``17``, ``17-20``); ``conv``, ``since``/``until`` and ``grep`` narrow;
+        (``doc:12-14``) and seqs (``17``, ``17-20``); ``conv``, ``since``/``until`` (on ``clock``,
+        ``said`` or ``event``; :class:`memcli.dates.Period`) and ``grep`` narrow;
         ``everything`` (``--all``) lets a selection take the whole memory, which is refused otherwise.
         Returns a :class:`~memcli.forget.Forgotten`; with ``dry_run`` it lists what would go."""
-        selection = forgetting.Selection.parse(list(targets), conv=conv, since=since, until=until, grep=grep,
+        selection = forgetting.Selection.parse(list(targets), conv=conv, since=since, until=until, clock=clock, grep=grep,
                                     ignore_case=ignore_case, everything=everything)
         if dry_run:
             result, entries = forgetting.forget(self.store, selection, dry_run=True)
@@ -363,12 +365,16 @@ class Memory:
             return read_lines(self.store, doc, start, end)
 
     def grep(self, pattern: str, *, doc: str | None = None, ignore_case: bool = False, context: int = 0,
-             limit: int | None = None):
-        """Lines of document bodies and CURRENT matching a regular expression."""
+             limit: int | None = None, since: str | None = None, until: str | None = None,
+             clock: str | None = None):
+        """Lines of document bodies and CURRENT matching a regular expression; ``since``/``until``
+        (ISO days or times, inclusive): only entries of that stretch on ``clock`` (``said``, the
+        default, or ``event``; :class:`memcli.dates.Period`)."""
+        period = Period.parse(since, until, clock)
         with self.store.reading():
             return grep(self.store, pattern, doc=doc, ignore_case=ignore_case, context=context,
                         limit=limit if limit is not None else self.settings.grep_limit,
-                        seconds=self.settings.grep_timeout)
+                        seconds=self.settings.grep_timeout, period=period)
 
     def search(self, query: str, *, k: int | None = None, doc: str | None = None):
         """Heading sections ranked by BM25 for ``query``."""
@@ -380,7 +386,8 @@ class Memory:
             on_step: Callable[[dict], None] | None = None, keep_evidence: bool = True,
             progress: Progress | None = None, kv_compose: bool = False,
             select: str | None = None, answer: str | None = None, where: dict[str, str] | None = None,
-            recent: bool = False, as_of: str | None = None):
+            recent: bool = False, as_of: str | None = None, since: str | None = None,
+            until: str | None = None, clock: str | None = None):
         """Answer ``question`` from memory, citing the lines used; see :mod:`memcli.retrieve.ask`.
 
         ``reader``: ``agent`` | ``no-agent`` | ``evidence`` | ``evidence-only`` (no model, no answer);
@@ -395,13 +402,17 @@ class Memory:
         whose signature has these values (``{"project": "/home/me/app"}``; the evidence readers);
         ``recent``: then the entries it keeps that the question does not rank, newest first;
         ``as_of`` (``YYYY-MM-DD``): answered from what had been said by the end of that day, facts
-        replaced since then current again (the evidence readers).
+        replaced since then current again (the evidence readers); ``since``/``until`` (ISO days or
+        times, inclusive): only entries of that stretch, on ``clock`` ``said`` (the default) or
+        ``event`` (the day a line speaks of; :class:`memcli.dates.Period`; the evidence readers).
         """
         cfg = self.settings
         if not isinstance(question, str) or not question.strip():  # said before any model or index loads
             raise UsageError("the question is empty")
-        if kv_compose and (where or recent or as_of):
-            raise UsageError("--where keeps to entries of the evidence readers, not --kv-compose")
+        period = Period.parse(since, until, clock)
+        if kv_compose and (where or recent or as_of or period):
+            raise UsageError("--where, --as-of and --since/--until keep to entries of the evidence readers, "
+                             "not --kv-compose")
         if kv_compose:
             from memcli.kv.composed_ask import ask_with_blocks
 
@@ -411,7 +422,7 @@ class Memory:
                                    select=select or cfg.kv_select)
         if select is not None:
             raise UsageError("--select chooses the memory units of --kv-compose")
-        reader = reader or ("evidence" if where or as_of else self.default_reader())
+        reader = reader or ("evidence" if where or as_of or period else self.default_reader())
         budget = budget if budget is not None else cfg.ask_budget
         reading = answer_context if answer_context is not None else cfg.ask_answer_context
         rounds = max_rounds if max_rounds is not None else cfg.ask_max_rounds
@@ -424,7 +435,8 @@ class Memory:
         loaded = time.perf_counter() - begin
         result = ask(self.store, self.index, model, question, reader=reader, budget=budget,
                      answer_context=reading, max_rounds=rounds, on_step=on_step, keep_evidence=keep_evidence,
-                     compact=cfg.ask_compact, where=where, recent=recent, answer=style, as_of=as_of)
+                     compact=cfg.ask_compact, where=where, recent=recent, answer=style, as_of=as_of,
+                     period=period)
         result.timings = {"embed_s": round(embedding, 3), "model_load_s": round(loaded, 3), **result.timings,
                           "total_s": round(result.timings["total_s"] + loaded, 3)}
         result.unembedded = unembedded

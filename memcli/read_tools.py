@@ -11,6 +11,7 @@ import re
 import time
 from dataclasses import dataclass
 
+from memcli.dates import Period
 from memcli.errors import UsageError
 from memcli.index import CatalogRow, Hit, LibraryIndex
 from memcli.results import Result, hidden, omit_empty, plain
@@ -154,8 +155,9 @@ MAX_PATTERN = 1000
 
 
 def grep(store: Store, pattern: str, *, doc: str | None = None, ignore_case: bool = False,
-         context: int = 0, limit: int = 100, seconds: float = 2.0) -> GrepResult:
-    """Lines of document bodies (front matter excluded) that match ``pattern``, within ``seconds``.
+         context: int = 0, limit: int = 100, seconds: float = 2.0, period: Period | None = None) -> GrepResult:
+    """Lines of document bodies (front matter excluded) that match ``pattern``, within ``seconds``;
+    with ``period``, only entries in it (:class:`memcli.dates.Period`).
 
     Works on the raw text (no YAML parsing, no per-line loop) so a large
     library is scanned at regex speed; line numbers are counted only up to
@@ -178,6 +180,8 @@ def grep(store: Store, pattern: str, *, doc: str | None = None, ignore_case: boo
             scanned = match.start()
             if hit_lines and hit_lines[-1] == line_no:
                 continue
+            if period is not None and not _in_period(body, match.start(), period):
+                continue
             if len(matches) + len(hit_lines) >= limit:
                 truncated = True
                 break
@@ -195,6 +199,13 @@ def grep(store: Store, pattern: str, *, doc: str | None = None, ignore_case: boo
         if truncated:
             break
     return GrepResult(pattern=pattern, matches=matches, truncated=truncated, docs_searched=len(doc_ids))
+
+
+def _in_period(body: str, at: int, period: Period) -> bool:
+    """Whether the line of ``body`` holding offset ``at`` is an entry in ``period``."""
+    end = body.find("\n", at)
+    entry = parse_entry(body[body.rfind("\n", 0, at) + 1:end if end >= 0 else len(body)].rstrip("\r"))
+    return entry is not None and period.holds(entry)
 
 
 # ---------------------------------------------------------------- search

@@ -97,6 +97,11 @@ def test_every_tool_over_a_real_client(store):
             days = [re.search(r"time=([\d-]+)", line.text) for cited in then["citations"]
                     for line in Memory(store).read(*cited_range(cited)).lines]
             assert days and all(day is None or day.group(1) <= "2024-03-10" for day in days)
+            later = data(await client.call_tool("memory_search", {"question": "Which adoption agency?",
+                                                                  "since": "2024-03-11"}))
+            assert later["evidence"] and all(e["time"] >= "2024-03-11" for e in later["evidence"])
+            dated = data(await client.call_tool("grep", {"pattern": "adopt", "until": "2024-03-10", "clock": "event"}))
+            assert dated["count"] >= 1 and all("2024-03-1" not in m["text"] for m in dated["matches"])
             composed = {"question": "Which adoption agency did Caroline apply to?", "kv_compose": True}
             first = data(await client.call_tool("ask", composed))  # makes the units' blocks
             again = data(await client.call_tool("ask", composed))  # places them

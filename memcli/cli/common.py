@@ -13,6 +13,13 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Write one JSON document t
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Only data and errors; no progress or notes.")]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="More diagnostics on stderr.")]
 DocOpt = Annotated[Optional[str], typer.Option("--doc", help="Restrict to one document id (or CURRENT).")]
+SinceOpt = Annotated[Optional[str], typer.Option(
+    "--since", metavar="TIME", help="Only entries from this day or time on (YYYY-MM-DD[THH:MM]), on --clock.")]
+UntilOpt = Annotated[Optional[str], typer.Option(
+    "--until", metavar="TIME", help="Only entries up to this day (its end) or time, on --clock.")]
+ClockOpt = Annotated[Optional[str], typer.Option(
+    "--clock", metavar="CLOCK", help="Which time --since/--until read: said (when the entry was said; the "
+                                     "default) or event (the day it speaks of, its when=, else the day said).")]
 
 
 @dataclass

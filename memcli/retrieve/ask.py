@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from memcli.config import READERS
+from memcli.dates import Period
 from memcli.errors import UsageError
 from memcli.llm.base import CallStats, ChatModel
 from memcli.results import Result, hidden
@@ -123,7 +124,8 @@ def respond(model: ChatModel, store, question: str, read: list[Evidence], librar
 def ask(store, index, model: ChatModel | None, question: str, *, reader: str, budget: int, answer_context: int,
         max_rounds: int = 7, on_step: Callable[[dict], None] | None = None,
         keep_evidence: bool = True, compact: bool | None = None, answer: str = "generate",
-        where: dict[str, str] | None = None, recent: bool = False, as_of: str | None = None) -> AskResult:
+        where: dict[str, str] | None = None, recent: bool = False, as_of: str | None = None,
+        period: Period | None = None) -> AskResult:
     """Retrieve evidence for ``question`` with ``reader`` and answer from it (no answer for
     ``evidence-only``, which needs no model). ``on_step`` sees each round or retrieval step as it
     happens; ``keep_evidence``: the answer's evidence may be kept as a KV block (a local model);
@@ -133,7 +135,9 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
     against the evidence by :func:`memcli.retrieve.answer.grounded`); ``where``, ``recent``: only
     entries with these signature values, the unranked ones newest first (the evidence readers,
     :func:`memcli.retrieve.evidence_reader.evidence_only`); ``as_of`` (``YYYY-MM-DD``): answered from
-    what had been said by the end of that day (:mod:`memcli.retrieve.current`; the evidence readers)."""
+    what had been said by the end of that day (:mod:`memcli.retrieve.current`; the evidence readers);
+    ``period``: only entries of that stretch of time, on its clock (:class:`memcli.dates.Period`; the
+    evidence readers)."""
     question = question.strip()
     if not question:
         raise UsageError("the question is empty")
@@ -145,6 +149,8 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
         raise UsageError(f"unknown answer style {answer!r} (extract or generate)")
     if (where or recent) and reader not in ("evidence", "evidence-only"):
         raise UsageError("only the evidence readers keep to entries with given values (--where)")
+    if period is not None and reader not in ("evidence", "evidence-only"):
+        raise UsageError("only the evidence readers keep to a stretch of time (--since/--until)")
     if as_of is not None:
         as_of = check_day(as_of)
         if reader not in ("evidence", "evidence-only"):
@@ -170,7 +176,7 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
                 from memcli.retrieve.evidence_reader import evidence_only
 
                 found = evidence_only(store, index, question, budget=budget, compact=compact, where=where,
-                                      recent=recent, as_of=as_of)
+                                      recent=recent, as_of=as_of, period=period)
             result.tool_calls = found.trace
             for step in found.trace if on_step else ():
                 on_step(step)

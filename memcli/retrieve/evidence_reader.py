@@ -50,6 +50,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
+from memcli.dates import Period
 from memcli.errors import UsageError
 from memcli.index import LibraryIndex
 from memcli.ingest.turns import ROLES
@@ -341,14 +342,15 @@ def reply_to(doc: DocLines, line: int) -> int | None:
 
 def evidence_only(store: Store, index: LibraryIndex, question: str, *, budget: int, compact: bool | None = None,
                   tuning: Tuning = DEFAULT, where: Mapping[str, str] | None = None, recent: bool = False,
-                  as_of: str | None = None, **options) -> Retrieval:
+                  as_of: str | None = None, period: Period | None = None, **options) -> Retrieval:
     """The deterministic evidence for ``question`` within ``budget`` tokens; ``compact`` (default:
     the tuning's): entries shown as their sentences that matter (:func:`focus`). ``where``: only
     entries whose signature has these values (``{"project": "/home/me/app"}``); ``recent``: the
     entries ``where`` keeps that the question does not rank come after the ranked ones, newest first
     (what a digest of a project shows when its words are not the question's). ``as_of``: only what
     had been said by that day (``YYYY-MM-DD``), superseded entries included
-    (:mod:`memcli.retrieve.current`)."""
+    (:mod:`memcli.retrieve.current`); ``period``: only entries of that stretch of time, on its clock
+    (:class:`memcli.dates.Period`)."""
     library = Library(store, index.parsed, as_of=as_of)
     picks = ranked_entries(library, index, question, tuning=tuning, **options)
     if where is not None:
@@ -359,6 +361,8 @@ def evidence_only(store: Store, index: LibraryIndex, question: str, *, budget: i
             picks += sorted(rest, key=lambda p: (library.doc(p[0]).entries[p[1]].time or "", p), reverse=True)
     elif recent:
         raise UsageError("recent follows the entries a where filter keeps")
+    if period is not None:
+        picks = [pick for pick in picks if period.holds(library.doc(pick[0]).entries[pick[1]])]
     trace = [{"tool": "search", "query": question, "entries": len(picks)}]
     shown = focus(index, question, tuning) if (tuning.compact if compact is None else compact) else WHOLE
     return Retrieval(assemble(library, picks, budget, focus=shown), trace, picks, library)

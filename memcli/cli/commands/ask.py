@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from memcli.cli.app import app
-from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, memory, output
+from memcli.cli.common import ClockOpt, JsonOpt, QuietOpt, SinceOpt, UntilOpt, VerboseOpt, memory, output
 from memcli.cli.output import Output, register
 from memcli.errors import EXIT_NO_MATCH, UsageError
 from memcli.retrieve.ask import AskResult
@@ -57,6 +57,7 @@ def ask(
     as_of: Annotated[Optional[str], typer.Option(
         "--as-of", metavar="DAY", help="Answer from what had been said by the end of DAY (YYYY-MM-DD): a fact "
                                        "replaced since is current again; the evidence readers.")] = None,
+    since: SinceOpt = None, until: UntilOpt = None, clock: ClockOpt = None,
     show_stats: Annotated[bool, typer.Option(
         "--stats", help="Print tokens prefilled and restored, time to first token and generation speed "
                         "on stderr.")] = False,
@@ -83,7 +84,9 @@ def ask(
     don't know". "I don't know" also when the evidence does not support an
     answer (the person asked about never appears, no line holds the
     question's words, or the model finds no answer likelier than none).
-    --as-of DAY answers from what had been said by the end of that day.
+    --as-of DAY answers from what had been said by the end of that day;
+    --since/--until read only entries of a stretch of time, said then or
+    (--clock event) speaking of it.
     Exit 1 when no evidence is found or the answer is "I don't know" (the
     evidence is still printed).
 
@@ -118,7 +121,8 @@ def ask(
         result = memory(ctx).ask(question, reader=reader, budget=budget, answer_context=answer_context,
                                  max_rounds=max_rounds, kv=kv, on_step=_trace_round if trace else None,
                                  progress=progress, kv_compose=kv_compose, select=select,
-                                 answer=answer, where=values or None, as_of=as_of)
+                                 answer=answer, where=values or None, as_of=as_of,
+                                 since=since, until=until, clock=clock)
     if result.problems:
         out.debug("model problems: " + "; ".join(result.problems))
     for warning in result.warnings:

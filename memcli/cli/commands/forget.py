@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from memcli.cli.app import app
-from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, memory, output
+from memcli.cli.common import ClockOpt, JsonOpt, QuietOpt, SinceOpt, UntilOpt, VerboseOpt, memory, output
 from memcli.cli.output import Output, register
 from memcli.errors import EXIT_NO_MATCH
 from memcli.forget import Forgotten, seq_ranges
@@ -20,8 +20,7 @@ def forget(
         metavar="[CITATION|SEQ]...", help="Citations (doc:12-14, CURRENT:30) and seqs (17, 17-20).")] = None,
     conv: Annotated[Optional[str], typer.Option(
         "--conv", "--session", help="Only entries of this conversation or session (its conv=).")] = None,
-    since: Annotated[Optional[str], typer.Option("--since", help="Only entries from this time on (ISO 8601).")] = None,
-    until: Annotated[Optional[str], typer.Option("--until", help="Only entries up to this time (ISO 8601).")] = None,
+    since: SinceOpt = None, until: UntilOpt = None, clock: ClockOpt = None,
     grep: Annotated[Optional[str], typer.Option(
         "--grep", "-e", help="Only entries whose text matches this regular expression.")] = None,
     ignore_case: Annotated[bool, typer.Option("--ignore-case", "-i", help="--grep ignores case.")] = False,
@@ -33,8 +32,9 @@ def forget(
     """Take entries out of memory for good.
 
     Choose them by citation or seq (these add up), and narrow with --conv
-    (a conversation or agent session), --since/--until and --grep (every one
-    given must hold). The entries leave the documents and CURRENT in one
+    (a conversation or agent session), --since/--until (when the entries
+    were said, or with --clock event the day they speak of; an entry with no
+    time is in no stretch) and --grep (every one given must hold). The entries leave the documents and CURRENT in one
     transaction (a topic document left empty is removed); then the search
     index, the vectors, every KV block made from a changed document and any
     chat session that holds their text are cleaned. The update log records
@@ -48,7 +48,7 @@ def forget(
     holds another entry than the dry run showed.
     """
     out = output(ctx, json, quiet, verbose)
-    result = memory(ctx).forget(targets or [], conv=conv, since=since, until=until, grep=grep,
+    result = memory(ctx).forget(targets or [], conv=conv, since=since, until=until, clock=clock, grep=grep,
                                 ignore_case=ignore_case, dry_run=dry_run, everything=everything)
     for warning in result.warnings:
         out.warn(warning)

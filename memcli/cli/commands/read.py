@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from memcli.cli.app import app
-from memcli.cli.common import DocOpt, JsonOpt, QuietOpt, VerboseOpt, memory, output
+from memcli.cli.common import ClockOpt, DocOpt, JsonOpt, QuietOpt, SinceOpt, UntilOpt, VerboseOpt, memory, output
 from memcli.cli.output import Output, register
 from memcli.errors import EXIT_NO_MATCH
 from memcli.read_tools import DocsResult, GrepResult, ReadResult, SearchResult, parse_range
@@ -68,14 +68,19 @@ def grep(
     context: Annotated[int, typer.Option("--context", "-C", metavar="N", help="Lines of context.")] = 0,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Stop after N matching lines "
                                                  "(default: grep.limit, 100).")] = None,
+    since: SinceOpt = None, until: UntilOpt = None, clock: ClockOpt = None,
     json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
 ) -> None:
     """Search document bodies and CURRENT with a regular expression; exit 1 when nothing matches.
 
     Output is DOC:LINE: TEXT (context lines as DOC-LINE- TEXT), like grep.
+    --since/--until keep to entries of that stretch of time: when they were
+    said, or with --clock event the day they speak of ("yesterday" in a line
+    said on 8 May is 7 May).
     """
     out = output(ctx, json, quiet, verbose)
-    result = memory(ctx).grep(pattern, doc=doc, ignore_case=ignore_case, context=context, limit=limit)
+    result = memory(ctx).grep(pattern, doc=doc, ignore_case=ignore_case, context=context, limit=limit,
+                              since=since, until=until, clock=clock)
     out.emit(result)
     if result.truncated:
         out.info(f"memcli: stopped after {len(result.matches)} matches (--limit)")
