@@ -8,6 +8,12 @@ import re
 from functools import lru_cache
 
 STOPWORDS = frozenset(["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves", "s", "t", "don", "ll", "re", "ve", "d", "m", "o", "y", "isn", "aren", "wasn", "weren", "hasn", "haven", "hadn", "doesn", "didn", "won", "wouldn", "shan", "shouldn", "couldn", "mustn", "ain", "oh", "hey", "hi", "hello", "yeah", "yep", "yes", "ok", "okay", "wow", "lol", "btw", "fyi", "aww", "hmm", "gonna", "wanna", "gotta"])
+# What a span of text (an answer, a title phrase) neither starts nor ends with: function words and filler.
+EDGE_STOP = STOPWORDS | {
+    "really", "also", "much", "many", "well", "like", "um", "uh", "thanks", "thank", "totally", "definitely",
+    "pretty", "quite", "lot", "lots", "got", "get", "gets", "getting", "might", "must", "rather", "instead",
+    "even", "still", "already", "maybe", "probably", "actually", "finally", "super", "kind", "sort",
+    "something", "anything", "everything", "one", "ones"}
 _TERM_RE = re.compile(r"[^\W_]+", re.UNICODE)
 
 

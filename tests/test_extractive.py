@@ -187,3 +187,26 @@ def test_which_day_is_answered_with_the_day_the_line_names():
     assert dated("The meeting is next Friday", "2024-07-02T09:00", weekday=True) == "next Friday"
     assert dated("We met last Thursday", "2024-07-02T09:00", weekday=True) == "the thursday before 2 July 2024"
     assert dated("The meeting moved to Thursday", "2024-07-02T09:00") == "2 July 2024"  # "when": the date
+
+
+def test_a_line_that_holds_the_question_in_other_words_supports_an_answer(tmp_path):
+    from memcli.retrieve.aligned import align_read
+
+    asked = "Which sport does Ana play?"
+    memory, library, read, order = write_store(tmp_path / "a", [
+        ("Ana", "I quit tennis and took up squash.", "2024-01-05T10:00"),
+        ("Ana", "The weather has been wild lately.", "2024-01-06T10:00"),
+    ])
+    aligned = align_read(memory.index.aligner(), library, asked, read, order)
+    found, reason = candidates(asked, library, read, order, aligned=aligned)
+    assert reason is None and any("squash" in c.text for c in found)
+    by_words = candidates(asked, library, read, order, replace(DEFAULT, held=0.0), aligned=aligned)
+    assert by_words == ([], "no line read holds a word of the question")  # neither "sport" nor "play" is there
+    memory.close()
+    memory, library, read, order = write_store(tmp_path / "b", [
+        ("Ana", "Do you think I should learn to play piano?", "2024-01-05T10:00"),
+    ])
+    aligned = align_read(memory.index.aligner(), library, "What car does Ana drive?", read, order)
+    assert candidates("What car does Ana drive?", library, read, order, aligned=aligned) == (
+        [], "no line read holds a word of the question, nor its meaning")
+    memory.close()

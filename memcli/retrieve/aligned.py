@@ -49,6 +49,15 @@ class Aligned:
         """The best match, in any line read, of the question's least-met content word (1.0 with none)."""
         return min(self.best, default=1.0)
 
+    def held(self, pick: Pick, names: set[str]) -> float | None:
+        """How well line ``pick`` holds the question's content words other than ``names`` (lower case):
+        their mean match in it (None when it was not aligned, or the question has no other word)."""
+        found = self.alignments.get(pick)
+        keep = [at for at, word in enumerate(self.words) if not any(name.startswith(word) for name in names)]
+        if found is None or not keep:
+            return None
+        return float(found.matches[keep].mean())
+
     def missing(self, tuning: Tuning | None = None) -> str | None:
         """The question's word no line read holds (``tuning.floor``; default :data:`DEFAULT`), or None."""
         tuning = tuning or DEFAULT

@@ -106,8 +106,7 @@ def respond(model: ChatModel, store, question: str, read: list[Evidence], librar
             first = set(aligned.order)
             order = aligned.order + [pick for pick in order or [] if pick not in first]
         picked = extract(model, question, library or Library(store), read, order or [], stats,
-                         keep_evidence=keep_evidence,
-                         aligned={p: a.score for p, a in aligned.alignments.items()} if aligned else None)
+                         keep_evidence=keep_evidence, aligned=aligned)
         why = f"{picked.reason} ({picked.citation})" if picked.citation else picked.reason
         return Said(picked.text, picked.abstained, why, ttft_s=picked.ttft_s, read=picked.read)
     written = generate(model, question, read, stats, keep_evidence=keep_evidence)
