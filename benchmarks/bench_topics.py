@@ -11,8 +11,11 @@ together. Reported:
   share a speaker (a session's user and assistant count as one party, the store's owner);
 - evidence locality: for the development questions whose gold turns are two or more, the mean number of
   documents holding them, against the number of sessions they come from (one document per session);
-- title quality: the share of titles whose words are all among their document's 12 most distinctive terms
-  (tf-idf against the library) and that hold no stop-word, markup or private-use character;
+- titles: how many are a comma list of single words; the share whose every phrase (split at "and" and
+  commas, the people in parentheses aside) occurs in the document's text; the share holding a content word
+  beyond the people's names (and no markup); and title-only retrieval: for each development question
+  (categories 1-4) whose gold turns are all in one document, every document ranked by the MiniLM cosine
+  of the question with its title alone, hit@1, hit@5 and the median place of the right one;
 - summary faithfulness: the share of summaries each of whose sentences is a sentence of an entry;
 - documents, their sizes in tokens, and the consolidation time.
 """
@@ -21,19 +24,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import re
 import statistics
 import sys
 import tempfile
 import time
-from collections import Counter
 from pathlib import Path
 
 from memcli.memory import Memory
 from memcli.store.lines import sentences
-from memcli.terms import STOPWORDS, stem, terms
+from memcli.terms import STOPWORDS
 
 os.environ.setdefault("MEMCLI_VECTORS", "inline")
 ROLES = {"user", "assistant"}  # a session's roles: one party, the store's owner
@@ -72,16 +73,52 @@ def pure(doc: dict) -> bool:
     return all(groups[0] & g for g in groups[1:])
 
 
-def title_ok(doc: dict, df: Counter, n_docs: int) -> bool:
+def title_parts(doc: dict) -> tuple[list[str], list[str]]:
+    """A title's phrases (the people in parentheses taken off, split at "and" and at commas) and its
+    people."""
     title = doc["title"]
-    if re.search(r"[<>\[\]{}`|\ue000-\uf8ff]", title):
-        return False
-    words = [w for w in re.findall(r"[A-Za-z][A-Za-z'-]+", re.sub(r"\(.*?\)", "", title))]
-    if not words or any(w.lower() in STOPWORDS for w in words):
-        return False
-    counts = Counter(t for e in doc["entries"] for t in terms(e.text))
-    top = {t for t, _ in sorted(counts.items(), key=lambda tc: -(1 + math.log(tc[1])) * math.log(n_docs / df[tc[0]]))[:12]}
-    return all(stem(w.lower()) in top for w in words)
+    people = [p.strip() for group in re.findall(r"\((.*?)\)", title) for p in group.split(",")]
+    bare = re.sub(r"\(.*?\)", "", title).strip()
+    return [p.strip() for p in re.split(r",| and ", bare) if p.strip()], people
+
+
+def keyword_list(doc: dict) -> bool:
+    """A title that is a comma list of single words ("Learn, bye, wait")."""
+    parts, _ = title_parts(doc)
+    return len(parts) > 1 and "," in doc["title"] and all(len(p.split()) == 1 for p in parts)
+
+
+def occurs(doc: dict) -> bool:
+    """Every phrase of the title occurs in the document's entries (case aside, as whole words)."""
+    parts, _ = title_parts(doc)
+    text = " ".join(" ".join(e.text.split()) for e in doc["entries"]).casefold()
+    return bool(parts) and all(re.search(rf"(?<!\w){re.escape(p.casefold())}(?!\w)", text) for p in parts)
+
+
+def names_more(doc: dict) -> bool:
+    """The title holds a content word beyond the people's names, and no markup."""
+    parts, people = title_parts(doc)
+    names = {w.lower() for p in people for w in p.split()}
+    content = [w for p in parts for w in re.findall(r"[^\W_]+", p.lower()) if w not in STOPWORDS and w not in names]
+    return bool(content) and not re.search(r"[<>\[\]{}`|\ue000-\uf8ff]", doc["title"])
+
+
+def by_title(docs: dict[str, dict], questions: list[tuple[str, str]]) -> dict:
+    """Title-only retrieval: each question whose gold turns are all in one document ranks every document
+    by the MiniLM cosine of the question and the title alone; where the right one lands."""
+    from memcli.semantic.encoder import Encoder
+
+    encoder = Encoder()
+    ids = list(docs)
+    titles = encoder.encode([docs[i]["title"] for i in ids])
+    asked = encoder.encode([q for q, _ in questions]) if questions else []
+    places = []
+    for vector, (_, right) in zip(asked, questions):
+        order = sorted(range(len(ids)), key=lambda k: -float(titles[k] @ vector))
+        places.append(next(at for at, k in enumerate(order) if ids[k] == right) + 1)
+    return {"questions": len(places), "hit@1": round(sum(p == 1 for p in places) / len(places), 3),
+            "hit@5": round(sum(p <= 5 for p in places) / len(places), 3),
+            "median_place": statistics.median(places)}
 
 
 def faithful(doc: dict) -> bool:
@@ -100,6 +137,7 @@ def faithful(doc: dict) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--split", type=int, default=None)
+    parser.add_argument("--examples", type=int, default=6, help="documents shown with their title and summary")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="memcli-topics-") as tmp:
         memory = Memory(Path(tmp) / "store", create=True, cache_dir=Path(tmp) / "cache",
@@ -114,29 +152,34 @@ def main() -> int:
         for doc_id, doc in docs.items():
             for e in doc["entries"]:
                 where[(e.meta.get("conv"), e.meta.get("ref"))] = doc_id
-        located, sessions = [], []
+        located, sessions, single = [], [], []
         for path, options in SOURCES[:2]:
             data = json.loads(path.read_text())
             for qa in (data[0] if isinstance(data, list) else data)["qa"]:
                 gold = [g for g in qa.get("evidence", []) if isinstance(g, str)]
+                held = {where.get((options["sample"], g)) for g in gold}
+                if gold and len(held) == 1 and None not in held and qa.get("category") != 5:
+                    single.append((qa["question"], held.pop()))
                 if len(gold) < 2:
                     continue
                 held = {where.get((options["sample"], g)) for g in gold} - {None}
                 if held:
                     located.append(len(held))
                     sessions.append(len({g.split(":")[0] for g in gold}))
-        df = Counter(t for doc in docs.values() for t in {t for e in doc["entries"] for t in terms(e.text)})
         sizes = [doc["tokens"] for doc in docs.values()]
         report = {
             "documents": len(docs), "consolidation_s": round(took, 2),
             "scope_purity": round(sum(pure(d) for d in docs.values()) / len(docs), 3),
             "evidence_locality": {"questions": len(located), "documents_mean": round(statistics.mean(located), 3),
                                   "sessions_mean": round(statistics.mean(sessions), 3)},
-            "title_quality": round(sum(title_ok(d, df, len(docs)) for d in docs.values()) / len(docs), 3),
+            "titles": {"keyword_lists": sum(keyword_list(d) for d in docs.values()),
+                       "phrases_occur": round(sum(occurs(d) for d in docs.values()) / len(docs), 3),
+                       "content_beyond_names": round(sum(names_more(d) for d in docs.values()) / len(docs), 3),
+                       "by_title": by_title(docs, single)},
             "summary_faithfulness": round(sum(faithful(d) for d in docs.values()) / len(docs), 3),
             "size_tokens": {"median": statistics.median(sizes), "max": max(sizes)},
             "examples": [{"id": i, "title": d["title"], "summary": d["summary"][:160]}
-                         for i, d in list(docs.items())[:6]],
+                         for i, d in list(docs.items())[:args.examples]],
         }
         memory.close()
     print(json.dumps(report, indent=1))
