@@ -31,7 +31,7 @@ def test_a_title_is_up_to_three_recurring_phrases_and_the_people_never_a_keyword
     assert title.startswith("Adoption agency, ") and title.endswith(" (Caroline, Melanie)")
     rest = title[len("Adoption agency, "):-len(" (Caroline, Melanie)")].split(" and ")
     assert sorted(rest) == ["home study", "pottery class"]  # phrases of the text, sharing no word with another
-    assert block_title(entries[:3], flat) == "2023-05-25 · adoption agency"
+    assert block_title(entries[:3], flat) == "2023-05-25 · adoption agency and home study"
 
 
 def test_rare_words_outweigh_common_ones_and_a_text_of_one_word_still_has_a_title():

@@ -8,9 +8,10 @@ scale) over the square root of its length, times how many entries hold the phras
 scale); phrases of ``MIN_WORDS`` words or more come first. A document's title is its best phrase and
 up to two more that share no word with those before and score at least ``SECOND`` of the first, within
 ``TITLE_CHARS``, then the people who speak in it: "Home study, adoption agencies and charity race
-(Caroline, Melanie)". A section heading is its date and its best phrase. Every phrase occurs in the text
-as written (the casing most used there). Three phrases rather than two were chosen by title-only
-retrieval on the development pair (benchmarks/bench_topics.py; docs/benchmarks.md, "Titles").
+(Caroline, Melanie)". A section heading is its date and its block's phrases chosen the same way, within
+``HEADING_CHARS``. Every phrase occurs in the text as written (the casing most used there). Three phrases
+rather than two (for titles: title-only retrieval; for headings: consolidated evidence recall) were
+chosen on the development pair (benchmarks/bench_topics.py; docs/benchmarks.md, "Titles").
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ MAX_WORDS = 4  # the longest phrase
 MIN_WORDS = 2  # a phrase of fewer words is chosen only when the text has no longer one
 SECOND = 0.5  # a second phrase joins the title when it scores at least this share of the first
 TITLE_CHARS = 80  # a document title's length at most
-PHRASES = 3  # phrases in a document title at most
+PHRASES = 3  # phrases in a title or heading at most
+HEADING_CHARS = 60  # a section heading's length at most
 
 _BREAK = re.compile(r"[^\w\s'\u2019-]+|_+|\s-+\s|-{2,}|\s['\u2019]|['\u2019](?:\s|$)")  # what a phrase never spans
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
@@ -122,10 +124,15 @@ def _capitalized(text: str) -> str:
 def document_title(entries: list[Entry], idf: Idf) -> str:
     """``Adoption agency and pottery class (Caroline, Melanie)``: a new document's title from its entries."""
     people = _people(entries)
-    found = phrases([e.text for e in entries], idf, people)
     suffix = f" ({', '.join(people[:2])})" if people else ""
+    label = _label(phrases([e.text for e in entries], idf, people), TITLE_CHARS - len(suffix))
+    return clean_title(_capitalized(label or "Notes") + suffix, TITLE_CHARS)
+
+
+def _label(found: list[Phrase], room: int) -> str:
+    """The best phrase and up to ``PHRASES`` - 1 more (see the module), within ``room`` characters."""
     if not found:
-        return clean_title("Notes" + suffix)
+        return ""
     chosen = [found[0]]
     words = set(found[0].terms)
     for other in found[1:]:
@@ -133,10 +140,10 @@ def document_title(entries: list[Entry], idf: Idf) -> str:
             break
         if other.terms & words or len(other.text.split()) < min(MIN_WORDS, len(found[0].text.split())):
             continue
-        if len(_joined([p.text for p in [*chosen, other]]) + suffix) <= TITLE_CHARS:
+        if len(_joined([p.text for p in [*chosen, other]])) <= room:
             chosen.append(other)
             words |= other.terms
-    return clean_title(_capitalized(_joined([p.text for p in chosen])) + suffix, TITLE_CHARS)
+    return _joined([p.text for p in chosen])
 
 
 def _joined(parts: list[str]) -> str:
@@ -145,8 +152,7 @@ def _joined(parts: list[str]) -> str:
 
 
 def block_title(entries: list[Entry], idf: Idf) -> str:
-    """``2023-05-25 · adoption agency``: the session's date and the block's best phrase."""
-    found = phrases([e.text for e in entries], idf, _people(entries))
-    label = found[0].text if found else "notes"
+    """``2023-05-25 · adoption agency and home study``: the session's date and the block's phrases."""
     date = (entries[0].time or "")[:10]
-    return clean_title(f"{date} · {label}" if date else label)
+    label = _label(phrases([e.text for e in entries], idf, _people(entries)), HEADING_CHARS - len(date) - 3)
+    return clean_title(f"{date} · {label or 'notes'}" if date else label or "notes", HEADING_CHARS)
