@@ -122,7 +122,8 @@ def _capitalized(text: str) -> str:
 
 
 def document_title(entries: list[Entry], idf: Idf) -> str:
-    """``Adoption agency and pottery class (Caroline, Melanie)``: a new document's title from its entries."""
+    """``Home study, adoption agencies and charity race (Caroline, Melanie)``: a document's title from its
+    entries."""
     people = _people(entries)
     suffix = f" ({', '.join(people[:2])})" if people else ""
     label = _label(phrases([e.text for e in entries], idf, people), TITLE_CHARS - len(suffix))
