@@ -1,4 +1,4 @@
-"""Deterministic text helpers for consolidation: term vectors, similarity, slugs.
+"""Deterministic text helpers for consolidation: term vectors, similarity, salient terms, slugs.
 
 These carry the deterministic path (``--no-llm`` and every fallback), so
 memory stays organised with any model or none.
@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from math import log, sqrt
 
-from memcli.terms import terms
+from memcli.terms import terms, words
 
 Vector = dict[str, float]
 
@@ -38,6 +38,28 @@ def cosine(a: Vector, b: Vector) -> float:
     if not dot:
         return 0.0
     return dot / (sqrt(sum(w * w for w in a.values())) * sqrt(sum(w * w for w in b.values())))
+
+
+def salient_terms(counts: Counter, idf: Callable[[str], float], n: int = 5,
+                  exclude: Iterable[str] = ()) -> list[str]:
+    """The ``n`` terms with the highest tf-idf weight (ties by term), skipping ``exclude``."""
+    skip = {t for name in exclude for t in terms(name or "")}
+    ranked = sorted(((-(1 + log(c)) * idf(t), t) for t, c in counts.items()
+                     if t not in skip and len(t) > 2 and not t.isdigit()))
+    return [t for _, t in ranked[:n]]
+
+
+def salient_words(texts: Iterable[str], idf: Callable[[str], float], n: int = 5,
+                  exclude: Iterable[str] = ()) -> list[str]:
+    """Like :func:`salient_terms`, but each term as the word people wrote ('family', not 'famili')."""
+    texts = list(texts)
+    surface: Counter = Counter()
+    for text in texts:
+        surface.update(words(text))
+    best: dict[str, str] = {}
+    for (term, word), _ in surface.most_common():
+        best.setdefault(term, word)
+    return [best.get(t, t) for t in salient_terms(term_counts(texts), idf, n, exclude)]
 
 
 def normalized(text: str) -> str:
