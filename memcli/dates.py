@@ -115,8 +115,9 @@ def event_time(text: str, time: str | None) -> EventTime | None:
 CLOCKS = ("said", "event")
 
 
-def _moment(value: str, option: str) -> str:
-    """An ISO 8601 day or time as memcli stores times (``2023-05-07`` or ``2023-05-07T10:30``)."""
+def moment(value: str, option: str) -> str:
+    """An ISO 8601 day or time as memcli stores times (``2023-05-07`` or ``2023-05-07T10:30``, UTC), or a
+    UsageError naming ``option`` (``--since``, ``--as-of``)."""
     text = value.strip()
     try:
         parsed = dt.datetime.fromisoformat(text)
@@ -148,8 +149,8 @@ class Period:
             if clock is not None:
                 raise UsageError("--clock says which time --since/--until read; give one of them")
             return None
-        start = _moment(since, "--since") if since is not None else None
-        end = _moment(until, "--until") if until is not None else None
+        start = moment(since, "--since") if since is not None else None
+        end = moment(until, "--until") if until is not None else None
         if end is not None and len(end) == 10:
             end += "T23:59"
         if start is not None and end is not None and start > end:
@@ -164,6 +165,3 @@ class Period:
             return False
         last = first + "\uffff" if self.clock == "event" else first  # the whole day, month or year
         return (self.since is None or last >= self.since) and (self.until is None or first <= self.until)
-
-    def describe(self) -> dict:
-        return {"since": self.since, "until": self.until, "clock": self.clock}

@@ -278,8 +278,8 @@ class Memory:
         ``said`` or ``event``; :class:`memcli.dates.Period`) and ``grep`` narrow;
         ``everything`` (``--all``) lets a selection take the whole memory, which is refused otherwise.
         Returns a :class:`~memcli.forget.Forgotten`; with ``dry_run`` it lists what would go."""
-        selection = forgetting.Selection.parse(list(targets), conv=conv, since=since, until=until, clock=clock, grep=grep,
-                                    ignore_case=ignore_case, everything=everything)
+        selection = forgetting.Selection.parse(list(targets), conv=conv, since=since, until=until, clock=clock,
+                                               grep=grep, ignore_case=ignore_case, everything=everything)
         if dry_run:
             result, entries = forgetting.forget(self.store, selection, dry_run=True)
         else:

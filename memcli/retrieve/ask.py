@@ -24,11 +24,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from memcli.config import READERS
-from memcli.dates import Period
+from memcli.dates import Period, moment
 from memcli.errors import UsageError
 from memcli.llm.base import CallStats, ChatModel
 from memcli.results import Result, hidden
-from memcli.retrieve.current import check_day
 from memcli.retrieve.evidence import Evidence, best_part, rank
 from memcli.store.lines import Library
 
@@ -151,7 +150,7 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
     if period is not None and reader not in ("evidence", "evidence-only"):
         raise UsageError("only the evidence readers keep to a stretch of time (--since/--until)")
     if as_of is not None:
-        as_of = check_day(as_of)
+        as_of = moment(as_of, "--as-of")
         if reader not in ("evidence", "evidence-only"):
             raise UsageError("only the evidence readers answer as of a day (--as-of)")
     start = time.perf_counter()

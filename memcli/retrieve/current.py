@@ -20,9 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 
-from memcli.errors import UsageError
 from memcli.index import LibraryIndex
 from memcli.store.format import Entry
 from memcli.store.lines import Library
@@ -45,15 +43,6 @@ class Tuning:
 # ON (the constants chosen on the suite's tune half) is what the benchmark and the tests measure.
 ON = Tuning()
 DEFAULT = Tuning(window=0)
-
-
-def check_day(day: str) -> str:
-    """``day`` as ``YYYY-MM-DD`` (or a longer ISO time, kept to its minute), or a UsageError."""
-    try:
-        parsed = datetime.fromisoformat(day.strip())
-    except ValueError:
-        raise UsageError(f"--as-of wants a day as YYYY-MM-DD, not {day!r}") from None
-    return parsed.strftime("%Y-%m-%d" if len(day.strip()) <= 10 else "%Y-%m-%dT%H:%M")
 
 
 def when(entry: Entry) -> tuple[str, int]:
