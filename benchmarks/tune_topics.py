@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Choose deterministic consolidation's routing threshold by cross-validation over the development pair.
+"""Choose deterministic consolidation's routing (or merging) threshold by cross-validation over the development pair.
 
-    python benchmarks/tune_topics.py [--grid 0.1 0.15 0.2 0.25 0.3]
+    python benchmarks/tune_topics.py [--setting route|merge] [--grid 0.1 0.15 0.2 0.25 0.3] [--baseline V]
 
 A block of a session goes into the in-scope document whose vocabulary is most like its own when their
 cosine clears ``consolidate.route_similarity``, else it starts a new document: the threshold decides
-how much of a subject gathers across sessions. For each value and each development conversation alone,
+how much of a subject gathers across sessions. ``--setting merge`` tunes
+``consolidate.merge_similarity`` instead: how alike (the cosine of the tf-idf vectors of what merging
+compares) two documents under the merge limit must be to become one. For each value and each development conversation alone,
 the conversation is ingested and consolidated (``--no-llm``), and measured:
 
 - evidence locality: for its questions with two or more gold turns, the mean number of documents holding
@@ -37,7 +39,7 @@ LOCOMO = REPO.parent / "shared" / "data" / "locomo"
 BUDGETS = (500, 2000, 4000)
 
 
-def measure(name: str, threshold: float, cache: Path) -> dict:
+def measure(name: str, setting: str, threshold: float, cache: Path) -> dict:
     from memcli.eval.locomo import load_conversations
     from memcli.eval.metrics import evidence_recall, gold_dialog_ids
     from memcli.memory import Memory
@@ -46,7 +48,7 @@ def measure(name: str, threshold: float, cache: Path) -> dict:
     conversation = load_conversations([path], name)[0]
     with tempfile.TemporaryDirectory(prefix="memcli-tune-topics-") as tmp:
         memory = Memory(Path(tmp) / "store", create=True, cache_dir=cache / name,
-                        settings={"consolidate.auto": False, "consolidate.route_similarity": threshold})
+                        settings={"consolidate.auto": False, f"consolidate.{setting}_similarity": threshold})
         memory.ingest(path, format="locomo", sample=name, consolidate=False)
         memory.consolidate(llm=False)
         where, sizes = {}, []
@@ -82,6 +84,7 @@ def choose(rows: dict[float, dict], baseline: float) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--setting", choices=("route", "merge"), default="route")
     parser.add_argument("--grid", type=float, nargs="+", default=[0.1, 0.15, 0.2, 0.25, 0.3])
     parser.add_argument("--baseline", type=float, default=0.25, help="the value whose recall a choice keeps")
     args = parser.parse_args()
@@ -91,9 +94,9 @@ def main() -> int:
         rows = {name: {} for name in names}
         for threshold in grid:
             for name in names:
-                rows[name][threshold] = measure(name, threshold, Path(cache))
-                print(f"{name} route {threshold}: {rows[name][threshold]}", file=sys.stderr)
-    report = {"baseline": args.baseline, "rows": {n: {str(t): r for t, r in rows[n].items()} for n in names},
+                rows[name][threshold] = measure(name, args.setting, threshold, Path(cache))
+                print(f"{name} {args.setting} {threshold}: {rows[name][threshold]}", file=sys.stderr)
+    report = {"setting": args.setting, "baseline": args.baseline, "rows": {n: {str(t): r for t, r in rows[n].items()} for n in names},
               "folds": []}
     for train, test in (names, names[::-1]):
         chosen = choose(rows[train], args.baseline)
