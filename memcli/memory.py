@@ -419,7 +419,7 @@ class Memory:
             return ask_with_blocks(question, self.settings, self.store, self.index, engine=self.kv_engine,
                                    vectors=lambda: upkeep.for_question(cfg, self.store, self.index, progress),
                                    reader=reader, budget=budget, answer_context=answer_context, progress=progress,
-                                   select=select or cfg.kv_select)
+                                   select=select or cfg.kv_select, answer=answer or self.answer_style())
         if select is not None:
             raise UsageError("--select chooses the memory units of --kv-compose")
         reader = reader or ("evidence" if where or as_of or period else self.default_reader())

@@ -147,7 +147,7 @@ def test_ask_kv_compose_prefills_only_the_question(cli, store_dir):
     from memcli.tokens import count_tokens
 
     assert cli("ingest", str(EXAMPLES / "caroline-and-priya.json"), "--no-auto").code == 0
-    question = "Which agency did Caroline choose?"
+    question = "Which adoption agency did Caroline apply to?"
     first = cli("ask", "--kv-compose", question, "--json", "--stats")
     assert first.code == 0, first.stderr
     second = cli("ask", "--kv-compose", question, "--json", "--stats")
@@ -305,3 +305,27 @@ def test_warm_chat_start_reads_the_units_it_kept(tmp_path, monkeypatch):
     changed = memory.chat("w3", remember=False)
     assert built and [u.label for u in changed.session.memory_units] != [label for label, _ in units]
     memory.close()
+
+
+@pytest.mark.slow
+def test_ask_kv_compose_answers_with_the_evidence_readers_extractive_answer(cli, store_dir, monkeypatch):
+    """With the default model (ask.answer auto: extract), ask --kv-compose scores the extractive candidates
+    over the composed context instead of generating: the answer is a span of a line it read, said as
+    the evidence reader says it ("the week before 2 July 2024"), and the same abstentions hold."""
+    assert cli("ingest", str(EXAMPLES / "caroline-and-priya.json"), "--no-auto").code == 0
+    when = "When did Caroline pass the home study?"
+    composed = cli("ask", "--kv-compose", when, "--json")
+    assert composed.code == 0, composed.stderr
+    plain = cli("ask", when, "--json").json
+    assert composed.json["answer"] == plain["answer"] and "2 July 2024" in composed.json["answer"]
+    assert composed.json["why"].startswith("span of the evidence") and composed.json["tokens"]["generated"] == 0
+    again = cli("ask", "--kv-compose", when, "--json").json  # the units' blocks made: placed, not prefilled
+    assert again["answer"] == composed.json["answer"] and again["tokens"]["composed"] > 0
+    assert again["tokens"]["prompt"] == again["tokens"]["prefilled"] + again["tokens"]["composed"] + \
+        again["tokens"]["restored"]
+    unknown = cli("ask", "--kv-compose", "What is Caroline's favourite colour?", "--json")
+    assert unknown.code == 1 and unknown.json["abstained"] is True
+    monkeypatch.setenv("MEMCLI_ASK_ANSWER", "generate")  # the capable profile's way: the model writes it
+    written = cli("ask", "--kv-compose", when, "--json")
+    assert written.code in (0, 1) and written.json["why"] in (
+        "written by the model", "the model found no answer", "the model's answer says what the evidence read does not")

@@ -30,9 +30,10 @@ from memcli.kv import keeps_blocks
 from memcli.kv.engine import KVEngine, Unit
 from memcli.kv.latent import HEADS, BlockKeys, Summaries, head_scores, kv_heads_of, question_queries, retrieval_heads
 from memcli.kv.units import MemoryUnit, Units, fill
-from memcli.llm.base import CallStats
+from memcli.llm.base import CallStats, Completion
+from memcli.retrieve.aligned import align_read
 from memcli.retrieve.answer import ANSWER_SYSTEM, MAX_ANSWER_TOKENS, UNKNOWN, clean, grounded, speakers
-from memcli.retrieve.ask import AskResult, check_options
+from memcli.retrieve.ask import AskResult, check_options, respond
 from memcli.retrieve.evidence_reader import DEFAULT, rank_fusion, ranked_entries
 from memcli.semantic.upkeep import unembedded_note
 from memcli.store.lines import Library
@@ -131,8 +132,11 @@ def latent_ranking(engine: KVEngine, prompt: ComposedPrompt, every: list[MemoryU
 
 
 def composed_ask(engine: KVEngine, store, index, question: str, *, budget: int, recompute: int = 0,
-                 select: str = "text", max_tokens: int = MAX_ANSWER_TOKENS, progress=None) -> AskResult:
-    """Answer ``question`` from composed memory units (see the module's description)."""
+                 select: str = "text", max_tokens: int = MAX_ANSWER_TOKENS, progress=None,
+                 answer: str = "generate") -> AskResult:
+    """Answer ``question`` from composed memory units (see the module's description), as ``answer``
+    says: ``extract`` (the extractive answer, its candidates scored over the composed context) or
+    ``generate``."""
     question = question.strip()
     begin = time.perf_counter()
     result = AskResult(question=question, mode="evidence", answer=None, evidence=[])
@@ -153,19 +157,22 @@ def composed_ask(engine: KVEngine, store, index, question: str, *, budget: int, 
         placed = list(reversed(units))  # the best nearest the question
         engine.compose(prompt.prefix, [Unit(u.label, engine.tokenize(u.text)) for u in placed], recompute=recompute)
         composed_s = time.perf_counter() - retrieved
-        done = engine.generate(engine.context_tokens() + prompt.tail(question), max_tokens=max_tokens, stop=["\n"])
-        stats.calls = 1
-        stats.prompt_tokens = done.prompt_tokens
-        stats.completion_tokens = len(done.tokens)
-        result.answer = clean(done.text, speakers(result.evidence))[:600] or UNKNOWN
-        if result.answer != UNKNOWN and not grounded(result.answer, result.evidence):
-            result.answer, result.why = UNKNOWN, "the model's answer says what the evidence read does not"
-        result.abstained = result.answer == UNKNOWN
-        result.why = result.why or ("the model found no answer" if result.abstained else "written by the model")
-        result.timings.update({"compose_s": round(composed_s, 3), "answer_ttft_s": round(composed_s + done.ttft_s, 3),
+        whole = engine.context_tokens() + prompt.tail(question)
+        if answer == "extract":
+            ttft_s = _extract(engine, whole, store, index, question, result, stats)
+        else:
+            done = engine.generate(whole, max_tokens=max_tokens, stop=["\n"])
+            stats.calls, stats.prompt_tokens, stats.completion_tokens = 1, done.prompt_tokens, len(done.tokens)
+            ttft_s = done.ttft_s
+            result.answer = clean(done.text, speakers(result.evidence))[:600] or UNKNOWN
+            if result.answer != UNKNOWN and not grounded(result.answer, result.evidence):
+                result.answer, result.why = UNKNOWN, "the model's answer says what the evidence read does not"
+            result.abstained = result.answer == UNKNOWN
+            result.why = result.why or ("the model found no answer" if result.abstained else "written by the model")
+            if done.tokens_per_s is not None:
+                result.timings["answer_tokens_per_s"] = round(done.tokens_per_s, 2)
+        result.timings.update({"compose_s": round(composed_s, 3), "answer_ttft_s": round(composed_s + ttft_s, 3),
                                "answer_s": round(time.perf_counter() - retrieved, 3)})
-        if done.tokens_per_s is not None:
-            result.timings["answer_tokens_per_s"] = round(done.tokens_per_s, 2)
     restored = engine.stats.restored - before[0]
     composed = engine.stats.composed - before[1]
     result.tokens = {"evidence": sum(e.tokens for e in result.evidence), "read": sum(e.tokens for e in result.read),
@@ -176,9 +183,50 @@ def composed_ask(engine: KVEngine, store, index, question: str, *, budget: int, 
     return result
 
 
+class _ComposedScorer:
+    """The extractive answer's model (:func:`memcli.retrieve.extractive.extract`) for a composed ask: it
+    scores the candidates as continuations of the composed context (the units as placed, then the
+    question), not of a prompt of its own, so the model reads exactly what the composition holds."""
+
+    def __init__(self, engine: KVEngine, whole: list[int]):
+        self.engine, self.whole = engine, whole
+        self.ttft_s = 0.0
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.engine.tokenize(text))
+
+    def score(self, messages, candidates: list[str], *, shared=None):
+        engine, rt = self.engine, self.engine.rt
+        begin = time.perf_counter()
+        engine.prefill(self.whole[engine.n_tokens:-1])  # the question; its last token is read with the scores
+        self.ttft_s = time.perf_counter() - begin
+        scores = rt.continuation_logprobs(self.whole, [rt.tokenize(c)[:rt.n_batch] for c in candidates])
+        engine.stats.prefilled += 1
+        return scores, Completion(text="", prompt_tokens=len(self.whole), completion_tokens=0,
+                                  finish_reason="score", seconds=time.perf_counter() - begin,
+                                  prefilled_tokens=None, ttft_s=self.ttft_s)
+
+
+def _extract(engine: KVEngine, whole: list[int], store, index, question: str, result: AskResult,
+             stats: CallStats) -> float:
+    """The extractive answer over the composed context (the evidence reader's, :func:`respond`: the same
+    candidates, alignment and choice); returns the seconds until the question was read."""
+    library = Library(store)
+    with store.reading():
+        order = ranked_entries(library, index, question)
+        aligner = index.aligner() if result.read else None
+        aligned = align_read(aligner, library, question, result.read, order) if aligner is not None else None
+        scorer = _ComposedScorer(engine, whole)
+        said = respond(scorer, store, question, result.read, library, order, stats, answer="extract",
+                       keep_evidence=False, aligned=aligned)
+    stats.prompt_tokens = len(whole)
+    result.answer, result.abstained, result.why = said.text, said.abstained, said.why
+    return scorer.ttft_s
+
+
 def ask_with_blocks(question: str, cfg, store, index, *, engine: Callable[[], KVEngine],
                     vectors: Callable[[], tuple[float, int]], reader: str | None, budget: int | None,
-                    answer_context: int | None, progress, select: str):
+                    answer_context: int | None, progress, select: str, answer: str = "generate"):
     """``ask --kv-compose`` with its options checked: the units the model reads fit ``answer_context``
     tokens (as the evidence reader's answer reads that much of its evidence; 0: ``budget``), within
     ``budget``. ``engine()``: the KV engine (opens the model); ``vectors()``: what the question does
@@ -202,7 +250,7 @@ def ask_with_blocks(question: str, cfg, store, index, *, engine: Callable[[], KV
     kv = engine()
     loaded = time.perf_counter() - begin
     result = composed_ask(kv, store, index, question, budget=min(budget, reading or budget),
-                          recompute=cfg.kv_compose_recompute, select=select, progress=progress)
+                          recompute=cfg.kv_compose_recompute, select=select, progress=progress, answer=answer)
     result.timings = {"embed_s": round(embedding, 3), "model_load_s": round(loaded, 3), **result.timings,
                       "total_s": round(result.timings["total_s"] + loaded, 3)}
     kv.blocks.evict(cfg.kv_budget_mb * 1024 * 1024)

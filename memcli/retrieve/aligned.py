@@ -58,6 +58,15 @@ class Aligned:
             return None
         return float(found.matches[keep].mean())
 
+    def least(self, pick: Pick, names: set[str]) -> float | None:
+        """How well line ``pick`` holds the question's content word (other than ``names``, lower case) it
+        holds least: that word's best match in it (None when it was not aligned, or no such word)."""
+        found = self.alignments.get(pick)
+        keep = [at for at, word in enumerate(self.words) if not any(name.startswith(word) for name in names)]
+        if found is None or not keep:
+            return None
+        return float(found.matches[keep].min())
+
     def missing(self, tuning: Tuning | None = None) -> str | None:
         """The question's word no line read holds (``tuning.floor``; default :data:`DEFAULT`), or None."""
         tuning = tuning or DEFAULT

@@ -68,6 +68,7 @@ class Tuning:
     limit: int = 96  # candidates scored at most (from the best-ranked entries down)
     align: float = 0.0  # weight of the alignment of the candidate's entry with the question (aligned.py)
     entries: int = 0  # only the candidates of this many best-ranked entries, and the model reads only them (0: all)
+    cover: float = 0.0  # abstain when the best candidate's line holds a word of the question (names aside) less (0: never)
 
 
 # The rule of benchmarks/bench_answers.py on the development pair (docs/benchmarks.md, "The line that
@@ -96,6 +97,7 @@ class Candidate:
     about: bool = True  # its line is the person's the question names, or about them
     echo: float = 0.0  # share of its own words that are the question's (a span that repeats the question)
     aligned: float = 0.0  # the alignment of its entry with the question (0 without the semantic signal)
+    least: float = 1.0  # how well its entry holds the question's word (names aside) it holds least (1 without)
 
 
 @dataclass
@@ -247,6 +249,9 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
         meaning = ", nor its meaning" if tuning.held and aligned is not None else ""
         return [], f"no line read holds a word of the question{meaning}"
     when, weekday = asks_when(question), asks_weekday(question)
+    lowered = {name.lower() for name in names}
+    least = {pick: value for pick in lines
+             if aligned is not None and (value := aligned.least(pick, lowered)) is not None}
     out: list[Candidate] = []
     seen: dict[str, Candidate] = {}
     for at, pick in enumerate(lines[:tuning.entries or None]):
@@ -264,7 +269,7 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
                         continue
                     seen[span.lower()] = Candidate(span, pick[0], pick[1], entry, sentence, at, overlap,
                                                    about=pick in theirs, echo=echo(span, wanted),
-                                                   aligned=scores.get(pick, 0.0))
+                                                   aligned=scores.get(pick, 0.0), least=least.get(pick, 1.0))
                     out.append(seen[span.lower()])
     return out, (None if out else "nothing read adds to the question")
 
@@ -317,6 +322,8 @@ def choose(found: list[Candidate], unknown: tuple[float, int] | None,
     if unknown is not None and best.logprob is not None \
             and _likelihood(*unknown, tuning) - _likelihood(best.logprob, best.tokens, tuning) > tuning.margin:
         return None, "the model finds no answer in the evidence likelier than none"
+    if best.least < tuning.cover:
+        return None, "the line that answers does not hold every word of the question"
     if tuning.lead > 0:
         rival = max((s for s, c in scored if c.rank != best.rank), default=-math.inf)
         if top - rival < tuning.lead:
