@@ -210,3 +210,13 @@ def test_a_line_that_holds_the_question_in_other_words_supports_an_answer(tmp_pa
     assert candidates("What car does Ana drive?", library, read, order, aligned=aligned) == (
         [], "no line read holds a word of the question, nor its meaning")
     memory.close()
+
+
+def test_choose_abstains_when_the_answering_line_holds_a_word_of_the_question_weakly():
+    plain = Tuning(overlap=0.0, rank=0.0)
+    weak = Candidate("a", "D", 1, None, "", 0, 0.0, -1.0, 1, least=0.3)  # best, but a word of the question is far
+    strong = Candidate("b", "D", 2, None, "", 1, 0.0, -2.0, 1, least=0.8)
+    assert choose([weak, strong], None, plain)[0] is weak  # off (the default): no word needs holding
+    best, why = choose([weak, strong], None, replace(plain, cover=0.4))
+    assert best is None and "every word" in why  # the best line is judged, not replaced by the next
+    assert choose([weak, strong], None, replace(plain, cover=0.25))[0] is weak

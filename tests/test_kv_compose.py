@@ -323,6 +323,14 @@ def test_ask_kv_compose_answers_with_the_evidence_readers_extractive_answer(cli,
     assert again["answer"] == composed.json["answer"] and again["tokens"]["composed"] > 0
     assert again["tokens"]["prompt"] == again["tokens"]["prefilled"] + again["tokens"]["composed"] + \
         again["tokens"]["restored"]
+    assert 0 <= again["check"]["margin"] <= 1 and again["check"]["repaired"] is (again["check"]["margin"] < 0.01)
+    monkeypatch.setenv("MEMCLI_KV_COMPOSE_CHECK", "1")  # never sure enough: every composition is repaired
+    repaired = cli("ask", "--kv-compose", when, "--json").json
+    assert repaired["check"]["repaired"] is True and repaired["answer"] == composed.json["answer"]
+    assert repaired["tokens"]["prefilled"] > again["tokens"]["composed"]  # the units read in full, after all
+    monkeypatch.setenv("MEMCLI_KV_COMPOSE_CHECK", "1.5")
+    assert cli("ask", "--kv-compose", when).code == 3  # a configuration error: not a probability margin
+    monkeypatch.delenv("MEMCLI_KV_COMPOSE_CHECK")
     unknown = cli("ask", "--kv-compose", "What is Caroline's favourite colour?", "--json")
     assert unknown.code == 1 and unknown.json["abstained"] is True
     monkeypatch.setenv("MEMCLI_ASK_ANSWER", "generate")  # the capable profile's way: the model writes it

@@ -133,10 +133,11 @@ def latent_ranking(engine: KVEngine, prompt: ComposedPrompt, every: list[MemoryU
 
 def composed_ask(engine: KVEngine, store, index, question: str, *, budget: int, recompute: int = 0,
                  select: str = "text", max_tokens: int = MAX_ANSWER_TOKENS, progress=None,
-                 answer: str = "generate") -> AskResult:
+                 answer: str = "generate", check: float = 0.0) -> AskResult:
     """Answer ``question`` from composed memory units (see the module's description), as ``answer``
     says: ``extract`` (the extractive answer, its candidates scored over the composed context) or
-    ``generate``."""
+    ``generate``; a composition less sure of the answer's first token than ``check`` is repaired first
+    (:func:`checked`)."""
     question = question.strip()
     begin = time.perf_counter()
     result = AskResult(question=question, mode="evidence", answer=None, evidence=[])
@@ -156,10 +157,11 @@ def composed_ask(engine: KVEngine, store, index, question: str, *, budget: int, 
     else:
         placed = list(reversed(units))  # the best nearest the question
         engine.compose(prompt.prefix, [Unit(u.label, engine.tokenize(u.text)) for u in placed], recompute=recompute)
-        composed_s = time.perf_counter() - retrieved
         whole = engine.context_tokens() + prompt.tail(question)
+        result.check = checked(engine, prompt.prefix, whole, check)
+        composed_s = time.perf_counter() - retrieved
         if answer == "extract":
-            ttft_s = _extract(engine, whole, store, index, question, result, stats)
+            ttft_s = composed_answer(engine, whole, store, index, question, result, stats)
         else:
             done = engine.generate(whole, max_tokens=max_tokens, stop=["\n"])
             stats.calls, stats.prompt_tokens, stats.completion_tokens = 1, done.prompt_tokens, len(done.tokens)
@@ -183,6 +185,33 @@ def composed_ask(engine: KVEngine, store, index, question: str, *, budget: int, 
     return result
 
 
+def margin(logits) -> float:
+    """How sure a next-token distribution is: its top probability less its second."""
+    import numpy as np
+
+    values = np.asarray(logits, dtype=np.float64)
+    probs = np.exp(values - values.max())
+    probs /= probs.sum()
+    top = np.partition(probs, -2)[-2:]
+    return float(top[1] - top[0])
+
+
+def checked(engine: KVEngine, prefix: Unit, whole: list[int], threshold: float) -> dict:
+    """The composition checks itself: with the question read after the composed units, the answer's
+    first token is predicted; when the top probability leads the second by less than ``threshold``
+    (``kv.compose_check``), the composition is repaired (the units and the question prefilled in full
+    after the restored instructions, as the evidence reader's answer reads them), as a draft is checked
+    in speculative decoding. Returns ``{"margin", "repaired"}``; the context holds ``whole`` either way."""
+    engine.prefill(whole[engine.n_tokens:])
+    sure = margin(engine.last_logits())
+    repaired = sure < threshold
+    if repaired:
+        engine.reset()
+        engine.load_chain([prefix])
+        engine.prefill(whole[len(prefix.tokens):])
+    return {"margin": round(sure, 4), "repaired": repaired}
+
+
 class _ComposedScorer:
     """The extractive answer's model (:func:`memcli.retrieve.extractive.extract`) for a composed ask: it
     scores the candidates as continuations of the composed context (the units as placed, then the
@@ -198,16 +227,16 @@ class _ComposedScorer:
     def score(self, messages, candidates: list[str], *, shared=None):
         engine, rt = self.engine, self.engine.rt
         begin = time.perf_counter()
-        engine.prefill(self.whole[engine.n_tokens:-1])  # the question; its last token is read with the scores
+        engine.prefill(self.whole[engine.n_tokens:])  # the question, unless the check read it already
         self.ttft_s = time.perf_counter() - begin
+        # the prompt's last token is decoded once more for its logits: one prompt token, counted once
         scores = rt.continuation_logprobs(self.whole, [rt.tokenize(c)[:rt.n_batch] for c in candidates])
-        engine.stats.prefilled += 1
         return scores, Completion(text="", prompt_tokens=len(self.whole), completion_tokens=0,
                                   finish_reason="score", seconds=time.perf_counter() - begin,
                                   prefilled_tokens=None, ttft_s=self.ttft_s)
 
 
-def _extract(engine: KVEngine, whole: list[int], store, index, question: str, result: AskResult,
+def composed_answer(engine: KVEngine, whole: list[int], store, index, question: str, result: AskResult,
              stats: CallStats) -> float:
     """The extractive answer over the composed context (the evidence reader's, :func:`respond`: the same
     candidates, alignment and choice); returns the seconds until the question was read."""
@@ -235,6 +264,8 @@ def ask_with_blocks(question: str, cfg, store, index, *, engine: Callable[[], KV
         raise UsageError(f"unknown selection {select!r} (choose from {', '.join(SELECTIONS)})")
     if cfg.kv_compose_recompute < 0:
         raise ConfigError("kv.compose_recompute must be 0 or a number of tokens")
+    if not 0 <= cfg.kv_compose_check <= 1:
+        raise ConfigError("kv.compose_check must be a probability margin from 0 to 1")
     if reader not in (None, "evidence"):
         raise UsageError("--kv-compose answers with the evidence reader's ranking; leave out --reader")
     if not keeps_blocks(cfg):
@@ -250,7 +281,8 @@ def ask_with_blocks(question: str, cfg, store, index, *, engine: Callable[[], KV
     kv = engine()
     loaded = time.perf_counter() - begin
     result = composed_ask(kv, store, index, question, budget=min(budget, reading or budget),
-                          recompute=cfg.kv_compose_recompute, select=select, progress=progress, answer=answer)
+                          recompute=cfg.kv_compose_recompute, select=select, progress=progress, answer=answer,
+                          check=cfg.kv_compose_check)
     result.timings = {"embed_s": round(embedding, 3), "model_load_s": round(loaded, 3), **result.timings,
                       "total_s": round(result.timings["total_s"] + loaded, 3)}
     kv.blocks.evict(cfg.kv_budget_mb * 1024 * 1024)

@@ -27,7 +27,7 @@ from memcli.config import READERS
 from memcli.dates import Period, moment
 from memcli.errors import UsageError
 from memcli.llm.base import CallStats, ChatModel
-from memcli.results import Result, hidden
+from memcli.results import Result, hidden, omit_empty
 from memcli.retrieve.evidence import Evidence, best_part, rank
 from memcli.store.lines import Library
 
@@ -50,6 +50,7 @@ class AskResult(Result):
     abstained: bool = False  # the answer is "I don't know": the evidence does not support one
     why: str | None = None  # how the answer was reached (or why none was given)
     unembedded: int = 0  # entries ranked by their words alone: the background job has not reached them
+    check: dict = omit_empty(dict)  # ask --kv-compose: the composition's first-token margin, and whether repaired
     problems: list[str] = hidden(list)  # the model's rejected answers (first few), for -v
     warnings: list[str] = hidden(list)  # e.g. KV blocks refused and rebuilt
 

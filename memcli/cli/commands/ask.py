@@ -99,7 +99,9 @@ def ask(
     once, after the instructions alone) is placed after the restored
     instructions, and only the question and the template tokens around it
     are prefilled. The result is close to,
-    not identical with, reading the same text (docs/benchmarks.md).
+    not identical with, reading the same text (docs/benchmarks.md); with
+    kv.compose_check, a composition unsure of the answer's first token is
+    prefilled in full instead (--json: check).
     --select latent ranks the units by the attention the model's retrieval
     heads would pay their blocks (the heads are found once per model, in a
     few seconds; every unit's block is made first, once); --select fused
@@ -130,6 +132,9 @@ def ask(
     if show_stats:
         t, n = result.timings, result.tokens
         composed = f", composed {n['composed']}" if "composed" in n else ""
+        if result.check:
+            composed += (f" (first-token margin {result.check['margin']}"
+                         + ("; repaired by a full prefill)" if result.check["repaired"] else ")"))
         print(f"[stats] prompt {n['prompt']} tokens: prefilled {n['prefilled']}, restored {n['restored']}{composed}; "
               f"generated {n['generated']} in {n['model_calls']} calls; answer: first token "
               f"{t.get('answer_ttft_s', '-')} s, {t.get('answer_tokens_per_s', '-')} tokens/s; "
