@@ -11,7 +11,11 @@ excerpts and the question. Token by token:
   (:meth:`~memcli.kv.engine.KVEngine.compose`); with ``recompute`` N, the
   first N tokens of each unit after the first are prefilled in place;
 - the question and the template's tokens closing the user message and
-  opening the assistant's: prefilled, then the answer is generated.
+  opening the assistant's: prefilled. The composition then checks itself
+  (:func:`checked`: an unsure first answer token, and the units are read in
+  full instead), and the answer is the evidence reader's: extractive, its
+  candidates scored as continuations of this context (:func:`composed_answer`),
+  or generated after it.
 
 Units are ranked by the deterministic evidence ranking (their best-ranked
 entry first), by the attention the question's retrieval heads pay their
@@ -237,7 +241,7 @@ class _ComposedScorer:
 
 
 def composed_answer(engine: KVEngine, whole: list[int], store, index, question: str, result: AskResult,
-             stats: CallStats) -> float:
+                    stats: CallStats) -> float:
     """The extractive answer over the composed context (the evidence reader's, :func:`respond`: the same
     candidates, alignment and choice); returns the seconds until the question was read."""
     library = Library(store)
