@@ -3,9 +3,11 @@
 
     python benchmarks/bench_threads.py [--model GGUF] [--runs 3] [--prompt-tokens 600] [--gen 48]
 
-For each thread count (1, half the cores, all but one, all cores: the distinct ones) a fresh process
-loads the model (the configured one by default), prefills a prompt of ``--prompt-tokens`` tokens and
-generates ``--gen`` tokens greedily, reporting prefill and generation speed. Every setting runs
+For each thread count (1, half the cores, all but one, all cores: the distinct ones), and for each of
+them below all cores also with every core for prompts (``model.batch_threads``: "1+2" is one thread
+generating and two reading a prompt), a fresh process loads the model (the configured one by default),
+prefills a prompt of ``--prompt-tokens`` tokens and generates ``--gen`` tokens greedily, reporting
+prefill and generation speed. Every setting runs
 alone and beside one busy process (a Python loop on one core), in alternating order, ``--runs``
 times; the medians are printed, with the ratio busy/alone. Run it alone: other work on the machine
 is exactly what it measures.
@@ -29,7 +31,9 @@ from memcli.llm import model_path
 from memcli.llm.runtime import LlamaRuntime, extra_buffers_wanted
 cfg = Settings.load(None, None)
 path = Path(sys.argv[1]) if sys.argv[1] else model_path(cfg)
-rt = LlamaRuntime(path, n_ctx=2048, threads=int(sys.argv[2]), extra_buffers=extra_buffers_wanted("auto"))
+threads, _, batch = sys.argv[2].partition("+")
+rt = LlamaRuntime(path, n_ctx=2048, threads=int(threads), batch_threads=int(batch or threads),
+                  extra_buffers=extra_buffers_wanted("auto"))
 words = ("memory evidence answer question document entry session time speaker reference " * 200).split()
 prompt = rt.tokenize(" ".join(words))[: int(sys.argv[3])]
 start = time.perf_counter()
@@ -45,7 +49,7 @@ def busy() -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", "while True: pass"])
 
 
-def run(model: str, threads: int, prompt: int, gen: int) -> dict:
+def run(model: str, threads: str, prompt: int, gen: int) -> dict:
     out = subprocess.run([sys.executable, "-c", CHILD, model, str(threads), str(prompt), str(gen)],
                          capture_output=True, text=True, check=True, timeout=900)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -60,7 +64,8 @@ def main() -> int:
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     cores = os.cpu_count() or 1
-    counts = sorted({1, max(1, cores // 2), max(1, cores - 1), cores})
+    plain = sorted({1, max(1, cores // 2), max(1, cores - 1), cores})
+    counts = [str(n) for n in plain] + [f"{n}+{cores}" for n in plain if n < cores]
     results: dict[str, list[dict]] = {}
     for _ in range(args.runs):
         for threads in counts:

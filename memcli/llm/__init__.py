@@ -55,4 +55,4 @@ def open_model(settings: Settings, *, verbose: bool = False, kv_sequences: int =
     return LlamaCppModel(model_path(settings), n_ctx=settings.model_n_ctx, threads=settings.model_threads,
                          gpu_layers=settings.model_gpu_layers, seed=settings.model_seed,
                          extra_buffers=settings.model_extra_buffers, flash_attn=settings.model_flash_attn,
-                         verbose=verbose, kv_sequences=kv_sequences)
+                         verbose=verbose, kv_sequences=kv_sequences, batch_threads=settings.model_batch_threads)

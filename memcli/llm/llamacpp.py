@@ -24,20 +24,23 @@ class LlamaCppModel:
 
     def __init__(self, path: Path, *, n_ctx: int = 8192, threads: int = 0, gpu_layers: int = -1,
                  seed: int = 0, extra_buffers: str = "auto", flash_attn: bool = False, verbose: bool = False,
-                 kv_sequences: int = 1, type_k: int | None = None, type_v: int | None = None):
+                 kv_sequences: int = 1, type_k: int | None = None, type_v: int | None = None,
+                 batch_threads: int = 0):
         """``kv_sequences`` > 1 gives the context spare sequences (unified KV cells) for KV-block work."""
         extra = extra_buffers_wanted(extra_buffers)
         try:
             self.runtime = LlamaRuntime(Path(path), n_ctx=n_ctx, threads=threads, gpu_layers=gpu_layers,
                                         extra_buffers=extra, flash_attn=flash_attn, sequences=kv_sequences,
-                                        type_k=type_k, type_v=type_v, verbose=verbose)
+                                        type_k=type_k, type_v=type_v, verbose=verbose,
+                                        batch_threads=batch_threads)
         except (ValueError, RuntimeError, OSError) as exc:
             raise ConfigError(f"cannot load model {path}: {exc}") from None
         self.path = Path(path)
         self.name = self.path.name
         self.seed = seed
         self.prefix_cache = None  # a memcli.kv.prompt_blocks.PromptBlocks: shared prompt prefixes as KV blocks
-        self.settings = {"n_ctx": n_ctx, "threads": self.runtime.threads, "gpu_layers": gpu_layers,
+        self.settings = {"n_ctx": n_ctx, "threads": self.runtime.threads,
+                         "batch_threads": self.runtime.batch_threads, "gpu_layers": gpu_layers,
                          "extra_buffers": extra, "flash_attn": flash_attn,
                          **({"type_k": type_k} if type_k is not None else {}),
                          **({"type_v": type_v} if type_v is not None else {})}

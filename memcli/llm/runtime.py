@@ -76,6 +76,15 @@ def extra_buffers_wanted(setting: str) -> bool:
     return "AMX_INT8 = 1" not in library_info()["system_info"]
 
 
+def default_batch_threads(threads: int) -> int:
+    """llama.cpp's threads for a prompt (a batch of tokens) when none are set: every core, unless the
+    generation threads were set (then as many). A prompt read on every core is no slower beside a busy
+    program than on half of them, and alone on the machine 1.7 times as fast with both cores of two,
+    where generation on every core would fall to a third (benchmarks/bench_threads.py, docs/benchmarks.md
+    "Threads")."""
+    return threads or (os.cpu_count() or 1)
+
+
 def default_threads() -> int:
     """llama.cpp's threads when none are set: half the cores, at least one. With every core, a decode
     step waits for its slowest thread, so another busy program on the machine cuts generation to a
@@ -165,7 +174,8 @@ class LlamaRuntime(AttentionProbes, _Freed):
 
     def __init__(self, path: Path, *, n_ctx: int = 8192, threads: int = 0, gpu_layers: int = -1,
                  extra_buffers: bool = True, flash_attn: bool = False, sequences: int = 1, n_batch: int = 512,
-                 type_k: int | None = None, type_v: int | None = None, verbose: bool = False):
+                 type_k: int | None = None, type_v: int | None = None, verbose: bool = False,
+                 batch_threads: int = 0):
         ll = _llama()
         _quiet_logs(verbose)
         if not Path(path).is_file():
@@ -174,6 +184,7 @@ class LlamaRuntime(AttentionProbes, _Freed):
         self._ll = ll
         self.path = Path(path)
         self.threads = threads or default_threads()
+        self.batch_threads = batch_threads or default_batch_threads(threads)
         self.gpu_layers = gpu_layers
         model_params = ll.llama_model_default_params()
         model_params.n_gpu_layers = 0x7FFFFFFF if gpu_layers == -1 else gpu_layers
@@ -189,7 +200,7 @@ class LlamaRuntime(AttentionProbes, _Freed):
         params.n_batch = min(n_ctx, n_batch)
         params.n_ubatch = params.n_batch
         params.n_threads = self.threads
-        params.n_threads_batch = self.threads
+        params.n_threads_batch = self.batch_threads
         params.flash_attn_type = (ll.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn
                                   else ll.LLAMA_FLASH_ATTN_TYPE_DISABLED)
         params.n_seq_max = sequences
