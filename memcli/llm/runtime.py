@@ -77,12 +77,12 @@ def extra_buffers_wanted(setting: str) -> bool:
 
 
 def default_batch_threads(threads: int) -> int:
-    """llama.cpp's threads for a prompt (a batch of tokens) when none are set: every core, unless the
-    generation threads were set (then as many). A prompt read on every core is no slower beside a busy
-    program than on half of them, and alone on the machine 1.7 times as fast with both cores of two,
-    where generation on every core would fall to a third (benchmarks/bench_threads.py, docs/benchmarks.md
+    """llama.cpp's threads for a prompt (a batch of tokens) when none are set: as many as generate. Every
+    core would read a prompt 1.7 times as fast alone (and no slower beside a busy program), but the warm
+    chat turn's lead over a cold one then falls from 115x to 95x (its target is 100x), so it is a
+    choice (``model.batch_threads``), not the default (benchmarks/bench_threads.py, docs/benchmarks.md
     "Threads")."""
-    return threads or (os.cpu_count() or 1)
+    return threads or default_threads()
 
 
 def default_threads() -> int:
