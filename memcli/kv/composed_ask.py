@@ -71,7 +71,7 @@ LATENT_WEIGHT = 0.5
 
 
 def rank_units(engine: KVEngine, prompt: ComposedPrompt, store, index, question: str, select: str,
-               progress=None) -> list[MemoryUnit]:
+               progress=None, order: list[tuple[str, int]] | None = None) -> list[MemoryUnit]:
     """The store's memory units for ``question``, best first, by ``select``:
 
     - ``text``: the evidence ranking (units in the order of their best-ranked entry; none when no word
@@ -79,12 +79,16 @@ def rank_units(engine: KVEngine, prompt: ComposedPrompt, store, index, question:
     - ``latent``: every unit, by the attention the question's retrieval heads would pay its block
       (:mod:`memcli.kv.latent`); blocks not made yet are made first (``progress(what, done, total)``);
     - ``fused``: the two rankings by reciprocal rank (:func:`fuse`).
+
+    ``order``: the evidence ranking of the entries, when the caller has it already.
     """
     if select not in SELECTIONS:
         raise UsageError(f"unknown selection {select!r} (choose from {', '.join(SELECTIONS)})")
     library = Library(store)
     units = Units(library)
-    text = units.ranked(ranked_entries(library, index, question, tuning=DEFAULT)) if select != "latent" else []
+    if select != "latent" and order is None:
+        order = ranked_entries(library, index, question, tuning=DEFAULT)
+    text = units.ranked(order) if select != "latent" else []
     if select == "text":
         return text
     latent = latent_ranking(engine, prompt, units.every(), question, progress)
@@ -148,7 +152,9 @@ def composed_ask(engine: KVEngine, store, index, question: str, *, budget: int, 
     before = engine.stats.restored, engine.stats.composed, engine.stats.prefilled
     prompt = ComposedPrompt(engine)
     with store.reading():
-        ranked = rank_units(engine, prompt, store, index, question, select, progress=progress)
+        order = ranked_entries(Library(store), index, question, tuning=DEFAULT) \
+            if select != "latent" or answer == "extract" else None  # the extractive answer ranks with it too
+        ranked = rank_units(engine, prompt, store, index, question, select, progress=progress, order=order)
         units = fill(ranked, budget, lambda text: len(engine.tokenize(text)))
     result.tool_calls = [{"tool": "select", "by": select, "query": question, "units": [u.label for u in units]}]
     result.evidence = [e for u in units for e in u.evidence]
@@ -165,7 +171,7 @@ def composed_ask(engine: KVEngine, store, index, question: str, *, budget: int, 
         result.check = checked(engine, prompt.prefix, whole, check)
         composed_s = time.perf_counter() - retrieved
         if answer == "extract":
-            ttft_s = composed_answer(engine, whole, store, index, question, result, stats)
+            ttft_s = composed_answer(engine, whole, store, index, question, result, stats, order)
         else:
             done = engine.generate(whole, max_tokens=max_tokens, stop=["\n"])
             stats.calls, stats.prompt_tokens, stats.completion_tokens = 1, done.prompt_tokens, len(done.tokens)
@@ -241,12 +247,14 @@ class _ComposedScorer:
 
 
 def composed_answer(engine: KVEngine, whole: list[int], store, index, question: str, result: AskResult,
-                    stats: CallStats) -> float:
+                    stats: CallStats, order: list[tuple[str, int]] | None = None) -> float:
     """The extractive answer over the composed context (the evidence reader's, :func:`respond`: the same
-    candidates, alignment and choice); returns the seconds until the question was read."""
+    candidates, alignment and choice; ``order``: the evidence ranking, when known); returns the seconds
+    until the question was read."""
     library = Library(store)
     with store.reading():
-        order = ranked_entries(library, index, question)
+        if order is None:
+            order = ranked_entries(library, index, question, tuning=DEFAULT)
         aligner = index.aligner() if result.read else None
         aligned = align_read(aligner, library, question, result.read, order) if aligner is not None else None
         scorer = _ComposedScorer(engine, whole)
