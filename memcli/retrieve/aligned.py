@@ -49,23 +49,24 @@ class Aligned:
         """The best match, in any line read, of the question's least-met content word (1.0 with none)."""
         return min(self.best, default=1.0)
 
+    def _other_words(self, pick: Pick, names: set[str]):
+        """Line ``pick``'s best match of each of the question's content words other than ``names`` (lower
+        case), or None when it was not aligned or the question has no other word."""
+        found = self.alignments.get(pick)
+        keep = [at for at, word in enumerate(self.words) if not any(name.startswith(word) for name in names)]
+        return found.matches[keep] if found is not None and keep else None
+
     def held(self, pick: Pick, names: set[str]) -> float | None:
         """How well line ``pick`` holds the question's content words other than ``names`` (lower case):
         their mean match in it (None when it was not aligned, or the question has no other word)."""
-        found = self.alignments.get(pick)
-        keep = [at for at, word in enumerate(self.words) if not any(name.startswith(word) for name in names)]
-        if found is None or not keep:
-            return None
-        return float(found.matches[keep].mean())
+        matches = self._other_words(pick, names)
+        return None if matches is None else float(matches.mean())
 
     def least(self, pick: Pick, names: set[str]) -> float | None:
-        """How well line ``pick`` holds the question's content word (other than ``names``, lower case) it
-        holds least: that word's best match in it (None when it was not aligned, or no such word)."""
-        found = self.alignments.get(pick)
-        keep = [at for at, word in enumerate(self.words) if not any(name.startswith(word) for name in names)]
-        if found is None or not keep:
-            return None
-        return float(found.matches[keep].min())
+        """How well line ``pick`` holds the question's content word (other than ``names``) it holds least:
+        that word's best match in it (None as for :meth:`held`)."""
+        matches = self._other_words(pick, names)
+        return None if matches is None else float(matches.min())
 
     def missing(self, tuning: Tuning | None = None) -> str | None:
         """The question's word no line read holds (``tuning.floor``; default :data:`DEFAULT`), or None."""
