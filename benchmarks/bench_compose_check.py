@@ -7,7 +7,8 @@ first token, whether it agrees with a full prefill, and what repairing the unsur
 
 Each development conversation (conv-26, conv-30) is ingested raw (its memory units are CURRENT's day
 windows). For ``--questions`` questions a conversation, spread evenly over categories 1-4, the
-text-ranked units within ``--budget`` tokens (ask.answer_context, as ``ask --kv-compose`` reads) are
+text-ranked units within ``--budget`` tokens (600, ask.answer_context: what ``ask --kv-compose`` reads for a
+generated answer; 2000, ask.budget: for the extractive answer, :func:`memcli.kv.composed_ask.units_context`) are
 read twice, as ``ask --kv-compose`` reads them (each unit's block made beforehand, so placing is timed,
 not making):
 
@@ -135,7 +136,7 @@ def choose(rows: list[dict], grid) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--questions", type=int, default=20, help="questions a conversation")
-    parser.add_argument("--budget", type=int, default=600, help="tokens of units (ask.answer_context)")
+    parser.add_argument("--budget", type=int, default=600, help="tokens of units (600: a generated answer's; 2000: the extractive answer's)")
     parser.add_argument("--grid", type=float, nargs="+", default=list(GRID))
     parser.add_argument("--records", type=Path, help="score these rows (written by --json) without the model")
     parser.add_argument("--json", type=Path, help="write the rows and the report here")

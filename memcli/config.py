@@ -68,8 +68,8 @@ SETTINGS: tuple[Setting, ...] = (
             "composed memory (ask --kv-compose, chat --kv-compose): tokens at the start of each block after the "
             "first that are prefilled in place rather than restored (more: closer to a full prefill, slower)"),
     Setting("kv.compose_check", "MEMCLI_KV_COMPOSE_CHECK", 0.01,
-            "ask --kv-compose: when the composed context's first answer token leads the second by less than "
-            "this probability, the units are prefilled in full instead (0: never)"),
+            "ask --kv-compose with a generated answer: when the composed context's first answer token leads the "
+            "second by less than this probability, the units are prefilled in full instead (0: never)"),
     Setting("kv.select", "MEMCLI_KV_SELECT", "text",
             "how ask --kv-compose picks memory units: text (the evidence ranking), latent (the attention the "
             "model's retrieval heads pay each unit's block; makes every unit's block first), or fused (both, "

@@ -124,12 +124,14 @@ def test_every_answering_mode_with_the_real_model(cli, tmp_path):
 
 @pytest.mark.slow
 def test_kv_compose_mode_answers_from_composed_units_with_the_real_model(cli, monkeypatch):
-    """--mode kv-compose runs what ask --kv-compose does: units within the answer context, an answer,
-    only the question prefilled once the units' blocks are made; a server backend is refused."""
+    """--mode kv-compose runs what ask --kv-compose does: units within the budget (the default model's
+    extractive answer), an answer, only the question prefilled once the units' blocks are made; a server
+    backend is refused."""
     data = cli("eval", "locomo", EXAMPLE, "--mode", "kv-compose", "--categories", "4", "--questions", "2",
                "--json", store=False).json
     row = data["summary"]["all"]
     assert data["mode"] == "kv-compose" and row["questions"] == 2
-    assert row["f1"] is not None and 0 < row["read_tokens"] <= 600  # ask.answer_context
+    assert data["answer_context"] == 0  # as ask --kv-compose with the extractive answer: the whole budget
+    assert row["f1"] is not None and 0 < row["read_tokens"] <= 2000
     monkeypatch.setenv("MEMCLI_BASE_URL", "http://127.0.0.1:9/v1")
     assert cli("eval", "locomo", EXAMPLE, "--mode", "kv-compose", store=False).code == 3

@@ -119,6 +119,11 @@ def evaluate(files: list[Path], *, mode: str = "ask", memory: str = "raw", budge
     if model is None and needs_model:
         model = llm.open_model(cfg, verbose=verbose, kv_sequences=2 if kv or mode == "kv-compose" else 1)
     kv = kv and getattr(model, "runtime", None) is not None
+    if mode == "kv-compose" and answer_context is None:  # what `ask --kv-compose` reads unless told
+        from memcli.kv.composed_ask import units_context
+        from memcli.llm.profile import answer_for
+
+        reading = units_context(cfg, None, answer_for(cfg, decide(cfg, model)))
     runner = Runner(mode, memory, limit, cfg, model, consolidate_model=consolidate_model,
                     max_rounds=cfg.ask_max_rounds, kv=kv, answer_context=reading, settings=settings)
     done = read_done(out_path) if resume and out_path is not None else {}

@@ -168,7 +168,8 @@ def composed_ask(engine: KVEngine, store, index, question: str, *, budget: int, 
         placed = list(reversed(units))  # the best nearest the question
         engine.compose(prompt.prefix, [Unit(u.label, engine.tokenize(u.text)) for u in placed], recompute=recompute)
         whole = engine.context_tokens() + prompt.tail(question)
-        result.check = checked(engine, prompt.prefix, whole, check)
+        if answer != "extract":  # the extractive answer is not its first token: see checked()
+            result.check = checked(engine, prompt.prefix, whole, check)
         composed_s = time.perf_counter() - retrieved
         if answer == "extract":
             ttft_s = composed_answer(engine, whole, store, index, question, result, stats, order)
@@ -211,7 +212,13 @@ def checked(engine: KVEngine, prefix: Unit, whole: list[int], threshold: float) 
     first token is predicted; when the top probability leads the second by less than ``threshold``
     (``kv.compose_check``), the composition is repaired (the units and the question prefilled in full
     after the restored instructions, as the evidence reader's answer reads them), as a draft is checked
-    in speculative decoding. Returns ``{"margin", "repaired"}``; the context holds ``whole`` either way."""
+    in speculative decoding. Returns ``{"margin", "repaired"}``; the context holds ``whole`` either way.
+
+    Only a generated answer is checked: the extractive answer does not start with the model's first
+    token, and on the default model (units within 2,000 tokens, 40 development questions) its two
+    disagreements with a full prefill composed at margins 0.44 and 0.69 while every composition under
+    0.3 gave the full prefill's answer, so a repair would cost a full prefill and change nothing
+    (docs/benchmarks.md, "Composition that checks itself")."""
     engine.prefill(whole[engine.n_tokens:])
     sure = margin(engine.last_logits())
     repaired = sure < threshold
@@ -265,13 +272,25 @@ def composed_answer(engine: KVEngine, whole: list[int], store, index, question: 
     return scorer.ttft_s
 
 
+def units_context(cfg, answer_context: int | None, answer: str) -> int:
+    """The tokens of units a composed ask reads (0: its whole budget): ``answer_context`` when given;
+    unset, a generated answer reads ``ask.answer_context`` (as the evidence reader's answer reads that
+    much of its evidence), an extractive one the whole budget: its candidates are lines, and a unit
+    holds up to 512 tokens of them, so within 600 tokens one or two units held all the gold turns of
+    51% of the development questions against 66% within 2,000, and "I don't know" fell from 13.8% to
+    8.8% (``ask``: 7.5%; docs/benchmarks.md, "ask --kv-compose answers with the extractive answer")."""
+    if answer_context is not None:
+        return answer_context
+    return 0 if answer == "extract" else cfg.ask_answer_context
+
+
 def ask_with_blocks(question: str, cfg, store, index, *, engine: Callable[[], KVEngine],
                     vectors: Callable[[], tuple[float, int]], reader: str | None, budget: int | None,
                     answer_context: int | None, progress, select: str, answer: str = "generate"):
-    """``ask --kv-compose`` with its options checked: the units the model reads fit ``answer_context``
-    tokens (as the evidence reader's answer reads that much of its evidence; 0: ``budget``), within
-    ``budget``. ``engine()``: the KV engine (opens the model); ``vectors()``: what the question does
-    about the entries' vectors (:func:`memcli.semantic.upkeep.for_question`)."""
+    """``ask --kv-compose`` with its options checked: the units the model reads fit
+    :func:`units_context` tokens (0: ``budget``), within ``budget``. ``engine()``: the KV engine
+    (opens the model); ``vectors()``: what the question does about the entries' vectors
+    (:func:`memcli.semantic.upkeep.for_question`)."""
     if select not in SELECTIONS:
         raise UsageError(f"unknown selection {select!r} (choose from {', '.join(SELECTIONS)})")
     if cfg.kv_compose_recompute < 0:
@@ -284,7 +303,7 @@ def ask_with_blocks(question: str, cfg, store, index, *, engine: Callable[[], KV
         raise ConfigError("--kv-compose needs the local llama.cpp backend, not an OpenAI-compatible server",
                           hint="unset --base-url / MEMCLI_BASE_URL")
     budget = budget if budget is not None else cfg.ask_budget
-    reading = answer_context if answer_context is not None else cfg.ask_answer_context
+    reading = units_context(cfg, answer_context, answer)
     check_options(reader="evidence", budget=budget, answer_context=reading, max_rounds=1)
     if not question.strip():
         raise UsageError("the question is empty")

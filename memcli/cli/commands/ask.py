@@ -33,7 +33,7 @@ def ask(
     answer_context: Annotated[Optional[int], typer.Option(
         "--answer-context", metavar="TOKENS",
         help="Evidence the answering model reads, best-ranked first; 0: all of it "
-             "(default: ask.answer_context, 600).")] = None,
+             "(default: ask.answer_context, 600; --kv-compose with the extractive answer: the budget).")] = None,
     max_rounds: Annotated[Optional[int], typer.Option(
         "--max-rounds", metavar="N", help="Tool-calling rounds of the agent (default: ask.max_rounds, 7).")] = None,
     trace: Annotated[bool, typer.Option(
