@@ -316,6 +316,7 @@ def test_memory_search_returns_evidence_best_first_with_its_rank(store):
     anyio.run(main)
 
 
+@pytest.mark.slow  # 5 s: the fast tier keeps within 5 minutes
 def test_a_second_start_answers_initialize_from_the_cache_and_serves_as_before(store, tmp_path):
     """memcli.mcp_start: the SDK's answer to initialize, kept after the first start, is sent by the next
     start before the SDK loads; the server then serves as always (the answer is not sent twice)."""
@@ -340,6 +341,7 @@ def test_a_second_start_answers_initialize_from_the_cache_and_serves_as_before(s
     assert second[2] == "FROM THE CACHE" and first[2] != second[2] and first[:2] == second[:2] and first[3] == second[3]
 
 
+@pytest.mark.slow  # 5 s: the fast tier keeps within 5 minutes
 def test_ask_past_its_time_limit_returns_the_evidence_with_a_note(store, monkeypatch):
     monkeypatch.setenv("MEMCLI_MCP_ASK_SECONDS", "0.001")
 

@@ -120,3 +120,23 @@ def test_models_of_a_billion_parameters_or_more_write_their_answers():
     assert answer_for(Auto, Profile("capable", "a server")) == "generate"
     assert answer_for(Auto, Profile("small", "size unknown")) == "extract"
     assert answer_for(Extract, Profile("capable", "", 8_000_000_000)) == "extract"
+
+
+def test_prompt_threads_follow_the_generation_threads_unless_model_batch_threads_says(monkeypatch):
+    """model.batch_threads (MEMCLI_BATCH_THREADS) sets the threads that read a prompt, apart from those
+    generating; unset (0) they are the generation threads (docs/benchmarks.md, "Threads"). The real
+    default model is loaded each way."""
+    from memcli import llm
+    from memcli.config import Settings
+
+    monkeypatch.setenv("MEMCLI_THREADS", "1")
+    monkeypatch.delenv("MEMCLI_BATCH_THREADS", raising=False)
+    model = llm.open_model(Settings.load(None, None))
+    assert (model.runtime.threads, model.runtime.batch_threads) == (1, 1)
+    assert model.settings["batch_threads"] == 1
+    del model
+    monkeypatch.setenv("MEMCLI_BATCH_THREADS", "2")
+    model = llm.open_model(Settings.load(None, None))
+    assert (model.runtime.threads, model.runtime.batch_threads) == (1, 2)
+    said = model.chat([{"role": "user", "content": "Say hello."}], max_tokens=4)
+    assert said.text.strip() and said.completion_tokens > 0  # a prompt read by two threads still answers

@@ -180,7 +180,7 @@ def synced(result) -> Counter:
 
 
 @needs_locomo
-@pytest.mark.parametrize("trials", [pytest.param(4, id="4-trials"),
+@pytest.mark.parametrize("trials", [pytest.param(2, id="2-trials"),
                                     pytest.param(50, id="50-trials", marks=pytest.mark.slow)])
 def test_two_clones_ingest_consolidate_and_sync_in_random_orders(tmp_path, trials):
     pool = sessions()

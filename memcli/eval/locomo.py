@@ -42,7 +42,7 @@ from memcli.eval.metrics import bleu1, category_f1, evidence_recall, gold_dialog
 from memcli.ingest.formats import detect, locomo_samples
 from memcli.kv import keep_prompt_prefixes, keeps_blocks
 from memcli.llm.base import CallStats
-from memcli.llm.profile import consolidates_with_model, decide
+from memcli.llm.profile import answer_for, consolidates_with_model, decide
 from memcli.memory import Memory
 from memcli.results import Result
 from memcli.retrieve.ask import respond
@@ -120,8 +120,7 @@ def evaluate(files: list[Path], *, mode: str = "ask", memory: str = "raw", budge
         model = llm.open_model(cfg, verbose=verbose, kv_sequences=2 if kv or mode == "kv-compose" else 1)
     kv = kv and getattr(model, "runtime", None) is not None
     if mode == "kv-compose" and answer_context is None:  # what `ask --kv-compose` reads unless told
-        from memcli.kv.composed_ask import units_context
-        from memcli.llm.profile import answer_for
+        from memcli.kv.composed_ask import units_context  # here: it loads numpy, which the CLI's start does not
 
         reading = units_context(cfg, None, answer_for(cfg, decide(cfg, model)))
     runner = Runner(mode, memory, limit, cfg, model, consolidate_model=consolidate_model,

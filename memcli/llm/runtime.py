@@ -76,15 +76,6 @@ def extra_buffers_wanted(setting: str) -> bool:
     return "AMX_INT8 = 1" not in library_info()["system_info"]
 
 
-def default_batch_threads(threads: int) -> int:
-    """llama.cpp's threads for a prompt (a batch of tokens) when none are set: as many as generate. Every
-    core would read a prompt 1.7 times as fast alone (and no slower beside a busy program), but the warm
-    chat turn's lead over a cold one then falls from 115x to 95x (its target is 100x), so it is a
-    choice (``model.batch_threads``), not the default (benchmarks/bench_threads.py, docs/benchmarks.md
-    "Threads")."""
-    return threads or default_threads()
-
-
 def default_threads() -> int:
     """llama.cpp's threads when none are set: half the cores, at least one. With every core, a decode
     step waits for its slowest thread, so another busy program on the machine cuts generation to a
@@ -184,7 +175,10 @@ class LlamaRuntime(AttentionProbes, _Freed):
         self._ll = ll
         self.path = Path(path)
         self.threads = threads or default_threads()
-        self.batch_threads = batch_threads or default_batch_threads(threads)
+        # a prompt is read by as many threads as generate unless told: every core reads it 1.7x as fast
+        # alone, but the warm chat turn's lead over a cold one then fell from 115x to 95x (docs/benchmarks.md,
+        # "Threads"), so more is a choice (model.batch_threads), not the default
+        self.batch_threads = batch_threads or self.threads
         self.gpu_layers = gpu_layers
         model_params = ll.llama_model_default_params()
         model_params.n_gpu_layers = 0x7FFFFFFF if gpu_layers == -1 else gpu_layers
