@@ -504,6 +504,29 @@ def test_ctrl_c_while_memcli_starts_is_exit_130_without_a_traceback(tmp_path):
         assert proc.returncode == 130 and b"Traceback" not in err, (delay, proc.returncode, err[-500:])
 
 
+@pytest.mark.parametrize("raise_", ["raise KeyboardInterrupt", "raise RuntimeError('Error calling __set_name__') from KeyboardInterrupt()"])
+def test_a_ctrl_c_python_wraps_in_another_error_is_still_exit_130(raise_):
+    """A Ctrl-C landing in a class body being built reaches memcli as a RuntimeError (seen at start-up)."""
+    import sys
+
+    code = f"import memcli.cli as cli\ndef boom(argv):\n    {raise_}\ncli._main = boom\ncli.main()\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 130 and "Traceback" not in done.stderr, (done.returncode, done.stderr[-500:])
+    assert done.stderr.strip() == "memcli: interrupted"
+
+
+def test_an_error_with_no_ctrl_c_behind_it_is_not_called_an_interruption():
+    from memcli.cli import interrupted
+
+    try:
+        try:
+            raise ValueError("inner")
+        except ValueError as inner:
+            raise RuntimeError("outer") from inner
+    except RuntimeError as outer:
+        assert not interrupted(outer)
+
+
 # ---------------------------------------------------------------- kills: no stale vectors, no wedged clone
 
 

@@ -13,17 +13,26 @@ def _wants_json(argv: list[str]) -> bool:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``memcli`` console script; maps every failure to an exit code (Ctrl-C while
     it starts, before the commands are loaded, is 130 too)."""
-    try:
-        _main(argv)
-        code = 0
-    except SystemExit as done:
-        code = done.code
-    except KeyboardInterrupt:
-        print("memcli: interrupted", file=sys.stderr)
-        code = 130
     import signal
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the command is over: Ctrl-C while Python shuts down changes nothing
+    code: int | str | None = None  # a Ctrl-C before the command sets its code is an interruption
+    try:
+        try:
+            _main(argv)
+            code = 0
+        except SystemExit as done:
+            code = 0 if done.code is None else done.code
+        except KeyboardInterrupt:
+            pass
+        except Exception as exc:
+            if not interrupted(exc):
+                raise
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the command is over: Ctrl-C from here on changes nothing
+    except KeyboardInterrupt:  # it came between the command's end and the line above: the command's code stands
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if code is None:  # interrupted before the commands' own handler could say so
+        print("memcli: interrupted", file=sys.stderr)
+        code = 130
     if code == 130:  # interrupted: Python would end itself by SIGINT (exit -2) rather than say 130
         for stream in (sys.stdout, sys.stderr):
             try:
@@ -32,6 +41,18 @@ def main(argv: list[str] | None = None) -> None:
                 pass
         os._exit(130)
     sys.exit(code)
+
+
+def interrupted(exc: BaseException) -> bool:
+    """Whether a Ctrl-C is behind `exc`: Python wraps one that lands in a class body being built
+    (``RuntimeError: Error calling __set_name__``) or in a cleanup into another exception."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _main(argv: list[str] | None) -> None:
@@ -117,6 +138,9 @@ def run(argv: list[str]) -> int:
         out.error(err)
         return err.exit_code
     except Exception as exc:  # a bug: say what happened; traceback with --debug
+        if interrupted(exc):
+            print("memcli: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
         return _internal(exc, out, debug)
 
 
