@@ -54,6 +54,7 @@ def store(tmp_path):
     return root
 
 
+@pytest.mark.slow  # a fast-tier budget of 5 minutes (the other real-client tests stay fast); CI runs it
 def test_every_tool_over_a_real_client(store):
     async def main():
         async with session(store) as client:

@@ -241,6 +241,7 @@ def test_another_writer_between_flushes_makes_the_next_read_the_whole_folder(tmp
     assert _since(store, None, stamp) is None and _since(store, {doc_id}, None) is None
 
 
+@pytest.mark.slow  # a fast-tier budget of 5 minutes; CI runs it
 def test_a_named_question_ranks_among_the_persons_documents_as_if_they_were_all_of_memory(crowded, tmp_path):
     questions = ["What did Tomas name the dogs?", "Where does Lena run on weekends?",
                  "What did Tomas and Lena cook together?", "What is Lena afraid of?"]
