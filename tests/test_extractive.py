@@ -220,3 +220,35 @@ def test_choose_abstains_when_the_answering_line_holds_a_word_of_the_question_we
     best, why = choose([weak, strong], None, replace(plain, cover=0.4))
     assert best is None and "every word" in why  # the best line is judged, not replaced by the next
     assert choose([weak, strong], None, replace(plain, cover=0.25))[0] is weak
+
+
+def test_a_later_line_that_restates_the_answer_gives_it_as_it_is_now(tmp_path):
+    """The stale line says the slot in the question's words, the update in others: the later line wins."""
+    from memcli.llm.base import CallStats
+    from memcli.retrieve.aligned import align_read
+
+    asked = "What car does Bram drive?"
+    memory, library, read, order = write_store(tmp_path / "a", [
+        ("Bram", "I drive a Honda Civic.", "2024-01-05T10:00"),
+        ("Bram", "The weather has been wild lately.", "2024-02-01T10:00"),
+        ("Bram", "I sold the Honda Civic and bought a Subaru Outback.", "2024-03-01T10:00"),
+    ])
+    aligned = align_read(memory.index.aligner(), library, asked, read, order)
+    model = Scorer({"Honda Civic": -1.0, UNKNOWN: -3.0})
+    said = extract(model, asked, library, read, order, CallStats(), aligned=aligned)
+    now = library.doc("CURRENT").entries[order[2][1]].text
+    assert said.citation == f"CURRENT:{order[2][1]}" and said.text in now and "Subaru Outback" in said.text, said
+    assert "restates" in said.reason
+    before = extract(model, asked, library, read, order, CallStats(), replace(DEFAULT, restate=None), aligned=aligned)
+    assert before.text == "Honda Civic"  # the rule, not the scores, made the difference
+    memory.close()
+    memory, library, read, order = write_store(tmp_path / "b", [
+        ("Bram", "I drive a Honda Civic.", "2024-01-05T10:00"),
+        ("Bram", "The weather has been wild lately.", "2024-02-01T10:00"),
+    ])
+    aligned = align_read(memory.index.aligner(), library, asked, read, order)
+    said = extract(model, asked, library, read, order, CallStats(), aligned=aligned)
+    assert said.text == "Honda Civic"  # a later line about something else restates nothing
+    model = Scorer({UNKNOWN: -1.0})
+    assert extract(model, asked, library, read, order, CallStats(), aligned=aligned).text == UNKNOWN  # nor answers
+    memory.close()

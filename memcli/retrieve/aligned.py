@@ -43,6 +43,7 @@ class Aligned:
     alignments: dict[Pick, Alignment] = field(default_factory=dict)
     words: list[str] = field(default_factory=list)  # the question's content words, as matched
     best: list[float] = field(default_factory=list)  # per content word: its best match in any line read
+    encoder: object | None = None  # the MiniLM encoder it used (sentence vectors: extractive.restated)
 
     @property
     def weakest(self) -> float:
@@ -92,4 +93,4 @@ def align_read(aligner, library: Library, question: str, read: list[Evidence], o
     if tuning.reorder:
         picks = sorted(picks, key=lambda pick: -found[pick].score)  # stable: ties keep the readers' order
     best = best_matches(list(found.values())) if content else []
-    return Aligned(picks, found, [asked.words[i] for i in content], [float(b) for b in best])
+    return Aligned(picks, found, [asked.words[i] for i in content], [float(b) for b in best], aligner.encoder)
