@@ -129,3 +129,20 @@ def test_ingest_keeps_the_day_a_line_speaks_of(store_dir, moved):
         memory.ingest(moved, consolidate=False)
     line = next(x for x in (store_dir / "CURRENT.md").read_text().splitlines() if "Ghent" in x)
     assert "time=2024-03-05T10:00,when=2024-02," in line
+
+
+def test_ask_answers_a_changed_fact_from_the_later_line_that_restates_it(tmp_path):
+    """The README's own commands with the real default model: the stale line says the slot in the question's
+    words, the update in others; `ask` answers with the update and says why (extractive.restated)."""
+    from conftest import run_memcli
+
+    store = tmp_path / ".memcli"
+    assert run_memcli("--store", store, "init", "-q").code == 0
+    for text, when in (("I drive a Honda Civic.", "2024-01-05T10:00"),
+                       ("The weather has been wild lately.", "2024-02-01T10:00"),
+                       ("I sold the Honda Civic and bought a Subaru Outback.", "2024-03-01T10:00")):
+        assert run_memcli("--store", store, "remember", text, "--speaker", "Bram", "--time", when, "-q").code == 0
+    said = run_memcli("--store", store, "ask", "What car does Bram drive?", "--json")
+    assert said.code == 0, said.stderr
+    answer = json.loads(said.stdout)
+    assert "Subaru Outback" in answer["answer"] and "restates" in answer["why"], answer
