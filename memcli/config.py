@@ -136,7 +136,8 @@ SETTINGS: tuple[Setting, ...] = (
             "CPU threads for the llama backend (0: half the cores, at least one, which keeps its speed when "
             "another program is busy)"),
     Setting("model.batch_threads", "MEMCLI_BATCH_THREADS", 0,
-            "CPU threads for reading a prompt (0: as model.threads; all cores read it faster when the machine is idle)"),
+            "CPU threads for reading a prompt (0: every core when scoring an extractive answer, which generates "
+            "nothing; as model.threads otherwise)"),
     Setting("model.gpu_layers", "MEMCLI_GPU_LAYERS", -1,
             "layers offloaded to the GPU (-1: all; ignored by a CPU-only llama.cpp build)"),
     Setting("model.seed", "MEMCLI_SEED", 0, "sampling seed (generation is greedy at temperature 0)"),

@@ -140,3 +140,36 @@ def test_prompt_threads_follow_the_generation_threads_unless_model_batch_threads
     assert (model.runtime.threads, model.runtime.batch_threads) == (1, 2)
     said = model.chat([{"role": "user", "content": "Say hello."}], max_tokens=4)
     assert said.text.strip() and said.completion_tokens > 0  # a prompt read by two threads still answers
+
+
+def test_scoring_reads_on_every_core_unless_model_batch_threads_says(monkeypatch):
+    """A call that generates nothing (the extractive answer's scores) reads its prompt and candidates on
+    every core, then gives the context back its own prompt threads; model.batch_threads, when set, is
+    what it reads with. The scores are the ones one thread gives. The real default model."""
+    import os
+
+    from memcli import llm
+
+    messages = [{"role": "user", "content": "Which agency did Caroline choose? Caroline: I chose Open Door."}]
+    candidates = ["Open Door", "Harbor Light", "I don't know"]
+    monkeypatch.setenv("MEMCLI_THREADS", "1")
+    scores = {}
+    for setting in ("1", ""):
+        monkeypatch.setenv("MEMCLI_BATCH_THREADS", setting)
+        model = llm.open_model(Settings.load(None, None))
+        runtime, seen = model.runtime, []
+        read = runtime._score
+
+        def spy(*args, runtime=runtime, read=read, seen=seen):
+            seen.append(runtime._ll.llama_n_threads_batch(runtime._ctx))
+            return read(*args)
+
+        monkeypatch.setattr(runtime, "_score", spy)
+        scores[setting], _ = model.score(messages, candidates)
+        wanted = 1 if setting else max(1, os.cpu_count() or 1)
+        assert runtime.scoring_threads == wanted and seen == [wanted]
+        assert runtime._ll.llama_n_threads_batch(runtime._ctx) == runtime.batch_threads == 1  # given back
+        assert model.settings["scoring_threads"] == wanted
+        del model
+    for one, every in zip(scores["1"], scores[""]):
+        assert one == pytest.approx(every, abs=1e-3)

@@ -40,7 +40,8 @@ class LlamaCppModel:
         self.seed = seed
         self.prefix_cache = None  # a memcli.kv.prompt_blocks.PromptBlocks: shared prompt prefixes as KV blocks
         self.settings = {"n_ctx": n_ctx, "threads": self.runtime.threads,
-                         "batch_threads": self.runtime.batch_threads, "gpu_layers": gpu_layers,
+                         "batch_threads": self.runtime.batch_threads,
+                         "scoring_threads": self.runtime.scoring_threads, "gpu_layers": gpu_layers,
                          "extra_buffers": extra, "flash_attn": flash_attn,
                          **({"type_k": type_k} if type_k is not None else {}),
                          **({"type_v": type_v} if type_v is not None else {})}

@@ -23,7 +23,8 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -177,8 +178,10 @@ class LlamaRuntime(AttentionProbes, _Freed):
         self.threads = threads or default_threads()
         # a prompt is read by as many threads as generate unless told: every core reads it 1.7x as fast
         # alone, but the warm chat turn's lead over a cold one then fell from 115x to 95x (docs/benchmarks.md,
-        # "Threads"), so more is a choice (model.batch_threads), not the default
+        # "Threads"), so more is a choice (model.batch_threads), not the default; a call that generates
+        # nothing (continuation_logprobs) reads on every core unless told (scoring_threads)
         self.batch_threads = batch_threads or self.threads
+        self.scoring_threads = batch_threads or max(self.threads, os.cpu_count() or 1)
         self.gpu_layers = gpu_layers
         model_params = ll.llama_model_default_params()
         model_params.n_gpu_layers = 0x7FFFFFFF if gpu_layers == -1 else gpu_layers
@@ -442,10 +445,30 @@ class LlamaRuntime(AttentionProbes, _Freed):
         continuation's own tokens before each next one), one list per continuation.
 
         The prompt is decoded once into sequence 0 (reusing what the context already holds); each
-        continuation is decoded after it with every position's logits and removed again, so the
-        context holds the prompt afterwards; a continuation that begins another one is read off it. A
-        continuation is at most one batch long.
+        continuation but its last token (which nothing reads past) is decoded after it with every
+        position's logits and removed again, so the context holds the prompt afterwards; a
+        one-token continuation needs no decode, and one that begins another is read off it. A
+        continuation is at most one batch long. Nothing is generated, so every token is read in a
+        batch, by ``scoring_threads`` threads (every core unless model.batch_threads says otherwise:
+        docs/benchmarks.md "Threads").
         """
+        with self._reading(self.scoring_threads):
+            return self._score(prompt, continuations)
+
+    @contextmanager
+    def _reading(self, threads: int) -> Iterator[None]:
+        """Prompts (batches of more than one token) read by ``threads`` threads in this block; generation
+        keeps its own. Nothing changes in a background process (it leaves the machine to the user's work)."""
+        if threads == self.batch_threads or priority.in_background():
+            yield
+            return
+        self._ll.llama_set_n_threads(self._ctx, self.threads, threads)
+        try:
+            yield
+        finally:
+            self._ll.llama_set_n_threads(self._ctx, self.threads, self.batch_threads)
+
+    def _score(self, prompt: list[int], continuations: list[list[int]]) -> list[list[float]]:
         import numpy as np
 
         def log_softmax(row):
@@ -469,23 +492,25 @@ class LlamaRuntime(AttentionProbes, _Freed):
                 continue
             if len(tokens) > self.n_batch or at + len(tokens) > self.n_ctx:
                 raise ValueError(f"a continuation of {len(tokens)} tokens does not fit one batch after the prompt")
-            priority.wait_turn()
-            deadline.check()
-            batch.n_tokens = len(tokens)
-            for i, token in enumerate(tokens):
-                batch.token[i] = token
-                batch.pos[i] = at + i
-                batch.seq_id[i][0] = 0
-                batch.n_seq_id[i] = 1
-                batch.logits[i] = True
-            code = ll.llama_decode(self._ctx, batch)
-            if code != 0:
-                raise RuntimeError(f"llama_decode failed ({code})")
             scores = [float(first[tokens[0]])]
-            for i in range(len(tokens) - 1):
-                row = np.ctypeslib.as_array(ll.llama_get_logits_ith(self._ctx, i), shape=(self.n_vocab,))
-                scores.append(float(log_softmax(row)[tokens[i + 1]]))
-            self.seq_rm(0, at, -1)
+            read = tokens[:-1]  # the last token is scored by the one before it; nothing reads past it
+            if read:
+                priority.wait_turn()
+                deadline.check()
+                batch.n_tokens = len(read)
+                for i, token in enumerate(read):
+                    batch.token[i] = token
+                    batch.pos[i] = at + i
+                    batch.seq_id[i][0] = 0
+                    batch.n_seq_id[i] = 1
+                    batch.logits[i] = True
+                code = ll.llama_decode(self._ctx, batch)
+                if code != 0:
+                    raise RuntimeError(f"llama_decode failed ({code})")
+                for i in range(len(read)):
+                    row = np.ctypeslib.as_array(ll.llama_get_logits_ith(self._ctx, i), shape=(self.n_vocab,))
+                    scores.append(float(log_softmax(row)[tokens[i + 1]]))
+                self.seq_rm(0, at, -1)
             out[number] = done[tuple(tokens)] = scores
         return out
 

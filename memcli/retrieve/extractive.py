@@ -5,9 +5,9 @@ Candidates are spans of the best-ranked entries the answer reads (``Tuning.entri
 clause of their sentences (an amount such as "£13,300" or a time "10:30" is never cut), its parts
 between the question's own words, and their runs between function words, each trimmed at its edges of
 the question's words and of function words, so what is left is what the evidence adds to the
-question. The model reads only those entries and only scores the candidates: the log-probability of
-each candidate's tokens as its reply to the question after them, over its length (one prefill of the
-prompt, then each candidate read after it), plus a share of the question's words its sentence holds
+question. The model reads only those entries and only scores the candidates that can still be chosen:
+the log-probability of each candidate's tokens as its reply to the question after them, over its length
+(one prefill of the prompt, then each candidate read after it), plus a share of the question's words its sentence holds
 and its entry's token-level alignment with the question (:mod:`memcli.retrieve.aligned`); ties go to
 the better-ranked entry. A question that asks when is answered with the date of the chosen entry (a
 relative date in its clause, "last week", resolved against it); one that asks which day, with the day
@@ -338,12 +338,14 @@ def choose(found: list[Candidate], unknown: tuple[float, int] | None,
     return best, "span of the evidence"
 
 
-def restated(best: Candidate, found: list[Candidate], encode, tuning: Tuning = DEFAULT) -> Candidate | None:
+def restated(best: Candidate, found: list[Candidate], encode, tuning: Tuning = DEFAULT,
+             more=None) -> Candidate | None:
     """The answer as a later line says it, or None: of the person's lines said after ``best``'s whose
     sentence is at least ``tuning.restate`` similar to its sentence (cosine of ``encode``'s vectors), the
     latest line's best-scored candidate. A value that changed ("I drive a Honda Civic", later "I sold the
     Honda Civic and bought a Subaru Outback") is told by a sentence about the same thing said later; an
-    answer is only ever replaced, never given where the evidence had none."""
+    answer is only ever replaced, never given where the evidence had none. ``more`` scores the
+    candidates of that line the model has not scored yet (:class:`_Scorer`)."""
     after = [c for c in found if c.about and (c.entry.time or "") > (best.entry.time or "")
              and (c.doc, c.line) != (best.doc, best.line)]
     if not after:
@@ -354,14 +356,71 @@ def restated(best: Candidate, found: list[Candidate], encode, tuning: Tuning = D
     if not close:
         return None
     latest = max(c.entry.time or "" for c in close)
-    return max((c for c in close if (c.entry.time or "") == latest), key=lambda c: score(c, tuning))
+    last = [c for c in close if (c.entry.time or "") == latest]
+    if more is not None:
+        more(last)
+    return max(last, key=lambda c: score(c, tuning))
+
+
+FIRST_SCORED = 8  # candidates the model scores before the rest are bounded by the best of them
+
+
+class _Scorer:
+    """The model's scores of the candidates, only as many as can change the answer: first "I don't know"
+    and the ``FIRST_SCORED`` candidates with the highest score before the model's part (which is a
+    log-probability, never above 0), then of the rest only those whose score before it reaches the best
+    full score so far; the others cannot be chosen, and keep no log-probability. The same answer as
+    scoring all of them, for about half the model's reading of candidates (docs/benchmarks.md, "The
+    line that answers")."""
+
+    def __init__(self, model, messages: list[dict], shared: list[list[dict]]):
+        self.model, self.messages, self.shared = model, messages, shared
+        self.completion = None
+
+    def _read(self, picked: list[Candidate], extra: list[str] = ()) -> list[list[float]]:
+        scores, done = self.model.score(self.messages, [c.text for c in picked] + list(extra),
+                                        shared=self.shared if self.completion is None else None)
+        if self.completion is None:
+            self.completion = done
+        else:  # one answer call for the accounting: the prompt is read once, its seconds add up
+            first = self.completion
+            first.seconds += done.seconds
+            if first.prefilled_tokens is not None and done.prefilled_tokens is not None:
+                first.prefilled_tokens += done.prefilled_tokens
+        for c, logprobs in zip(picked, scores):
+            c.logprob, c.tokens = (sum(logprobs), len(logprobs)) if logprobs else (-math.inf, 1)
+        return scores[len(picked):]
+
+    def first(self, found: list[Candidate], tuning: Tuning) -> tuple[float, int]:
+        """Score what can win; "I don't know"'s (log-probability, tokens)."""
+        bound = {id(c): score(c, tuning) for c in found}  # nothing scored yet: each score before the model's part
+        ranked = sorted(found, key=lambda c: -bound[id(c)])
+        head, tail = ranked[:FIRST_SCORED], ranked[FIRST_SCORED:]
+        unknown = self._read(head, [UNKNOWN])[0]
+        reached = max(score(c, tuning) for c in head)
+        if tuning.lead > 0:  # the lead rule compares the best with every other entry's best: score them all
+            reached = -math.inf
+        rest = [c for c in tail if bound[id(c)] >= reached]
+        if rest:
+            self._read(rest)
+        return sum(unknown), len(unknown)
+
+    def more(self, picked: list[Candidate]) -> None:
+        """Score those of ``picked`` left unscored."""
+        missing = [c for c in picked if c.logprob is None]
+        if missing:
+            try:
+                self._read(missing)
+            except ModelError:  # unscored, they cannot be chosen over the scored ones
+                for c in missing:
+                    c.logprob = -math.inf
 
 
 def extract(model, question: str, library: Library, read: list[Evidence], order: list[tuple[str, int]],
             stats, tuning: Tuning = DEFAULT, keep_evidence: bool = True, aligned: Aligned | None = None) -> Extracted:
     """The extractive answer to ``question`` from the evidence it reads (``read``, ranked by ``order``;
-    each entry's alignment with the question in ``aligned``, :mod:`memcli.retrieve.aligned`): the candidates scored by ``model`` in one
-    call when it can score (a local model), else by their sentences' share of the question's words,
+    each entry's alignment with the question in ``aligned``, :mod:`memcli.retrieve.aligned`): the candidates scored by ``model``
+    (only those that can be chosen, :class:`_Scorer`) when it can score (a local model), else by their sentences' share of the question's words,
     their alignment and their rank alone. A failed call falls back to that. With ``tuning.entries``
     the model reads only the entries the candidates come from."""
     found, reason = candidates(question, library, read, order, tuning, aligned)
@@ -371,24 +430,26 @@ def extract(model, question: str, library: Library, read: list[Evidence], order:
     if tuning.entries:
         picks = {(c.doc, c.line) for c in found}
         shown = read = assemble(library, [p for p in order if p in picks], 10 ** 9, carry=False) or read
-    if hasattr(model, "score"):
-        messages, shared = prompt(question, read, keep_evidence)
+    scorer = _Scorer(model, *prompt(question, read, keep_evidence)) if hasattr(model, "score") else None
+    if scorer is not None:
         try:
-            scores, completion = model.score(messages, [c.text for c in found] + [UNKNOWN], shared=shared)
+            unknown = scorer.first(found, tuning)
         except ModelError as exc:
             stats.errors += 1
             stats.note_problem("answer", str(exc))
+            for c in found:
+                c.logprob, c.tokens = None, 1
+            scorer = None
         else:
-            stats.record(completion)
-            ttft = completion.ttft_s
-            for c, logprobs in zip(found, scores):
-                c.logprob, c.tokens = (sum(logprobs), len(logprobs)) if logprobs else (-math.inf, 1)
-            unknown = (sum(scores[-1]), len(scores[-1]))
+            ttft = scorer.completion.ttft_s
     best, why = choose(found, unknown, tuning)
-    if best is None:
-        return Extracted(UNKNOWN, True, why, candidates=found, unknown=unknown, ttft_s=ttft, read=shown)
-    if tuning.restate is not None and aligned is not None and aligned.encoder is not None and not asks_when(question):
-        later = restated(best, found, aligned.encoder.encode, tuning)
+    if best is not None and tuning.restate is not None and aligned is not None and aligned.encoder is not None \
+            and not asks_when(question):
+        later = restated(best, found, aligned.encoder.encode, tuning, scorer.more if scorer is not None else None)
         if later is not None:
             best, why = later, "span of a later line that restates the best answer's"
+    if scorer is not None:
+        stats.record(scorer.completion)
+    if best is None:
+        return Extracted(UNKNOWN, True, why, candidates=found, unknown=unknown, ttft_s=ttft, read=shown)
     return Extracted(best.text, False, why, f"{best.doc}:{best.line}", found, unknown, ttft, shown)
