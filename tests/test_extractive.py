@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import pytest
+
 from memcli.retrieve.answer import grounded
 from memcli.retrieve.evidence import Evidence, assemble
 from memcli.retrieve.extractive import (
@@ -251,4 +253,55 @@ def test_a_later_line_that_restates_the_answer_gives_it_as_it_is_now(tmp_path):
     assert said.text == "Honda Civic"  # a later line about something else restates nothing
     model = Scorer({UNKNOWN: -1.0})
     assert extract(model, asked, library, read, order, CallStats(), aligned=aligned).text == UNKNOWN  # nor answers
+    memory.close()
+
+
+class Counting:
+    """The real default model, counting the candidates it is asked to score."""
+
+    def __init__(self, model):
+        self.model, self.scored = model, []
+        self.name = model.name
+
+    def score(self, messages, texts, *, shared=None):
+        self.scored += texts
+        return self.model.score(messages, texts, shared=shared)
+
+    def count_tokens(self, text):
+        return self.model.count_tokens(text)
+
+
+def test_the_model_scores_only_the_candidates_that_can_still_be_chosen(tmp_path, monkeypatch):
+    """The same answer, and about the same scores for every candidate that could win, as scoring them all, with
+    fewer candidates read: one that cannot reach the best score even at a log-probability of 0 is left
+    unscored (the real default model)."""
+    from memcli import llm
+    from memcli.llm.base import CallStats
+    from memcli.retrieve import extractive
+    from memcli.retrieve.aligned import align_read
+    from memcli.retrieve.extractive import score
+
+    asked = "Which adoption agency did Caroline apply to?"
+    memory, library, read, order = write_store(tmp_path, [
+        ("Caroline", "I applied to Open Door Adoptions last week, after the home study visit.", "2024-06-01T10:00"),
+        ("Caroline", "My running group meets on Sundays at the lake, rain or shine, with coffee after.",
+         "2024-06-02T10:00"),
+        ("Caroline", "The agency called back about the paperwork and the interview in July.", "2024-06-03T10:00"),
+    ])
+    aligned = align_read(memory.index.aligner(), library, asked, read, order)
+    model = llm.open_model(memory.settings)
+    pruned = Counting(model)
+    said = extract(pruned, asked, library, read, order, CallStats(), aligned=aligned)
+    monkeypatch.setattr(extractive, "FIRST_SCORED", 10 ** 6)
+    every = Counting(model)
+    whole = extract(every, asked, library, read, order, CallStats(), aligned=aligned)
+    assert (said.text, said.citation, said.abstained) == (whole.text, whole.citation, whole.abstained)
+    assert len(pruned.scored) < len(every.scored) == len(whole.candidates) + 1
+    best = max(score(c) for c in whole.candidates)
+    for mine, theirs in zip(said.candidates, whole.candidates):
+        if mine.logprob is None:  # left unscored: could not have won
+            assert score(mine) < best
+        else:  # read in batches of another shape (a prefix read off another candidate): a 4-bit model's
+            # logits move by a few hundredths per token
+            assert mine.logprob == pytest.approx(theirs.logprob, abs=0.25)
     memory.close()
