@@ -236,7 +236,7 @@ class _ComposedScorer:
 
     def __init__(self, engine: KVEngine, whole: list[int]):
         self.engine, self.whole = engine, whole
-        self.ttft_s = 0.0
+        self.ttft_s = None  # the first call's: a later one (more candidates) finds the question read
 
     def count_tokens(self, text: str) -> int:
         return len(self.engine.tokenize(text))
@@ -245,7 +245,8 @@ class _ComposedScorer:
         engine, rt = self.engine, self.engine.rt
         begin = time.perf_counter()
         engine.prefill(self.whole[engine.n_tokens:])  # the question, unless the check read it already
-        self.ttft_s = time.perf_counter() - begin
+        if self.ttft_s is None:
+            self.ttft_s = time.perf_counter() - begin
         # the prompt's last token is decoded once more for its logits: one prompt token, counted once
         scores = rt.continuation_logprobs(self.whole, [rt.tokenize(c)[:rt.n_batch] for c in candidates])
         return scores, Completion(text="", prompt_tokens=len(self.whole), completion_tokens=0,
@@ -269,7 +270,7 @@ def composed_answer(engine: KVEngine, whole: list[int], store, index, question: 
                        keep_evidence=False, aligned=aligned)
     stats.prompt_tokens = len(whole)
     result.answer, result.abstained, result.why = said.text, said.abstained, said.why
-    return scorer.ttft_s
+    return scorer.ttft_s or 0.0
 
 
 def units_context(cfg, answer_context: int | None, answer: str) -> int:
