@@ -191,6 +191,26 @@ def test_which_day_is_answered_with_the_day_the_line_names():
     assert dated("The meeting moved to Thursday", "2024-07-02T09:00") == "2 July 2024"  # "when": the date
 
 
+def test_a_clause_speaks_of_the_date_its_sentence_writes_out(tmp_path):
+    """A clause cut off its sentence's date ("Good news" of "Good news, the thesis is now due June 12.")
+    answers a "when" question with that date, not the date it was said on; a weekday question takes
+    only the candidates that name a day of the week when some do."""
+    sentence = "Good news, the thesis is now due June 12."
+    assert dated("Good news", "2023-08-17T16:00", sentence=sentence) == "June 12"
+    assert dated("Good news", "2023-08-17T16:00", sentence="Good news, I passed yesterday.") == "16 August 2023"
+    assert dated("Good news", "2023-08-17T16:00", sentence="Good news, all done.") == "17 August 2023"
+    assert dated("Sorry", "2023-08-17T16:00", weekday=True, sentence="Sorry, Thursday not Wednesday.") == "Thursday"
+    memory, library, read, order = write_store(tmp_path, [
+        ("Emre", "Every Wednesday we have the team sync.", "2023-05-20T14:00"),
+        ("Emre", "The team dinner was lovely, thanks for asking.", "2023-05-05T14:00"),
+    ])
+    found, _ = candidates("Which day is Emre's weekly team meeting?", library, read, order)
+    assert [c.text for c in found] == ["Wednesday"]
+    found, _ = candidates("When is Emre's weekly team meeting?", library, read, order)
+    assert {c.text for c in found} == {"20 May 2023", "5 May 2023"}  # "when": the dates
+    memory.close()
+
+
 def test_a_line_that_holds_the_question_in_other_words_supports_an_answer(tmp_path):
     from memcli.retrieve.aligned import align_read
 

@@ -127,19 +127,26 @@ def asks_weekday(question: str) -> bool:
     return bool(_WHICH_DAY.search(question))
 
 
-def dated(clause: str, when: str | None, weekday: bool = False) -> str | None:
+def dated(clause: str, when: str | None, weekday: bool = False, sentence: str | None = None) -> str | None:
     """The date a clause speaks of: a date it writes out ("April 18"), else its relative date read
     against its entry's time (:func:`memcli.dates.event_time`: "yesterday" is that day, "last week"
-    "the week before 7 May 2023"), else the entry's date. ``weekday`` (the question asks which day): a
-    day of the week the clause names ("on Thursday"), as it names it."""
-    named = _NAMED_DAY.search(clause) if weekday else None
-    if named and not re.match(r"last\b", named.group(), re.I):
-        return named.group()
+    "the week before 7 May 2023"), else the same of its ``sentence`` ("Good news, the thesis is now due
+    June 12": the clause "Good news" speaks of June 12), else the entry's date. ``weekday`` (the question
+    asks which day): a day of the week the clause (else its sentence) names ("on Thursday"), as it names it."""
+    texts = [clause] + ([sentence] if sentence and sentence != clause else [])
+    for text in texts if weekday else ():
+        named = _NAMED_DAY.search(text)
+        if named and not re.match(r"last\b", named.group(), re.I):
+            return named.group()
     date = spoken_date(when)
     if date is None:
         return None
-    found = event_time(clause, when)
-    return stated_date(clause) or (found.spoken if found else date)
+    for text in texts:
+        found = event_time(text, when)
+        said = stated_date(text) or (found.spoken if found else None)
+        if said:
+            return said
+    return date
 
 
 def _words(text: str) -> list[str]:
@@ -266,7 +273,8 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
         for sentence in sentences(" ".join(entry.text.split())):
             overlap = len(wanted & term_set(sentence)) / len(wanted) if wanted else 0.0
             for clause in (c for c in _CLAUSE.split(sentence) if c.strip()):
-                for span in [dated(clause, entry.time, weekday)] if when else spans(clause, wanted, names | people):
+                for span in [dated(clause, entry.time, weekday, sentence)] if when else spans(clause, wanted,
+                                                                                           names | people):
                     if not span:
                         continue
                     if span.lower() in seen:  # said again: by the person asked about too, perhaps
@@ -278,6 +286,8 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
                                                    about=pick in theirs, echo=echo(span, wanted),
                                                    aligned=scores.get(pick, 0.0), least=least.get(pick, 1.0))
                     out.append(seen[span.lower()])
+    if weekday and any(_NAMED_DAY.fullmatch(c.text) for c in out):  # a date does not say which day of the week
+        out = [c for c in out if _NAMED_DAY.fullmatch(c.text)]
     return out, (None if out else "nothing read adds to the question")
 
 
