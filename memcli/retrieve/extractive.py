@@ -9,9 +9,10 @@ question. The model reads only those entries and only scores the candidates that
 the log-probability of each candidate's tokens as its reply to the question after them, over its length
 (one prefill of the prompt, then each candidate read after it), plus a share of the question's words its sentence holds
 and its entry's token-level alignment with the question (:mod:`memcli.retrieve.aligned`); ties go to
-the better-ranked entry. A question that asks when is answered with the date of the chosen entry (a
-relative date in its clause, "last week", resolved against it); one that asks which day, with the day
-of the week its clause names. The citation is the chosen line.
+the better-ranked entry. A question that asks when is answered with the date the chosen clause (else
+its sentence) writes out or says relative to its entry ("last week", resolved against it), else the
+entry's date; one that asks which day, with the day of the week its clause names (only such candidates
+when any line read names one). The citation is the chosen line.
 
 "I don't know" (``abstained``) instead of an answer when the evidence does not support one:
 
