@@ -146,3 +146,19 @@ def test_ask_answers_a_changed_fact_from_the_later_line_that_restates_it(tmp_pat
     assert said.code == 0, said.stderr
     answer = json.loads(said.stdout)
     assert "Subaru Outback" in answer["answer"] and "restates" in answer["why"], answer
+
+
+def test_ask_when_answers_with_the_date_the_sentence_writes_out(tmp_path):
+    """The real command and default model: a "when" question about a line whose date follows a comma
+    ("Good news, the thesis is now due June 12.") answers with that date, not the day it was said."""
+    from conftest import run_memcli
+
+    store = tmp_path / ".memcli"
+    assert run_memcli("--store", store, "init", "-q").code == 0
+    for text, when in (("Good news, the thesis is now due June 12.", "2023-08-17T16:00"),
+                       ("The weather has been wild lately.", "2023-08-20T10:00")):
+        assert run_memcli("--store", store, "remember", text, "--speaker", "Nadia", "--time", when, "-q").code == 0
+    said = run_memcli("--store", store, "ask", "When is Nadia's thesis due?", "--json")
+    assert said.code == 0, (said.stdout, said.stderr)
+    answer = json.loads(said.stdout)
+    assert answer["answer"] == "June 12" and "August" not in answer["answer"], answer
