@@ -314,9 +314,9 @@ def _scrub_log(doc, gone: set[str]) -> bool:
 def _renamed(doc, idf: Callable[[str], float], taken: set[str]) -> str:
     """Headings, title, summary and id of a document made again from the entries it kept; its id."""
     from memcli.consolidate.apply import deterministic_summary
-    from memcli.consolidate.draft import block_title, document_title
     from memcli.consolidate.layout import Layout
     from memcli.consolidate.lexical import make_doc_id, slug
+    from memcli.consolidate.titles import block_title, document_title
 
     layout = Layout.of(doc)
     kept = []

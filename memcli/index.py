@@ -35,7 +35,7 @@ from memcli.tokens import count_tokens
 if TYPE_CHECKING:
     import numpy as np
 
-INDEX_VERSION = 5  # 5: document frequencies, totals and the documents' people kept per term and document
+INDEX_VERSION = 6  # 6: memcli's own titles and headings are not indexed (partitions.py)
 K1, B, EPSILON = 1.5, 0.75, 0.25  # rank-bm25's BM25Okapi defaults
 LENGTHS_READ_ALONE = 2000  # candidate partitions whose lengths a search reads alone rather than all of them
 T = TypeVar("T")

@@ -1,6 +1,12 @@
 """What the search index indexes: a document's heading sections, each cut into pieces of at most a
-number of tokens (BM25 partitions, with the heading path in front), and the line of a partition a
-hit shows."""
+number of tokens (BM25 partitions: their entries with their speakers, the document's title in front when
+a person wrote it), and the line of a partition a hit shows.
+
+The titles and headings memcli writes are phrases of the entries under them
+(:mod:`memcli.consolidate.titles`), so they are not indexed: they would count those words again for
+every line of their section, and how a title is phrased would move which lines a question reads. A
+title a person wrote (one that is not ``aux.title``, memcli's record of its own) says something the
+entries may not, and is read."""
 
 from __future__ import annotations
 
@@ -23,6 +29,8 @@ def partitions(doc: Document, max_tokens: int) -> list[Partition]:
     """Heading sections of ``doc``, each cut into pieces of at most ``max_tokens``."""
     out: list[Partition] = []
     path: list[tuple[int, str]] = []
+    aux = doc.meta.get("aux")
+    made = aux.get("title") if isinstance(aux, dict) else None  # the title memcli gave the document
     lines: list[tuple[int, str]] = []
     size = 0
 
@@ -31,7 +39,8 @@ def partitions(doc: Document, max_tokens: int) -> list[Partition]:
         body = [t for _, t in lines]
         if any(t.strip() for t in body):
             heading = " > ".join(title for _, title in path)
-            out.append(Partition(lines[0][0], lines[-1][0], heading, "\n".join([heading, *body])))
+            read = [title for level, title in path if level == 1 and title != made]
+            out.append(Partition(lines[0][0], lines[-1][0], heading, "\n".join([*read, *body])))
         lines, size = [], 0
 
     for lineno, raw in doc.lines():

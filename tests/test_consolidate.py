@@ -439,10 +439,13 @@ def test_the_development_pair_consolidated_together_keeps_each_conversation_apar
     assert len(scopes) > 2 and all(len(convs) == 1 for _, _, convs in scopes), scopes
 
 
-def test_titles_hold_no_stop_word_or_markup_and_summaries_are_entry_sentences(cli, store_dir):
-    """Deterministic names and summaries, on the example and two real agent sessions filed together."""
+def test_titles_are_phrases_of_the_text_and_summaries_are_entry_sentences(cli, store_dir):
+    """Deterministic names and summaries, on the example and two real agent sessions filed together: a
+    title is up to three phrases ("a, b and c") that occur in its document, never a list of keywords,
+    with a word beyond the people's names; its headings are a date and phrases of their section."""
     from conftest import REPO
 
+    from memcli.consolidate.layout import Layout
     from memcli.store.lines import sentences
     from memcli.terms import STOPWORDS
 
@@ -455,9 +458,20 @@ def test_titles_hold_no_stop_word_or_markup_and_summaries_are_entry_sentences(cl
     for doc_id in store.doc_ids():
         doc = store.load(doc_id).doc
         title = next(line[2:] for _, line in doc.lines() if line.startswith("# "))
-        named = re.sub(r"\(.*?\)", "", title)  # the people in parentheses are names, not topic words
+        named = re.sub(r"\(.*?\)", "", title).strip()  # the people in parentheses are names, not topic words
         assert not re.search(r"[<>\[\]{}`|\ue000-\uf8ff]", title + doc_id), (doc_id, title)
-        assert not {w.lower() for w in re.findall(r"[A-Za-z']+", named)} & STOPWORDS, (doc_id, title)
+        text = " ".join(" ".join(e.text.split()) for _, e in doc.entries()).casefold()
+        parts = re.split(r", | and ", named)
+        assert len(parts) <= 3 and (len(parts) == 1 or any(" " in p for p in parts)), (doc_id, title)  # no keyword list
+        for part in parts:
+            assert re.search(rf"(?<!\w){re.escape(part.casefold())}(?!\w)", text), (doc_id, title, part)
+        people = {w.lower() for w in re.findall(r"\w+", title[len(named):])}
+        assert {w.lower() for w in re.findall(r"[^\W_]+", named)} - STOPWORDS - people, (doc_id, title)
+        for section in Layout.of(doc).sections:
+            day, _, phrase = section.title.partition(" · ")
+            own = " ".join(" ".join(e.text.split()) for e in section.entries()).casefold()
+            assert re.fullmatch(r"\d{4}-\d\d-\d\d", day), (doc_id, section.title)
+            assert all(part.casefold() in own for part in re.split(r", | and ", phrase)), (doc_id, section.title)
         rest = " ".join(str(doc.meta["summary"]).split())
         own = {" ".join(s.split()) for _, e in doc.entries() for s in sentences(" ".join(e.text.split()))}
         for sentence in sorted(own, key=len, reverse=True):
@@ -500,10 +514,63 @@ def test_a_growing_document_is_titled_by_all_its_entries_and_a_persons_title_sta
     doc.body = layout.body()
     refresh_title(doc, idf)
     title = Layout.of(doc).title
-    assert title != "Garden, tomatoes (Ana)" and "race" in title.lower() and doc.meta["aux"]["title"] == title
+    assert title != "Garden, tomatoes (Ana)" and "bike race" in title.lower() and doc.meta["aux"]["title"] == title
     assert doc.meta["id"] == "garden-tomatoes-abc123"
     edited = Layout.of(doc)
     edited.title, edited.title_line = "My summer", "# My summer"  # a person renames it
     doc.body = edited.body()
     refresh_title(doc, idf)
     assert Layout.of(doc).title == "My summer"
+
+
+def test_where_a_block_is_filed_does_not_depend_on_how_titles_are_phrased(tmp_path, monkeypatch):
+    """Routing and merging compare what the entries say (the signatures of titles and headings), never the
+    phrases a title shows: the example consolidates into the same documents, entry for entry, when every
+    title and heading memcli writes says something else entirely."""
+    from conftest import EXAMPLES
+
+    import memcli.consolidate.apply as apply
+    import memcli.consolidate.draft as draft
+    import memcli.consolidate.plan as plan
+    from memcli import Memory
+
+    def grouping(folder) -> set[frozenset[int]]:
+        memory = Memory(folder, create=True)
+        memory.ingest(EXAMPLES / "caroline-and-priya.json", consolidate=False)
+        memory.consolidate(llm=False)
+        store = memory.store
+        return {frozenset(e.seq for _, e in store.load(d).doc.entries()) for d in store.doc_ids()}
+
+    shown = grouping(tmp_path / "phrases")
+    assert len(shown) > 1
+    for module, name in ((plan, "document_title"), (apply, "document_title"), (draft, "block_title")):
+        monkeypatch.setattr(module, name, lambda entries, idf: f"Zebra quilt lantern {entries[0].seq}")
+    assert grouping(tmp_path / "other") == shown
+
+
+def test_search_reads_a_title_a_person_wrote_but_not_the_titles_and_headings_memcli_made(cli, store_dir):
+    """memcli's titles and headings repeat words of the entries under them and are not indexed; a person's
+    title says what the entries may not, and is (aux.title records the title memcli gave)."""
+    from memcli.index import LibraryIndex
+    from memcli.paths import Resolved
+    from memcli.store import Store
+
+    assert cli("init").code == 0 or (store_dir / "state.json").exists()
+    page = """---
+id: {id}
+summary: The tomatoes are ripe.
+update_log: []
+aux: {{title: Zucchini harvest (Ana)}}
+---
+# {title}
+## 2024-05-01 · quince jelly
+- <seq=90{n},time=2024-05-01T10:00,speaker=Ana> The tomatoes are ripe.
+"""
+    for n, (doc_id, title) in enumerate((("made-000001", "Zucchini harvest (Ana)"),
+                                         ("named-000002", "Allotment plot"))):
+        (store_dir / "docs" / f"{doc_id}.md").write_text(page.format(id=doc_id, title=title, n=n))
+    index = LibraryIndex(Store.open(Resolved(store_dir, "test")), partition_tokens=160)
+    assert {hit.doc for hit in index.search("tomatoes", 5)} == {"made-000001", "named-000002"}
+    assert not index.search("zucchini", 5) and not index.search("quince", 5)
+    assert [hit.doc for hit in index.search("allotment", 5)] == ["named-000002"]
+    index.close()

@@ -12,17 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from memcli.consolidate.draft import (
-    Block,
-    Draft,
-    clean_title,
-    document_title,
-    entry_line,
-    exact_duplicates,
-    resolve_chains,
-)
+from memcli.consolidate.draft import Block, Draft, entry_line, exact_duplicates, resolve_chains
 from memcli.consolidate.layout import Layout, superseded_line
 from memcli.consolidate.lexical import cosine, grounded, normalized, term_counts, tfidf
+from memcli.consolidate.titles import clean_title, document_title
 from memcli.consolidate.workspace import Workspace, doc_texts
 from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.prompts import SUMMARY_SCHEMA, SUMMARY_SYSTEM

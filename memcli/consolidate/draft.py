@@ -10,11 +10,11 @@ assistant's, then the newer seq).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from memcli.consolidate.lexical import Vector, cosine, grounded, normalized, salient_words, term_counts, tfidf
+from memcli.consolidate.lexical import Vector, cosine, grounded, normalized, term_counts, tfidf
+from memcli.consolidate.titles import block_title, clean_title
 from memcli.ingest.turns import ROLES
 from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.prompts import REWRITE_SYSTEM, rewrite_schema
@@ -48,13 +48,6 @@ class Draft:
     @property
     def blocks(self) -> list[Block]:
         return [b for window in self.windows for b in window]
-
-
-def clean_title(text: str, max_len: int = 60) -> str:
-    """A heading-safe one-line title: no control characters, no leading '#', bounded."""
-    text = re.sub(r"[\x00-\x1f\x7f\u2028\u2029]+", " ", str(text))
-    text = re.sub(r"\s+", " ", text).strip().lstrip("#").strip()
-    return text[:max_len].rstrip()
 
 
 def entry_line(entry: Entry) -> str:
@@ -141,24 +134,6 @@ def _sum(vectors) -> Vector:
         for t, w in vec.items():
             out[t] = out.get(t, 0.0) + w
     return out
-
-
-def block_title(entries: list[Entry], idf: Idf) -> str:
-    """``2023-05-25 · adoption, agency, family``: the session date and salient terms."""
-    speakers = {e.meta.get("speaker", "") for e in entries}
-    words = salient_words((e.text for e in entries), idf, 3, exclude=speakers)
-    date = (entries[0].time or "")[:10]
-    label = ", ".join(words) or "notes"
-    return clean_title(f"{date} · {label}" if date else label)
-
-
-def document_title(entries: list[Entry], idf: Idf) -> str:
-    """``Adoption, agency, family (Caroline, Priya)``: a new document's title from its entries."""
-    speakers = [e.meta.get("speaker", "") for e in entries]
-    words = salient_words((e.text for e in entries), idf, 4, exclude=speakers)
-    people = sorted({s for s in speakers if s and s not in ROLES})
-    label = ", ".join(words[:3]).capitalize() or "Notes"
-    return clean_title(label + (f" ({', '.join(people[:2])})" if people else ""))
 
 
 def deterministic_blocks(entries: list[Entry], idf: Idf, max_tokens: int = BLOCK_TOKENS) -> list[Block]:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from memcli.consolidate.draft import Block, clean_title, document_title, entry_line
+from memcli.consolidate.draft import Block, entry_line
 from memcli.consolidate.lexical import Vector, cosine, grounded, term_counts, tfidf
+from memcli.consolidate.titles import clean_title, document_title
 from memcli.consolidate.workspace import Scope, Workspace
 from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.prompts import PLAN_SYSTEM, plan_schema

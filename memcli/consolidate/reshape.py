@@ -17,6 +17,7 @@ from __future__ import annotations
 from memcli.consolidate.apply import new_document
 from memcli.consolidate.layout import Layout, Section
 from memcli.consolidate.lexical import cosine, term_counts, tfidf
+from memcli.consolidate.titles import heading_signature, title_signature
 from memcli.consolidate.workspace import Workspace
 from memcli.store.folder import now_iso
 from memcli.store.format import parse_entry
@@ -101,8 +102,19 @@ def split_document(ws: Workspace, doc_id: str, limit: int) -> list[str]:
 def _shape_vector(ws: Workspace, doc_id: str):
     doc = ws.docs.get(doc_id) or ws.store.load(doc_id).doc
     layout = Layout.of(doc)
-    texts = [str(doc.meta.get("summary") or ""), layout.title or "", *(s.title for s in layout.sections)]
-    return tfidf(term_counts(texts), ws.idf)
+    summary = str(doc.meta.get("summary") or "")
+    if summary == layout.title:  # a new document's summary is its title until the summaries are made
+        summary = title_signature(layout.live_entries(), ws.idf)
+    return tfidf(term_counts([summary, *_signatures(ws, layout)]), ws.idf)
+
+
+def _signatures(ws: Workspace, layout: Layout, title: bool = True) -> list[str]:
+    """The signatures of a document's title (``title``) and section headings: merging compares what the
+    sections hold, not how their headings phrase it (:func:`~memcli.consolidate.workspace.signed_parts`)."""
+    out = [heading_signature(s.entries(), ws.idf) for s in layout.sections]
+    if title and layout.title is not None:
+        out.insert(0, title_signature(layout.live_entries(), ws.idf))
+    return out
 
 
 def _size(ws: Workspace, doc_id: str) -> int:
@@ -119,7 +131,10 @@ def merge_small(ws: Workspace, touched: list[str], *, merge_limit: int, split_li
     pool = list(small)
     for doc_id in small:
         doc = ws.docs[doc_id]
-        for other in ws.candidates([str(doc.meta.get("summary") or ""), *(s.title for s in Layout.of(doc).sections)],
+        layout = Layout.of(doc)
+        summary = str(doc.meta.get("summary") or "")
+        summary = title_signature(layout.live_entries(), ws.idf) if summary == layout.title else summary
+        for other in ws.candidates([summary, *_signatures(ws, layout, False)],
                                    candidates, ws.scope(doc_id)):
             if other not in pool and other != doc_id and _size(ws, other) < merge_limit:
                 pool.append(other)

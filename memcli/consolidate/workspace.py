@@ -12,11 +12,13 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
+from memcli.consolidate.layout import SUPERSEDED
 from memcli.consolidate.lexical import Vector, make_doc_id, term_counts, tfidf
+from memcli.consolidate.titles import heading_signature, title_signature
 from memcli.index import LibraryIndex
 from memcli.ingest.turns import ROLES
 from memcli.store import CURRENT_ID, Store
-from memcli.store.format import Document, parse_entry, parse_heading
+from memcli.store.format import Document, Entry, parse_entry, parse_heading
 
 OWNER = "\x00owner"  # the party those roles stand for (no speaker can be named so)
 
@@ -112,14 +114,15 @@ class Workspace:
         return str(self.store.load(doc_id).doc.meta.get("summary") or "")
 
     def profile(self, doc_id: str) -> list[Vector]:
-        """tf-idf vectors of a document's parts: its summary and each section.
+        """tf-idf vectors of a document's parts: its summary and each section, its title and headings
+        compared by their signatures (:func:`signed_parts`).
 
         Routing compares a block with the most similar part, so a large
         document does not attract every block just because it has many words.
         """
         if doc_id not in self._profiles:
             doc = self.docs.get(doc_id) or self.store.load(doc_id).doc
-            self._profiles[doc_id] = [tfidf(term_counts(part), self.idf) for part in doc_parts(doc)]
+            self._profiles[doc_id] = [tfidf(term_counts(part), self.idf) for part in signed_parts(doc, self.idf)]
         return self._profiles[doc_id]
 
     def forget_profile(self, doc_id: str) -> None:
@@ -167,6 +170,37 @@ class Workspace:
 def doc_texts(doc: Document) -> list[str]:
     """Summary, headings and entry texts of a document."""
     return [text for part in doc_parts(doc) for text in part]
+
+
+def signed_parts(doc: Document, idf) -> list[list[str]]:
+    """:func:`doc_parts` with each title and heading replaced by the signature of the entries it heads
+    (:mod:`memcli.consolidate.titles`): routing and merging compare what a document holds, never how
+    its title phrases it. The Superseded section keeps its name."""
+    parts: list[list[str]] = [[str(doc.meta.get("summary") or "")]]
+    heads: list[tuple[int, int]] = []  # (part, heading level) of each heading's part
+    held: list[list[Entry]] = []  # the entries under each heading
+    for _, line in doc.lines():
+        head = parse_heading(line)
+        if head:
+            parts.append([head[1]])
+            heads.append((len(parts) - 1, head[0] if head[1] != SUPERSEDED else 0))
+            held.append([])
+            continue
+        entry = parse_entry(line)
+        if len(parts) == 1:
+            parts.append([])
+        parts[-1].append(entry.text if entry else line)
+        if entry is not None and held:
+            held[-1].append(entry)
+    everything = [e for (_, level), under in zip(heads, held) if level for e in under]
+    for (at, level), under in zip(heads, held):
+        if level == 1:
+            if parts[0][0] == parts[at][0]:  # a new document's summary is its title until summaries are made
+                parts[0][0] = title_signature(everything, idf)
+            parts[at][0] = title_signature(everything, idf)
+        elif level:
+            parts[at][0] = heading_signature(under, idf)
+    return parts
 
 
 def doc_parts(doc: Document) -> list[list[str]]:

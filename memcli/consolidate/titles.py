@@ -1,0 +1,178 @@
+"""Titles and headings a person would write: phrases of the document's own text, not keyword lists.
+
+A phrase is a run of words of one clause of an entry, with no function word inside it and none, nor
+filler ("really", "thanks") nor a speaker's name, at its edges: "LGBTQ support group", "adoption
+agency", "Python project". Each is scored by how central it is to the entries it names: the sum of its
+words' weights (a word's library rarity, idf, times how many of these entries hold it, on a log
+scale) over the square root of its length, times how many entries hold the phrase itself (on a log
+scale); phrases of ``MIN_WORDS`` words or more come first. A document's title is its best phrase and
+up to two more that share no word with those before and score at least ``SECOND`` of the first, within
+``TITLE_CHARS``, then the people who speak in it: "Home study, adoption agencies and charity race
+(Caroline, Melanie)". A section heading is its date and its block's phrases chosen the same way, within
+``HEADING_CHARS``. Every phrase occurs in the text as written (the casing most used there). Three phrases
+rather than two (for titles: title-only retrieval; for headings: consolidated evidence recall) were
+chosen on the development pair (benchmarks/bench_topics.py; docs/benchmarks.md, "Titles").
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from math import log, sqrt
+
+from memcli.consolidate.lexical import salient_words
+from memcli.ingest.turns import ROLES
+from memcli.store.format import Entry
+from memcli.terms import EDGE_STOP, STOPWORDS, stem
+
+Idf = Callable[[str], float]
+
+MAX_WORDS = 4  # the longest phrase
+MIN_WORDS = 2  # a phrase of fewer words is chosen only when the text has no longer one
+SECOND = 0.5  # a second phrase joins the title when it scores at least this share of the first
+TITLE_CHARS = 80  # a document title's length at most
+PHRASES = 3  # phrases in a title or heading at most
+HEADING_CHARS = 60  # a section heading's length at most
+
+_BREAK = re.compile(r"[^\w\s'\u2019-]+|_+|\s-+\s|-{2,}|\s['\u2019]|['\u2019](?:\s|$)")  # what a phrase never spans
+_WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
+
+
+@dataclass
+class Phrase:
+    text: str  # as written, in the casing most used
+    terms: frozenset[str]
+    entries: int  # how many of the entries hold it
+    score: float
+
+
+def _bare(word: str) -> str:
+    return re.sub(r"['\u2019]s$", "", word.lower())
+
+
+def _runs(text: str, names: set[str]) -> Iterable[list[re.Match]]:
+    """Runs of words of one clause of ``text`` (words apart only by spaces or a hyphen) with no function
+    word inside and nothing dull at their edges."""
+    for clause in _BREAK.split(" ".join(text.split())):
+        run: list[re.Match] = []
+        for found in [*_WORD.finditer(clause), None]:
+            word = found.group().lower() if found is not None else None
+            if word is not None and word not in STOPWORDS and re.sub(r"['\u2019]\w+$", "", word) not in STOPWORDS:
+                run.append(found)
+                continue
+            while run and _dull(run[0].group(), names):
+                run.pop(0)
+            while run and _dull(run[-1].group(), names):
+                run.pop()
+            if run:
+                yield run
+            run = []
+
+
+def _dull(word: str, names: set[str]) -> bool:
+    low = word.lower()
+    return low in EDGE_STOP or _bare(word) in names or len(low) < 2 or low.isdigit()
+
+
+def phrases(texts: list[str], idf: Idf, names: Iterable[str] = ()) -> list[Phrase]:
+    """Every phrase of ``texts`` (up to ``MAX_WORDS`` words, holding a word that is not a name), best first."""
+    lowered = {n.lower() for n in names if n}
+    held: Counter = Counter()  # a term: how many texts hold it
+    holding: Counter = Counter()  # a phrase (its words, lower case): how many texts hold it
+    surface: dict[tuple[str, ...], Counter] = {}
+    for text in texts:
+        seen: set[tuple[str, ...]] = set()
+        for run in _runs(text, lowered):
+            for size in range(1, min(MAX_WORDS, len(run)) + 1):
+                for start in range(len(run) - size + 1):
+                    first, last = run[start], run[start + size - 1]
+                    if _dull(first.group(), lowered) or _dull(last.group(), lowered):
+                        continue
+                    key = tuple(m.group().lower() for m in run[start:start + size])
+                    surface.setdefault(key, Counter())[first.string[first.start():last.end()]] += 1
+                    seen.add(key)
+        holding.update(seen)
+        held.update({stem(_bare(w)) for key in seen for w in key})
+    out = []
+    for key, count in holding.items():
+        terms = [stem(_bare(w)) for w in key]
+        if not any(len(t) > 2 and not t.isdigit() and _bare(w) not in lowered for t, w in zip(terms, key)):
+            continue
+        weight = sum(idf(t) * (1 + log(held[t])) for t in terms if held[t]) / sqrt(len(key))
+        text = max(surface[key].items(), key=lambda item: (item[1], item[0]))[0]
+        out.append(Phrase(text, frozenset(terms), count, weight * (1 + log(count))))
+    out.sort(key=lambda p: (-(len(p.text.split()) >= MIN_WORDS), -p.score, len(p.text), p.text))
+    return out
+
+
+def clean_title(text: str, max_len: int = 60) -> str:
+    """A heading-safe one-line title: no control characters, no leading '#', bounded."""
+    text = re.sub(r"[\x00-\x1f\x7f\u2028\u2029]+", " ", str(text))
+    text = re.sub(r"\s+", " ", text).strip().lstrip("#").strip()
+    return text[:max_len].rstrip()
+
+
+def _people(entries: list[Entry]) -> list[str]:
+    return sorted({s for e in entries if (s := e.meta.get("speaker", "")) and s not in ROLES})
+
+
+def _capitalized(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def document_title(entries: list[Entry], idf: Idf) -> str:
+    """``Home study, adoption agencies and charity race (Caroline, Melanie)``: a document's title from its
+    entries."""
+    people = _people(entries)
+    suffix = f" ({', '.join(people[:2])})" if people else ""
+    label = _label(phrases([e.text for e in entries], idf, people), TITLE_CHARS - len(suffix))
+    return clean_title(_capitalized(label or "Notes") + suffix, TITLE_CHARS)
+
+
+def _label(found: list[Phrase], room: int) -> str:
+    """The best phrase and up to ``PHRASES`` - 1 more (see the module), within ``room`` characters."""
+    if not found:
+        return ""
+    chosen = [found[0]]
+    words = set(found[0].terms)
+    for other in found[1:]:
+        if len(chosen) == PHRASES or other.score < SECOND * found[0].score:
+            break
+        if other.terms & words or len(other.text.split()) < min(MIN_WORDS, len(found[0].text.split())):
+            continue
+        if len(_joined([p.text for p in [*chosen, other]])) <= room:
+            chosen.append(other)
+            words |= other.terms
+    return _joined([p.text for p in chosen])
+
+
+def _joined(parts: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def block_title(entries: list[Entry], idf: Idf) -> str:
+    """``2023-05-25 · adoption agency and home study``: the session's date and the block's phrases."""
+    date = (entries[0].time or "")[:10]
+    label = _label(phrases([e.text for e in entries], idf, _people(entries)), HEADING_CHARS - len(date) - 3)
+    return clean_title(f"{date} · {label or 'notes'}" if date else label or "notes", HEADING_CHARS)
+
+
+def heading_signature(entries: list[Entry], idf: Idf) -> str:
+    """What routing and merging compare for a section's heading: its date and its entries' three most
+    salient words ("2024-03-03 · adoption, agency, study"). Where a block is filed depends on what the
+    entries say, not on the phrases its heading shows, so a better title never moves a block."""
+    words = salient_words((e.text for e in entries), idf, 3, exclude={e.meta.get("speaker", "") for e in entries})
+    date = (entries[0].time or "")[:10] if entries else ""
+    label = ", ".join(words) or "notes"
+    return f"{date} · {label}" if date else label
+
+
+def title_signature(entries: list[Entry], idf: Idf) -> str:
+    """What routing and merging compare for a document's title: the entries' three most salient words and
+    the people (see :func:`heading_signature`)."""
+    people = _people(entries)
+    words = salient_words((e.text for e in entries), idf, 4, exclude=[e.meta.get("speaker", "") for e in entries])
+    return ", ".join(words[:3]) + (f" ({', '.join(people[:2])})" if people else "")

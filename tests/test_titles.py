@@ -1,0 +1,42 @@
+"""Titles and headings made of phrases of the document's own text (memcli/consolidate/titles.py)."""
+
+from __future__ import annotations
+
+from memcli.consolidate.titles import block_title, document_title, phrases
+from memcli.store.format import Entry
+
+
+def entry(text: str, speaker: str = "Caroline", time: str = "2023-05-25T13:14") -> Entry:
+    return Entry({"seq": "1", "time": time, "speaker": speaker}, text)
+
+
+def flat(term: str) -> float:
+    return 1.0
+
+
+def test_a_phrase_is_a_run_of_the_text_without_function_words_filler_or_names_at_its_edges():
+    found = [p.text for p in phrases(["Thanks, Melanie! I really went to the LGBTQ support group yesterday."],
+                                     flat, ["Caroline", "Melanie"])]
+    assert "LGBTQ support group" in found and "went" in found
+    assert not any(p.split()[0].lower() in {"thanks", "really", "melanie", "the"} for p in found)
+    assert all(p in "Thanks, Melanie! I really went to the LGBTQ support group yesterday." for p in found)
+
+
+def test_a_title_is_up_to_three_recurring_phrases_and_the_people_never_a_keyword_list():
+    entries = [entry("The adoption agency called about the home study."),
+               entry("I picked an adoption agency that helps LGBTQ folks.", "Melanie"),
+               entry("The home study is next week, then the adoption agency decides."),
+               entry("My pottery class made a bowl."), entry("The pottery class is on Fridays.", "Melanie")]
+    title = document_title(entries, flat)
+    assert title.startswith("Adoption agency, ") and title.endswith(" (Caroline, Melanie)")
+    rest = title[len("Adoption agency, "):-len(" (Caroline, Melanie)")].split(" and ")
+    assert sorted(rest) == ["home study", "pottery class"]  # phrases of the text, sharing no word with another
+    assert block_title(entries[:3], flat) == "2023-05-25 · adoption agency and home study"
+
+
+def test_rare_words_outweigh_common_ones_and_a_text_of_one_word_still_has_a_title():
+    idf = {"coffe": 0.1, "meteor": 3.0, "shower": 2.0}.get
+    found = phrases(["I had coffee and watched the meteor shower.", "Coffee again."], lambda t: idf(t, 1.0))
+    assert found[0].text == "meteor shower"
+    assert document_title([entry("Thanks!"), entry("Okay, yes.", "Melanie")], flat) == "Notes (Caroline, Melanie)"
+    assert document_title([entry("Pottery!")], flat) == "Pottery (Caroline)"
