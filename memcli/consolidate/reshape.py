@@ -100,21 +100,20 @@ def split_document(ws: Workspace, doc_id: str, limit: int) -> list[str]:
 
 
 def _shape_vector(ws: Workspace, doc_id: str):
-    doc = ws.docs.get(doc_id) or ws.store.load(doc_id).doc
+    return tfidf(term_counts(_shape(ws, ws.docs.get(doc_id) or ws.store.load(doc_id).doc)), ws.idf)
+
+
+def _shape(ws: Workspace, doc, title: bool = True) -> list[str]:
+    """What merging compares of a document: its summary and the signatures of its title (``title``) and
+    section headings, never how they are phrased (:func:`~memcli.consolidate.workspace.doc_parts`); a
+    summary that is still the title (a new document's, until summaries are made) counts as its signature."""
     layout = Layout.of(doc)
+    named = title_signature(layout.live_entries(), ws.idf)
     summary = str(doc.meta.get("summary") or "")
-    if summary == layout.title:  # a new document's summary is its title until the summaries are made
-        summary = title_signature(layout.live_entries(), ws.idf)
-    return tfidf(term_counts([summary, *_signatures(ws, layout)]), ws.idf)
-
-
-def _signatures(ws: Workspace, layout: Layout, title: bool = True) -> list[str]:
-    """The signatures of a document's title (``title``) and section headings: merging compares what the
-    sections hold, not how their headings phrase it (:func:`~memcli.consolidate.workspace.signed_parts`)."""
-    out = [heading_signature(s.entries(), ws.idf) for s in layout.sections]
+    out = [named if summary == layout.title else summary]
     if title and layout.title is not None:
-        out.insert(0, title_signature(layout.live_entries(), ws.idf))
-    return out
+        out.append(named)
+    return out + [heading_signature(s.entries(), ws.idf) for s in layout.sections]
 
 
 def _size(ws: Workspace, doc_id: str) -> int:
@@ -130,11 +129,7 @@ def merge_small(ws: Workspace, touched: list[str], *, merge_limit: int, split_li
         return []
     pool = list(small)
     for doc_id in small:
-        doc = ws.docs[doc_id]
-        layout = Layout.of(doc)
-        summary = str(doc.meta.get("summary") or "")
-        summary = title_signature(layout.live_entries(), ws.idf) if summary == layout.title else summary
-        for other in ws.candidates([summary, *_signatures(ws, layout, False)],
+        for other in ws.candidates(_shape(ws, ws.docs[doc_id], title=False),
                                    candidates, ws.scope(doc_id)):
             if other not in pool and other != doc_id and _size(ws, other) < merge_limit:
                 pool.append(other)

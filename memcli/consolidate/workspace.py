@@ -115,14 +115,14 @@ class Workspace:
 
     def profile(self, doc_id: str) -> list[Vector]:
         """tf-idf vectors of a document's parts: its summary and each section, its title and headings
-        compared by their signatures (:func:`signed_parts`).
+        compared by their signatures (:func:`doc_parts`).
 
         Routing compares a block with the most similar part, so a large
         document does not attract every block just because it has many words.
         """
         if doc_id not in self._profiles:
             doc = self.docs.get(doc_id) or self.store.load(doc_id).doc
-            self._profiles[doc_id] = [tfidf(term_counts(part), self.idf) for part in signed_parts(doc, self.idf)]
+            self._profiles[doc_id] = [tfidf(term_counts(part), self.idf) for part in doc_parts(doc, self.idf)]
         return self._profiles[doc_id]
 
     def forget_profile(self, doc_id: str) -> None:
@@ -172,18 +172,20 @@ def doc_texts(doc: Document) -> list[str]:
     return [text for part in doc_parts(doc) for text in part]
 
 
-def signed_parts(doc: Document, idf) -> list[list[str]]:
-    """:func:`doc_parts` with each title and heading replaced by the signature of the entries it heads
-    (:mod:`memcli.consolidate.titles`): routing and merging compare what a document holds, never how
-    its title phrases it. The Superseded section keeps its name."""
+def doc_parts(doc: Document, idf=None) -> list[list[str]]:
+    """The texts of a document in parts: [summary], then one part per heading section. With ``idf``, each
+    title and heading is the signature of the entries it heads (:mod:`memcli.consolidate.titles`), and a
+    summary that is still the title (a new document's, until summaries are made) the title's: routing and
+    merging compare what a document holds, never how its title phrases it. The Superseded section keeps
+    its name."""
     parts: list[list[str]] = [[str(doc.meta.get("summary") or "")]]
-    heads: list[tuple[int, int]] = []  # (part, heading level) of each heading's part
+    heads: list[tuple[int, int]] = []  # (part, heading level; 0 for the Superseded section) of each heading
     held: list[list[Entry]] = []  # the entries under each heading
     for _, line in doc.lines():
         head = parse_heading(line)
         if head:
             parts.append([head[1]])
-            heads.append((len(parts) - 1, head[0] if head[1] != SUPERSEDED else 0))
+            heads.append((len(parts) - 1, 0 if head[1].strip().lower() == SUPERSEDED.lower() else head[0]))
             held.append([])
             continue
         entry = parse_entry(line)
@@ -192,27 +194,14 @@ def signed_parts(doc: Document, idf) -> list[list[str]]:
         parts[-1].append(entry.text if entry else line)
         if entry is not None and held:
             held[-1].append(entry)
+    if idf is None:
+        return parts
     everything = [e for (_, level), under in zip(heads, held) if level for e in under]
     for (at, level), under in zip(heads, held):
         if level == 1:
-            if parts[0][0] == parts[at][0]:  # a new document's summary is its title until summaries are made
+            if parts[0][0] == parts[at][0]:
                 parts[0][0] = title_signature(everything, idf)
             parts[at][0] = title_signature(everything, idf)
         elif level:
             parts[at][0] = heading_signature(under, idf)
-    return parts
-
-
-def doc_parts(doc: Document) -> list[list[str]]:
-    """The texts of a document in parts: [summary], then one part per heading section."""
-    parts: list[list[str]] = [[str(doc.meta.get("summary") or "")]]
-    for _, line in doc.lines():
-        head = parse_heading(line)
-        if head:
-            parts.append([head[1]])
-            continue
-        entry = parse_entry(line)
-        if len(parts) == 1:
-            parts.append([])
-        parts[-1].append(entry.text if entry else line)
     return parts
