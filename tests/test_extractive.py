@@ -276,6 +276,27 @@ def test_a_later_line_that_restates_the_answer_gives_it_as_it_is_now(tmp_path):
     memory.close()
 
 
+def test_a_fact_that_changed_twice_is_answered_from_the_end_of_its_chain(tmp_path):
+    """Each change restates the one before it, not always the first: the answer follows the chain to the
+    latest line (the third line's sentence is far from the first's, near the second's)."""
+    from memcli.llm.base import CallStats
+    from memcli.retrieve.aligned import align_read
+
+    asked = "What car does Bram drive?"
+    first, second = "I drive a Honda Civic.", "I sold the Honda Civic and bought a Subaru Outback."
+    third = "The Outback was written off and the insurer paid for a Tesla Model 3."
+    memory, library, read, order = write_store(tmp_path, [
+        ("Bram", first, "2024-01-05T10:00"), ("Bram", second, "2024-03-01T10:00"),
+        ("Bram", third, "2024-05-01T10:00")])
+    aligned = align_read(memory.index.aligner(), library, asked, read, order)
+    vectors = aligned.encoder.encode([first, second, third])
+    assert float(vectors[0] @ vectors[2]) < DEFAULT.restate <= float(vectors[1] @ vectors[2])  # a chain, not a star
+    said = extract(Scorer({"Honda Civic": -1.0, UNKNOWN: -3.0}), asked, library, read, order, CallStats(),
+                   aligned=aligned)
+    assert "Tesla Model 3" in said.text and "restates" in said.reason, said
+    memory.close()
+
+
 class Counting:
     """The real default model, counting the candidates it is asked to score."""
 

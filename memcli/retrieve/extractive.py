@@ -355,8 +355,9 @@ def restated(best: Candidate, found: list[Candidate], encode, tuning: Tuning = D
     sentence is at least ``tuning.restate`` similar to its sentence (cosine of ``encode``'s vectors), the
     latest line's best-scored candidate. A value that changed ("I drive a Honda Civic", later "I sold the
     Honda Civic and bought a Subaru Outback") is told by a sentence about the same thing said later; an
-    answer is only ever replaced, never given where the evidence had none. ``more`` scores the
-    candidates of that line the model has not scored yet (:class:`_Scorer`)."""
+    answer is only ever replaced, never given where the evidence had none; :func:`extract` asks again
+    from the line found, so a fact that changed twice is told by the end of its chain. ``more`` scores
+    the candidates of that line the model has not scored yet (:class:`_Scorer`)."""
     after = [c for c in found if c.about and (c.entry.time or "") > (best.entry.time or "")
              and (c.doc, c.line) != (best.doc, best.line)]
     if not after:
@@ -456,9 +457,9 @@ def extract(model, question: str, library: Library, read: list[Evidence], order:
     best, why = choose(found, unknown, tuning)
     if best is not None and tuning.restate is not None and aligned is not None and aligned.encoder is not None \
             and not asks_when(question):
-        later = restated(best, found, aligned.encoder.encode, tuning, scorer.more if scorer is not None else None)
-        if later is not None:
-            best, why = later, "span of a later line that restates the best answer's"
+        more = scorer.more if scorer is not None else None
+        while (later := restated(best, found, aligned.encoder.encode, tuning, more)) is not None:
+            best, why = later, "span of a later line that restates the best answer's"  # and again: a chain
     if scorer is not None:
         stats.record(scorer.completion)
     if best is None:
