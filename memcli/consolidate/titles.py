@@ -12,6 +12,11 @@ up to two more that share no word with those before and score at least ``SECOND`
 ``HEADING_CHARS``. Every phrase occurs in the text as written (the casing most used there). Three phrases
 rather than two (for titles: title-only retrieval; for headings: consolidated evidence recall) were
 chosen on the development pair (benchmarks/bench_topics.py; docs/benchmarks.md, "Titles").
+
+What consolidation compares when it files a block or merges documents is each title's and heading's
+*signature* (:func:`title_signature`, :func:`heading_signature`: the entries' most salient words), never
+its phrases, and the search index does not read memcli's own titles and headings (:mod:`memcli.partitions`),
+so how a document is named changes neither where its entries go nor what a question reads.
 """
 
 from __future__ import annotations
