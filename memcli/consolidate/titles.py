@@ -179,5 +179,5 @@ def title_signature(entries: list[Entry], idf: Idf) -> str:
     """What routing and merging compare for a document's title: the entries' three most salient words and
     the people (see :func:`heading_signature`)."""
     people = _people(entries)
-    words = salient_words((e.text for e in entries), idf, 4, exclude=[e.meta.get("speaker", "") for e in entries])
-    return ", ".join(words[:3]) + (f" ({', '.join(people[:2])})" if people else "")
+    words = salient_words((e.text for e in entries), idf, 3, exclude=[e.meta.get("speaker", "") for e in entries])
+    return ", ".join(words) + (f" ({', '.join(people[:2])})" if people else "")

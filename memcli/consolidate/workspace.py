@@ -199,9 +199,10 @@ def doc_parts(doc: Document, idf=None) -> list[list[str]]:
     everything = [e for (_, level), under in zip(heads, held) if level for e in under]
     for (at, level), under in zip(heads, held):
         if level == 1:
+            named = title_signature(everything, idf)
             if parts[0][0] == parts[at][0]:
-                parts[0][0] = title_signature(everything, idf)
-            parts[at][0] = title_signature(everything, idf)
+                parts[0][0] = named
+            parts[at][0] = named
         elif level:
             parts[at][0] = heading_signature(under, idf)
     return parts
