@@ -5,7 +5,7 @@ profile), scored per half of the suite (``tune``: the slots constants were chose
 others).
 
     python benchmarks/updates_suite.py /tmp/ku
-    python benchmarks/bench_updates.py /tmp/ku [--half report] [--json OUT] [--no-answers]
+    python benchmarks/bench_updates.py /tmp/ku [--half report] [--json OUT] [--no-answers] [--newer-first]
 
 For each question kind it prints:
 
@@ -17,6 +17,9 @@ For each question kind it prints:
 
 It also lists the entries marked superseded in each store and how many of them were marked wrongly (a
 superseded line whose value is the current one of its slot).
+
+The answers are the shipped default's: the newer-first stage of the ranking (:mod:`memcli.retrieve.current`)
+is off unless ``--newer-first`` (before 2026-11-28 this script turned it on unless ``--off``).
 """
 
 from __future__ import annotations
@@ -167,14 +170,15 @@ def moves(files: list[Path], sample: int = 30, seed: int = 3) -> None:
                 upkeep.for_question(memory.settings, memory.store, memory.index, None)
                 for qa in data["qa"]:
                     questions += 1
-                    tuning, current.DEFAULT = current.DEFAULT, current.Tuning(window=0)
+                    shipped, current.DEFAULT = current.DEFAULT, current.Tuning(window=0)
                     before = evidence_only(memory.store, memory.index, qa["question"], budget=500).order
-                    current.DEFAULT = tuning
+                    current.DEFAULT = current.ON
                     found = evidence_only(memory.store, memory.index, qa["question"], budget=500)
+                    current.DEFAULT = shipped
                     library = found.library
                     moved: list = []
                     current.newer_first(library, memory.index, before, memory.index.similarities(qa["question"]),
-                                        moves=moved)
+                                        current.ON, moves=moved)
                     changed += before[:3] != found.order[:3]
                     pairs += [(qa["question"], library.doc(o[0]).entries[o[1]], library.doc(n[0]).entries[n[1]])
                               for o, n in moved]
@@ -208,11 +212,13 @@ def main() -> None:
     parser.add_argument("--locomo", type=Path, nargs="+", metavar="FILE",
                         help="LoCoMo conversations: evidence recall under the grid's tunings (no suite run)")
     parser.add_argument("--no-recall", action="store_true", help="with --locomo: only the moves")
-    parser.add_argument("--off", action="store_true", help="the newer-first stage off (current.Tuning(window=0))")
+    parser.add_argument("--newer-first", action="store_true",
+                        help="the newer-first stage on (current.ON; off as shipped, current.DEFAULT)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--show", action="store_true", help="print every wrong answer")
     args = parser.parse_args()
-    current.DEFAULT = current.Tuning(window=0) if args.off else current.ON  # the stage is off by default
+    if args.newer_first:  # what the answers would be with the stage on; without it, as shipped
+        current.DEFAULT = current.ON
     if args.locomo:
         moves(args.locomo)
         if not args.no_recall:

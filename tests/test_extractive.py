@@ -297,6 +297,61 @@ def test_a_fact_that_changed_twice_is_answered_from_the_end_of_its_chain(tmp_pat
     memory.close()
 
 
+def test_an_update_that_names_the_value_it_replaces_is_answered_with_the_new_value(tmp_path):
+    """The newer line says the old value too ("Dropped the Fairphone 5 ..."); its span that repeats the earlier
+    line's answer is not the answer, the part that is new is. A line that does not repeat it keeps its best span."""
+    from memcli.llm.base import CallStats
+    from memcli.retrieve.aligned import align_read
+
+    asked = "What phone does Dalia use?"
+    memory, library, read, order = write_store(tmp_path, [
+        ("Dalia", "It's a Fairphone 5, not an iPhone 13, my mistake.", "2024-01-05T10:00"),
+        ("Dalia", "Dropped the Fairphone 5 in a lake, so now I have a Pixel 8.", "2024-03-01T10:00")])
+    aligned = align_read(memory.index.aligner(), library, asked, read, order)
+    # the model prefers the update's first clause, as the default model does on this line
+    model = Scorer({"Dropped the Fairphone 5 in a lake": -1.0, "Pixel 8": -1.2, "Fairphone 5": -1.5, UNKNOWN: -3.0})
+    said = extract(model, asked, library, read, order, CallStats(), aligned=aligned)
+    assert said.text == "Pixel 8" and "repeat" in said.reason, said
+    memory.close()
+
+    memory, library, read, order = write_store(tmp_path / "other", [
+        ("Dalia", "It's a Fairphone 5, not an iPhone 13, my mistake.", "2024-01-05T10:00"),
+        ("Dalia", "Dropped my phone in a lake, so now I have a Pixel 8.", "2024-03-01T10:00")])
+    aligned = align_read(memory.index.aligner(), library, asked, read, order)
+    model = Scorer({"Dropped my phone in a lake": -1.0, "Pixel 8": -1.2, "Fairphone 5": -1.5, UNKNOWN: -3.0})
+    said = extract(model, asked, library, read, order, CallStats(), aligned=aligned)
+    assert said.text == "Dropped my phone in a lake", said  # nothing of the earlier answer repeated: unchanged
+    memory.close()
+
+    asked = "What job does Mel want?"
+    memory, library, read, order = write_store(tmp_path / "again", [
+        ("Mel", "I would love a job in nursing.", "2024-01-05T10:00"),
+        ("Mel", "Started looking into nursing jobs, and I want to help sick kids feel safe.", "2024-03-01T10:00")])
+    aligned = align_read(memory.index.aligner(), library, asked, read, order)
+    model = Scorer({"nursing": -1.1, "Started looking into nursing": -1.0, "help sick kids feel safe": -1.2,
+                    "Started looking": -1.3, UNKNOWN: -3.0})
+    said = extract(model, asked, library, read, order, CallStats(), aligned=aligned)
+    assert said.text == "Started looking into nursing", said  # said again, and more that is no value of its kind
+    memory.close()
+
+
+def test_a_sentence_that_asks_gives_no_answer_where_a_sentence_states_one(tmp_path):
+    """"Do you think I should learn to play piano?" shares "play" with "Which sport does Ana play?" but asks;
+    the statement answers. A question is still read when nothing read states anything."""
+    asked = "Which sport does Ana play?"
+    memory, library, read, order = write_store(tmp_path, [
+        ("Ana", "I quit squash and took up tennis.", "2024-01-05T10:00"),
+        ("Ana", "Do you think I should learn to play piano?", "2024-03-01T10:00")])
+    found, _ = candidates(asked, library, read, order)
+    assert any("tennis" in c.text for c in found) and not any("piano" in c.text for c in found)
+    memory.close()
+    memory, library, read, order = write_store(tmp_path / "asks", [
+        ("Ana", "Do you think I should learn to play piano?", "2024-03-01T10:00")])
+    found, _ = candidates(asked, library, read, order)
+    assert any("piano" in c.text for c in found)
+    memory.close()
+
+
 class Counting:
     """The real default model, counting the candidates it is asked to score."""
 

@@ -5,11 +5,15 @@ Candidates are spans of the best-ranked entries the answer reads (``Tuning.entri
 clause of their sentences (an amount such as "£13,300" or a time "10:30" is never cut), its parts
 between the question's own words, and their runs between function words, each trimmed at its edges of
 the question's words and of function words, so what is left is what the evidence adds to the
-question. The model reads only those entries and only scores the candidates that can still be chosen:
+question; a sentence that asks ("... should I learn to play piano?") gives none when a sentence read
+states something. The model reads only those entries and only scores the candidates that can still be chosen:
 the log-probability of each candidate's tokens as its reply to the question after them, over its length
 (one prefill of the prompt, then each candidate read after it), plus a share of the question's words its sentence holds
 and its entry's token-level alignment with the question (:mod:`memcli.retrieve.aligned`); ties go to
-the better-ranked entry. A question that asks when is answered with the date the chosen clause (else
+the better-ranked entry. A later line of the person's close to the chosen one restates it
+(:func:`restated`, and again from there: a chain); a span of the final line that repeats an earlier
+answer gives way to its part that is new (:func:`renewed`: "Dropped the Fairphone 5 in a lake, so now I
+have a Pixel 8" answers "Pixel 8"). A question that asks when is answered with the date the chosen clause (else
 its sentence) writes out or says relative to its entry ("last week", resolved against it), else the
 entry's date; one that asks which day, with the day of the week its clause names (only such candidates
 when any line read names one). The citation is the chosen line.
@@ -289,7 +293,59 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
                     out.append(seen[span.lower()])
     if weekday and any(_NAMED_DAY.fullmatch(c.text) for c in out):  # a date does not say which day of the week
         out = [c for c in out if _NAMED_DAY.fullmatch(c.text)]
+    if any(not asking(c.sentence) for c in out):  # a question holds no answer where a statement may
+        out = [c for c in out if not asking(c.sentence)]
     return out, (None if out else "nothing read adds to the question")
+
+
+def asking(sentence: str) -> bool:
+    """Whether a sentence asks rather than states ("Do you think I should learn to play piano?")."""
+    return sentence.rstrip().endswith("?")
+
+
+def renewed(best: Candidate, found: list[Candidate], before: Candidate | None, encode, tuning: Tuning,
+            more=None) -> Candidate | None:
+    """The best candidate of ``best``'s line that holds no word of an earlier answer its span repeats, or
+    None. An update names the value it replaces: "It's a Fairphone 5", later "Dropped the Fairphone 5 in a
+    lake, so now I have a Pixel 8", whose span "Dropped the Fairphone 5 in a lake" repeats the earlier
+    line's answer "Fairphone 5"; the answer is "Pixel 8": a span of the line that holds none of the
+    earlier answer's words and is a value of its kind (their vectors at least ``tuning.restate`` similar:
+    "Fairphone 5" / "Pixel 8" 0.35). A line that says a value again and more besides ("Started looking
+    into nursing jobs, and I want to help sick kids feel safe") keeps its answer: "help sick kids feel
+    safe" is no value of the kind of "nursing" (0.10). The earlier answers: ``before`` (the line the
+    chain of :func:`restated` came from) and the best candidate of each of the person's lines said before
+    ``best``'s whose sentence is at least ``tuning.restate`` similar to its sentence (the same measure as
+    :func:`restated`, backwards). ``more`` scores the candidates the model has not scored yet."""
+    own = term_set(best.text)
+
+    def repeated(c: Candidate) -> bool:
+        said = term_set(c.text)
+        return bool(said) and said <= own
+
+    answers = [before] if before is not None else []
+    earlier = [c for c in found if c.about and (c.entry.time or "") < (best.entry.time or "")
+               and (c.doc, c.line) != (best.doc, best.line)]
+    if any(repeated(c) for c in earlier):  # else no earlier line's answer can be repeated: nothing to score
+        sentences = list(dict.fromkeys([best.sentence, *(c.sentence for c in earlier)]))
+        vectors = dict(zip(sentences, encode(sentences)))
+        close = [c for c in earlier if float(vectors[best.sentence] @ vectors[c.sentence]) >= tuning.restate]
+        if more is not None:
+            more(close)
+        for pick in dict.fromkeys((c.doc, c.line) for c in close):
+            answers.append(max((c for c in close if (c.doc, c.line) == pick), key=lambda c: score(c, tuning)))
+    replaced = [a for a in answers if repeated(a)]
+    if not replaced:
+        return None
+    old = {term for a in replaced for term in term_set(a.text)}
+    fresh = [c for c in found if (c.doc, c.line) == (best.doc, best.line) and not (term_set(c.text) & old)]
+    if not fresh:
+        return None
+    texts = list(dict.fromkeys([*(a.text for a in replaced), *(c.text for c in fresh)]))
+    vectors = dict(zip(texts, encode(texts)))
+    kind = [c for c in fresh if any(float(vectors[a.text] @ vectors[c.text]) >= tuning.restate for a in replaced)]
+    if more is not None:
+        more(kind)
+    return max(kind, key=lambda c: score(c, tuning)) if kind else None
 
 
 def supported(entries: dict, lines, wanted: frozenset[str], names: set[str], tuning: Tuning,
@@ -458,8 +514,11 @@ def extract(model, question: str, library: Library, read: list[Evidence], order:
     if best is not None and tuning.restate is not None and aligned is not None and aligned.encoder is not None \
             and not asks_when(question):
         more = scorer.more if scorer is not None else None
+        before = None
         while (later := restated(best, found, aligned.encoder.encode, tuning, more)) is not None:
-            best, why = later, "span of a later line that restates the best answer's"  # and again: a chain
+            before, best, why = best, later, "span of a later line that restates the best answer's"  # and again: a chain
+        if (fresh := renewed(best, found, before, aligned.encoder.encode, tuning, more)) is not None:
+            best, why = fresh, f"{why}; the part that does not repeat an earlier answer"
     if scorer is not None:
         stats.record(scorer.completion)
     if best is None:
