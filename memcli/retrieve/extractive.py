@@ -75,6 +75,7 @@ class Tuning:
     entries: int = 0  # only the candidates of this many best-ranked entries, and the model reads only them (0: all)
     cover: float = 0.0  # abstain when the best candidate's line holds a word of the question (names aside) less (0: never)
     restate: float | None = None  # a later line of the person's whose sentence is this similar to the best's restates it
+    # (and a span this similar to an earlier answer it replaces is a value of its kind: renewed)
 
 
 # The rule of benchmarks/bench_answers.py on the development pair (docs/benchmarks.md, "The line that
