@@ -327,9 +327,7 @@ def renewed(best: Candidate, found: list[Candidate], before: Candidate | None, e
     earlier = [c for c in found if c.about and (c.entry.time or "") < (best.entry.time or "")
                and (c.doc, c.line) != (best.doc, best.line)]
     if any(repeated(c) for c in earlier):  # else no earlier line's answer can be repeated: nothing to score
-        sentences = list(dict.fromkeys([best.sentence, *(c.sentence for c in earlier)]))
-        vectors = dict(zip(sentences, encode(sentences)))
-        close = [c for c in earlier if float(vectors[best.sentence] @ vectors[c.sentence]) >= tuning.restate]
+        close = _close([best.sentence], earlier, lambda c: c.sentence, encode, tuning.restate)
         if more is not None:
             more(close)
         for pick in dict.fromkeys((c.doc, c.line) for c in close):
@@ -339,11 +337,7 @@ def renewed(best: Candidate, found: list[Candidate], before: Candidate | None, e
         return None
     old = {term for a in replaced for term in term_set(a.text)}
     fresh = [c for c in found if (c.doc, c.line) == (best.doc, best.line) and not (term_set(c.text) & old)]
-    if not fresh:
-        return None
-    texts = list(dict.fromkeys([*(a.text for a in replaced), *(c.text for c in fresh)]))
-    vectors = dict(zip(texts, encode(texts)))
-    kind = [c for c in fresh if any(float(vectors[a.text] @ vectors[c.text]) >= tuning.restate for a in replaced)]
+    kind = _close([a.text for a in replaced], fresh, lambda c: c.text, encode, tuning.restate)
     if more is not None:
         more(kind)
     return max(kind, key=lambda c: score(c, tuning)) if kind else None
@@ -406,6 +400,16 @@ def choose(found: list[Candidate], unknown: tuple[float, int] | None,
     return best, "span of the evidence"
 
 
+def _close(anchors: list[str], others: list[Candidate], text, encode, threshold: float) -> list[Candidate]:
+    """Those of ``others`` whose ``text(c)`` is at least ``threshold`` similar to one of ``anchors`` (cosine of
+    ``encode``'s normalized vectors; each text encoded once)."""
+    if not others:
+        return []
+    texts = list(dict.fromkeys([*anchors, *(text(c) for c in others)]))
+    vectors = dict(zip(texts, encode(texts)))
+    return [c for c in others if any(float(vectors[a] @ vectors[text(c)]) >= threshold for a in anchors)]
+
+
 def restated(best: Candidate, found: list[Candidate], encode, tuning: Tuning = DEFAULT,
              more=None) -> Candidate | None:
     """The answer as a later line says it, or None: of the person's lines said after ``best``'s whose
@@ -417,11 +421,7 @@ def restated(best: Candidate, found: list[Candidate], encode, tuning: Tuning = D
     the candidates of that line the model has not scored yet (:class:`_Scorer`)."""
     after = [c for c in found if c.about and (c.entry.time or "") > (best.entry.time or "")
              and (c.doc, c.line) != (best.doc, best.line)]
-    if not after:
-        return None
-    sentences = list(dict.fromkeys([best.sentence, *(c.sentence for c in after)]))
-    vectors = dict(zip(sentences, encode(sentences)))
-    close = [c for c in after if float(vectors[best.sentence] @ vectors[c.sentence]) >= tuning.restate]
+    close = _close([best.sentence], after, lambda c: c.sentence, encode, tuning.restate)
     if not close:
         return None
     latest = max(c.entry.time or "" for c in close)
