@@ -23,6 +23,7 @@ from memcli.retrieve.extractive import (
     dated,
     extract,
     spans,
+    unlabelled,
 )
 from memcli.store.format import Entry
 from memcli.store.lines import Library
@@ -332,6 +333,22 @@ def test_an_update_that_names_the_value_it_replaces_is_answered_with_the_new_val
                     "Started looking": -1.3, UNKNOWN: -3.0})
     said = extract(model, asked, library, read, order, CallStats(), aligned=aligned)
     assert said.text == "Started looking into nursing", said  # said again, and more that is no value of its kind
+    memory.close()
+
+
+def test_a_label_that_leads_a_sentence_is_no_answer(tmp_path):
+    """"Correction: the company is Orbital Foods" answers with what follows the label, never the label; a
+    colon between digits or after a long head is no label."""
+    assert unlabelled("Correction: the company is Orbital Foods, not Tessel.") == \
+        " the company is Orbital Foods, not Tessel."
+    assert unlabelled("New job alert: Tessel hired me!") == " Tessel hired me!"
+    for kept in ("We meet at 10:30 on Thursdays.", "Note:", "I finally found my real muses: painting and pottery"):
+        assert unlabelled(kept) == kept
+    asked = "Which company does Vera work for?"
+    memory, library, read, order = write_store(tmp_path, [
+        ("Vera", "Correction: the company is Orbital Foods, not Tessel.", "2024-01-05T10:00")])
+    found, _ = candidates(asked, library, read, order)
+    assert any(c.text == "Orbital Foods" for c in found) and not any("Correction" in c.text for c in found)
     memory.close()
 
 

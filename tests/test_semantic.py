@@ -266,13 +266,14 @@ def test_sentence_vectors_are_computed_with_the_entries_not_per_question(long_tu
     real = vectors.encoder.encode
     vectors.encoder.encode = lambda texts, on_batch=None: calls.append(list(texts)) or real(texts)
     first = policy.evidence_only(store, index, QUESTION, budget=400)
-    assert calls == [[QUESTION]] and any("…" in e.text for e in first.evidence)  # read from the cache
+    asked = policy.meaning(index, QUESTION)  # the question as compared in meaning, encoded once
+    assert calls == [[asked]] and any("…" in e.text for e in first.evidence)  # read from the cache
     again = LibraryIndex(store, index.partition_tokens, cache_dir=index.folder, semantic=True)
     again.vectors().encoder.encode = vectors.encoder.encode
     calls.clear()
     assert [e.text for e in policy.evidence_only(store, again, QUESTION, budget=400).evidence] == \
         [e.text for e in first.evidence]
-    assert calls == [[QUESTION]]  # another process reads the sentences' vectors too
+    assert calls == [[asked]]  # another process reads the sentences' vectors too
     calls.clear()  # a sentence the cache lacks (written since the refresh) is computed once and stored
     unseen = again.vectors().sentence_vectors(["A sentence no entry holds yet."])
     assert calls == [["A sentence no entry holds yet."]] and unseen.shape == (1, 384)
@@ -294,3 +295,45 @@ def test_a_budget_the_candidates_leave_unfilled_takes_the_entries_nearest_in_mea
     words = replace(policy.DEFAULT, semantic_weight=0.0)
     assert policy.order(library, scores, similar, words) == ranked[:2]  # without the signal: the candidates alone
     assert policy.order(library, {}, similar, policy.DEFAULT) == []  # no word of the question in memory: nothing
+
+
+class Speakers:
+    def speakers(self):
+        return {"Vera", "Melanie", "Gina", "Jon", "Mary Ann", "user", "assistant"}
+
+
+def test_a_question_is_compared_in_meaning_without_the_name_of_the_one_person_it_names():
+    index = Speakers()
+    assert policy.meaning(index, "Which company does Vera work for?") == "Which company does work for?"
+    assert policy.meaning(index, "When is Vera\u2019s thesis due?") == "When is thesis due?"
+    assert policy.meaning(index, "When did Mel paint a sunrise?") == "When did paint a sunrise?"  # a short form
+    assert policy.meaning(index, "What does Mary Ann like?") == "What does like?"
+    for kept in ("What do Jon and Gina both have in common?",  # two people: nothing would be left to compare
+                 "What does the user like?", "Which company does Ana work for?", "Vera?"):
+        assert policy.meaning(index, kept) == kept
+
+
+def test_the_line_that_answers_ranks_above_the_persons_small_talk(tmp_path):
+    """With the name in the question's vector, the person's short lines are nearest ("Vera: Just got back from
+    a walk."); without it, the line about work is (the real vectors)."""
+    from memcli import Memory
+
+    memory = Memory(tmp_path / "store", create=True, settings={"search.vectors": "inline"})
+    for text, when in (("My cousin visited over the weekend.", "2023-05-20T16:03"),
+                       ("I've been at Tessel for three years.", "2023-05-20T16:15"),
+                       ("Any good podcast suggestions?", "2023-06-12T14:06"),
+                       ("I handed in my notice and joined Quarry Bank.", "2023-07-19T14:00"),
+                       ("Just got back from a walk.", "2023-10-12T15:03"),
+                       ("I keep forgetting to water the plants.", "2023-11-01T14:00"),
+                       ("These days it's all squash for me.", "2023-11-01T14:03")):
+        memory.remember(text, speaker="Vera", time=when)
+    question = "Which company does Vera work for?"
+    with memory.store.reading():
+        found = policy.evidence_only(memory.store, memory.index, question, budget=2000)
+        first = found.library.doc(found.order[0][0]).entries[found.order[0][1]].text
+        named = memory.index.similarities(question)
+        plain = memory.index.similarities(policy.meaning(memory.index, question))
+    assert first == "I handed in my notice and joined Quarry Bank.", first
+    job = [key for key in named if found.library.doc(key[0]).entries[key[1]].text.startswith("I handed")][0]
+    assert max(named[k] for k in named) > named[job] and max(plain[k] for k in plain) == plain[job]  # the name hid it
+    memory.close()

@@ -116,7 +116,7 @@ def ranked_entries(library: Library, index: LibraryIndex, question: str, *, part
     named = named_documents(index, question)
     scores = lexical_scores(library, index, question, partitions=partitions, prefer=prefer,
                             region_weight=tuning.region_weight, among=named)
-    similar = index.similarities(question) if tuning.semantic_weight > 0 else {}
+    similar = index.similarities(meaning(index, question)) if tuning.semantic_weight > 0 else {}
     if named is not None and similar:
         similar = within(similar, named)
     if library.as_of is not None:  # only the entries said by then
@@ -141,14 +141,43 @@ def named_documents(index: LibraryIndex, question: str) -> set[str] | None:
     and notes (no speaker nor conversation); None when it names no speaker, or when that is every
     document. A question about Caroline is answered from what Caroline said and was told and from
     the owner's own memory, not from the conversations of other people who talk of the same things."""
-    asked, short = set(terms(question)), _short_names(question)
-    named = {s for s in index.speakers() - ROLES
-             if (words := _name_terms(s)) and (words <= asked or any(w.startswith(short) for w in words))}
+    named = named_speakers(index, question)
     if not named:
         return None
     theirs = index.docs_with("speaker", named)
     docs = theirs | index.docs_with("conv", index.values_in("conv", theirs)) | index.docs_without("speaker", ROLES)
     return None if len(docs) >= index.document_count() else docs
+
+
+def named_speakers(index: LibraryIndex, question: str) -> set[str]:
+    """The speakers (not ``user``/``assistant``) a question names: all words of their name among its words,
+    or one of them begun by a capitalized word of it (:func:`_short_names`)."""
+    asked, short = set(terms(question)), _short_names(question)
+    return {s for s in index.speakers() - ROLES
+            if (words := _name_terms(s)) and (words <= asked or any(w.startswith(short) for w in words))}
+
+
+def meaning(index: LibraryIndex, question: str) -> str:
+    """The question as its meaning is compared with the entries' (their vectors are of ``speaker: text``):
+    without the name of the one person it names ("Which company does Vera work for?" -> "Which company does
+    work for?"). With the name, every short line of that person's comes nearest ("Vera: Just got back from a
+    walk." 0.47 against "Vera: I handed in my notice and joined Quarry Bank." 0.42); without it, the line
+    about work does (0.14 against at most 0.09). Whose lines they are is the words' and :func:`named_documents`'
+    part. A question naming two people keeps both (without them "What do Jon and Gina both have in common?"
+    says nothing); measured in docs/benchmarks.md, "The question's meaning without its person's name"."""
+    named = named_speakers(index, question)
+    if len(named) != 1:
+        return question
+    name = {w.lower() for w in _WORD.findall(next(iter(named)))}
+
+    def kept(match: re.Match) -> str:
+        word = re.sub(r"['\u2019]s$", "", match.group())
+        lowered = word.lower()
+        short = len(word) >= SHORT_NAME and word[0].isupper() and any(w.startswith(lowered) for w in name)
+        return "" if lowered in name or short else match.group()
+
+    left = " ".join(re.sub(r"[^\W\d_]+(?:['\u2019]s)?", kept, question).split())
+    return left if _WORD.search(left) else question
 
 
 @lru_cache(maxsize=4096)
@@ -378,7 +407,8 @@ def focus(index: LibraryIndex, question: str, tuning: Tuning = DEFAULT) -> Focus
     """What compact evidence keeps of an entry for ``question``: the sentences holding its terms and,
     with ``tuning.closest_sentence`` and the semantic signal, the sentence nearest it in meaning of
     an entry that holds none."""
-    nearest = index.sentence_similarity(question) if tuning.closest_sentence and tuning.semantic_weight > 0 else None
+    nearest = (index.sentence_similarity(meaning(index, question))
+               if tuning.closest_sentence and tuning.semantic_weight > 0 else None)
     return Focus(frozenset(terms(question)), nearest)
 
 

@@ -52,6 +52,7 @@ from memcli.terms import EDGE_STOP, stem, term_set
 
 _CLAUSE = re.compile(r"\s*(?:(?<!\d)[,:]|[,:](?!\d)|[;()\u2014\u2013]|\s-\s)\s*")  # not "13,300" or "10:30"
 _WORD = re.compile(r"[$\u00a3\u20ac\u00a5]?\d+(?:[.,:]\d+)*%?|[^\W_]+(?:['\u2019][^\W_]+)*")  # "£13,300" one word
+LABEL_WORDS = 3  # the longest head before a colon read as a label (unlabelled); not tuned: see docs/benchmarks.md
 _WHEN = re.compile(r"^\W*when\b|\bwhat (?:year|date|month|day)\b|\bwhich (?:year|month|day)\b", re.I)
 _WHICH_DAY = re.compile(r"\b(?:which|what) day\b", re.I)
 _NAMED_DAY = re.compile(r"\b(?:(?:next|this|last) )?(?:" + "|".join(WEEKDAYS) + r")s?\b", re.I)
@@ -278,7 +279,7 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
         entry = entries[pick]
         for sentence in sentences(" ".join(entry.text.split())):
             overlap = len(wanted & term_set(sentence)) / len(wanted) if wanted else 0.0
-            for clause in (c for c in _CLAUSE.split(sentence) if c.strip()):
+            for clause in (c for c in _CLAUSE.split(unlabelled(sentence)) if c.strip()):
                 for span in [dated(clause, entry.time, weekday, sentence)] if when else spans(clause, wanted,
                                                                                            names | people):
                     if not span:
@@ -297,6 +298,16 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
     if any(not asking(c.sentence) for c in out):  # a question holds no answer where a statement may
         out = [c for c in out if not asking(c.sentence)]
     return out, (None if out else "nothing read adds to the question")
+
+
+def unlabelled(sentence: str) -> str:
+    """The sentence without a label that leads it: a head of at most ``LABEL_WORDS`` words before its first
+    colon, when words follow ("Correction: the company is Orbital Foods", "New job alert: Tessel hired me!").
+    The head names what kind of news follows; it is no answer to a question about it."""
+    head, colon, rest = sentence.partition(":")
+    if not colon or (head[-1:].isdigit() and rest[:1].isdigit()) or not _WORD.search(rest):  # "10:30": no label
+        return sentence
+    return rest if 0 < len(_WORD.findall(head)) <= LABEL_WORDS else sentence
 
 
 def asking(sentence: str) -> bool:
