@@ -192,3 +192,27 @@ def test_ask_when_answers_with_the_date_the_sentence_writes_out(tmp_path):
     assert said.code == 0, (said.stdout, said.stderr)
     answer = json.loads(said.stdout)
     assert answer["answer"] == "June 12" and "August" not in answer["answer"], answer
+
+
+def test_ask_ranks_the_persons_job_above_their_small_talk_and_answers_past_a_label(tmp_path):
+    """The real command and default model: the question's vector without "Vera" (evidence_reader.meaning) puts
+    the line about her job in a 50-token budget, not her small talk; "Correction:" is no answer (unlabelled)."""
+    from conftest import run_memcli
+
+    store = tmp_path / ".memcli"
+    assert run_memcli("--store", store, "init", "-q").code == 0
+    for text, when in (("My cousin visited over the weekend.", "2023-05-20T16:03"),
+                       ("Correction: the company is Orbital Foods, not Tessel.", "2023-05-20T16:15"),
+                       ("Just got back from a walk.", "2023-10-12T15:03"),
+                       ("I handed in my notice and joined Quarry Bank.", "2023-07-19T14:00"),
+                       ("I keep forgetting to water the plants.", "2023-11-01T14:00")):
+        assert run_memcli("--store", store, "remember", text, "--speaker", "Vera", "--time", when, "-q").code == 0
+    found = run_memcli("--store", store, "ask", "Which company does Vera work for?", "--evidence-only", "--json",
+                       "--budget", "50")
+    assert found.code == 0, found.stderr
+    texts = [e["text"] for e in json.loads(found.stdout)["evidence"]]
+    assert any("joined Quarry Bank" in t for t in texts) and not any("walk" in t for t in texts), texts
+    said = run_memcli("--store", store, "ask", "Which company does Vera work for?", "--json")
+    assert said.code == 0, said.stderr
+    answer = json.loads(said.stdout)["answer"]
+    assert "Correction" not in answer and ("Orbital Foods" in answer or "Quarry Bank" in answer), answer
