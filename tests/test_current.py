@@ -157,7 +157,7 @@ def test_ask_answers_a_changed_fact_from_the_later_line_that_restates_it(tmp_pat
                  marks=pytest.mark.xfail(strict=True, reason=(
                      "renewed compares the chosen span with each earlier line's best candidate; here the span "
                      "'Fairphone 5' is kept once, as the better-ranked update line's, and the correction line's "
-                     "best is 'iPhone 13', so nothing repeated is seen (the consolidated suite store answers "
+                     "best is 'mistake' ('iPhone 13' it denies), so nothing repeated is seen (the consolidated suite store answers "
                      "'Pixel 8'; docs/benchmarks.md, 'An update that names the value it replaces')"))),
     ((("I quit squash and took up tennis.", "2024-01-12T14:06"),
       ("Do you think I should learn to play piano?", "2024-03-08T16:00")),
@@ -192,6 +192,28 @@ def test_ask_when_answers_with_the_date_the_sentence_writes_out(tmp_path):
     assert said.code == 0, (said.stdout, said.stderr)
     answer = json.loads(said.stdout)
     assert answer["answer"] == "June 12" and "August" not in answer["answer"], answer
+
+
+def test_ask_when_answers_with_the_date_a_later_line_moved_it_to(tmp_path):
+    """The real command and default model: a deadline pushed later is answered with the later line's date
+    (extractive.written; e28dbaf answered "March 3"), and "not April 18" is no answer (extractive.denied;
+    e28dbaf answered "April 18" as of May)."""
+    from conftest import run_memcli
+
+    def ask(store, lines, *more):
+        assert run_memcli("--store", store, "init", "-q").code == 0
+        for text, when in lines:
+            assert run_memcli("--store", store, "remember", text, "--speaker", "Kofi", "--time", when, "-q").code == 0
+        said = run_memcli("--store", store, "ask", "When is Kofi's thesis due?", *more, "--json")
+        assert said.code == 0, (said.stdout, said.stderr)
+        return json.loads(said.stdout)["answer"]
+
+    walk = ("Just got back from a walk.", "2023-05-20T16:03")
+    assert ask(tmp_path / "pushed", [("My thesis is due on March 3.", "2023-03-01T10:00"), walk,
+                                     ("The thesis deadline got pushed to June 12.", "2023-08-16T14:00")]) == "June 12"
+    assert ask(tmp_path / "corrected", [("The thesis deadline is April 18.", "2023-03-01T10:00"),
+                                        ("Sorry, March 3, not April 18, for the thesis.", "2023-03-01T10:05"), walk],
+               "--as-of", "2023-05-01") == "March 3"
 
 
 def test_ask_ranks_the_persons_job_above_their_small_talk_and_answers_past_a_label(tmp_path):

@@ -21,6 +21,7 @@ from memcli.retrieve.extractive import (
     candidates,
     choose,
     dated,
+    denied,
     extract,
     spans,
     unlabelled,
@@ -298,6 +299,35 @@ def test_a_fact_that_changed_twice_is_answered_from_the_end_of_its_chain(tmp_pat
     memory.close()
 
 
+def test_a_date_a_later_line_writes_out_restates_a_written_date_not_an_event_told_again(tmp_path):
+    """A "when" question: a deadline the person moved is answered with the date the later line writes out;
+    an event told of again later keeps the day it happened (the date is the entry's, not written)."""
+    from memcli.llm.base import CallStats
+    from memcli.retrieve.aligned import align_read
+
+    asked = "When is Kofi's thesis due?"
+    memory, library, read, order = write_store(tmp_path / "a", [
+        ("Kofi", "My thesis is due on March 3.", "2024-01-05T10:00"),
+        ("Kofi", "The thesis deadline got pushed to June 12.", "2024-02-01T10:00")])
+    aligned = align_read(memory.index.aligner(), library, asked, read, order)
+    model = Scorer({"March 3": -1.0, "June 12": -2.0, UNKNOWN: -4.0})
+    said = extract(model, asked, library, read, order, CallStats(), aligned=aligned)
+    assert said.text == "June 12" and "restates" in said.reason, said
+    memory.close()
+
+    asked = "When did Kofi run the charity race?"
+    memory, library, read, order = write_store(tmp_path / "b", [
+        ("Kofi", "I ran the charity race this morning.", "2024-01-05T10:00"),
+        ("Kofi", "Still sore from the charity race.", "2024-02-01T10:00")])
+    aligned = align_read(memory.index.aligner(), library, asked, read, order)
+    vectors = aligned.encoder.encode(["I ran the charity race this morning.", "Still sore from the charity race."])
+    assert float(vectors[0] @ vectors[1]) >= DEFAULT.restate  # close enough to restate, were the dates written
+    model = Scorer({"5 January 2024": -1.0, "1 February 2024": -2.0, UNKNOWN: -4.0})
+    said = extract(model, asked, library, read, order, CallStats(), aligned=aligned)
+    assert said.text == "5 January 2024", said
+    memory.close()
+
+
 def test_an_update_that_names_the_value_it_replaces_is_answered_with_the_new_value(tmp_path):
     """The newer line says the old value too ("Dropped the Fairphone 5 ..."); its span that repeats the earlier
     line's answer is not the answer, the part that is new is. A line that does not repeat it keeps its best span."""
@@ -349,6 +379,24 @@ def test_a_label_that_leads_a_sentence_is_no_answer(tmp_path):
         ("Vera", "Correction: the company is Orbital Foods, not Tessel.", "2024-01-05T10:00")])
     found, _ = candidates(asked, library, read, order)
     assert any(c.text == "Orbital Foods" for c in found) and not any("Correction" in c.text for c in found)
+    memory.close()
+
+
+def test_a_value_a_clause_denies_is_no_answer(tmp_path):
+    """"the company is Orbital Foods, not Northwind": Northwind is what is not so. A clause that only denies gives
+    no candidate; the same value stated elsewhere still does."""
+    assert denied("not Northwind") and denied(" Not easy") and not denied("nothing new") \
+        and not denied("I'm not sure")
+    asked = "Which company does Fiona work for?"
+    memory, library, read, order = write_store(tmp_path, [
+        ("Fiona", "Correction: the company is Orbital Foods, not Northwind.", "2024-01-05T10:00")])
+    found, _ = candidates(asked, library, read, order)
+    assert any(c.text == "Orbital Foods" for c in found) and not any("Northwind" in c.text for c in found)
+    memory.close()
+    memory, library, read, order = write_store(tmp_path / "stated", [
+        ("Fiona", "I work at Northwind.", "2024-01-05T10:00")])
+    found, _ = candidates(asked, library, read, order)
+    assert any("Northwind" in c.text for c in found)
     memory.close()
 
 

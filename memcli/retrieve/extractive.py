@@ -6,12 +6,13 @@ clause of their sentences (an amount such as "£13,300" or a time "10:30" is nev
 between the question's own words, and their runs between function words, each trimmed at its edges of
 the question's words and of function words, so what is left is what the evidence adds to the
 question; a sentence that asks ("... should I learn to play piano?") gives none when a sentence read
-states something. The model reads only those entries and only scores the candidates that can still be chosen:
-the log-probability of each candidate's tokens as its reply to the question after them, over its length
+states something, and a clause that denies ("..., not Tessel") none at all. The model reads only those
+entries and only scores the candidates that can still be chosen: the log-probability of each candidate's tokens as its reply to the question after them, over its length
 (one prefill of the prompt, then each candidate read after it), plus a share of the question's words its sentence holds
 and its entry's token-level alignment with the question (:mod:`memcli.retrieve.aligned`); ties go to
 the better-ranked entry. A later line of the person's close to the chosen one restates it
-(:func:`restated`, and again from there: a chain); a span of the final line that repeats an earlier
+(:func:`restated`, and again from there: a chain; for a question that asks when, only a date or day
+the sentences write out, :func:`written`); a span of the final line that repeats an earlier
 answer gives way to its part that is new (:func:`renewed`: "Dropped the Fairphone 5 in a lake, so now I
 have a Pixel 8" answers "Pixel 8"). A question that asks when is answered with the date the chosen clause (else
 its sentence) writes out or says relative to its entry ("last week", resolved against it), else the
@@ -50,6 +51,7 @@ from memcli.store.format import Entry
 from memcli.store.lines import Library, sentences
 from memcli.terms import EDGE_STOP, stem, term_set
 
+_DENIED = re.compile(r"\W*not\b", re.I)  # a clause that begins by denying: "..., not Tessel"
 _CLAUSE = re.compile(r"\s*(?:(?<!\d)[,:]|[,:](?!\d)|[;()\u2014\u2013]|\s-\s)\s*")  # not "13,300" or "10:30"
 _WORD = re.compile(r"[$\u00a3\u20ac\u00a5]?\d+(?:[.,:]\d+)*%?|[^\W_]+(?:['\u2019][^\W_]+)*")  # "£13,300" one word
 LABEL_WORDS = 3  # the longest head before a colon read as a label (unlabelled); not tuned: see docs/benchmarks.md
@@ -279,7 +281,7 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
         entry = entries[pick]
         for sentence in sentences(" ".join(entry.text.split())):
             overlap = len(wanted & term_set(sentence)) / len(wanted) if wanted else 0.0
-            for clause in (c for c in _CLAUSE.split(unlabelled(sentence)) if c.strip()):
+            for clause in (c for c in _CLAUSE.split(unlabelled(sentence)) if c.strip() and not denied(c)):
                 for span in [dated(clause, entry.time, weekday, sentence)] if when else spans(clause, wanted,
                                                                                            names | people):
                     if not span:
@@ -308,6 +310,12 @@ def unlabelled(sentence: str) -> str:
     if not colon or (head[-1:].isdigit() and rest[:1].isdigit()) or not _WORD.search(rest):  # "10:30": no label
         return sentence
     return rest if 0 < len(_WORD.findall(head)) <= LABEL_WORDS else sentence
+
+
+def denied(clause: str) -> bool:
+    """Whether the clause denies what it names ("Orbital Foods, not Tessel": "not Tessel" is what is not so),
+    and so holds no answer."""
+    return _DENIED.match(clause) is not None
 
 
 def asking(sentence: str) -> bool:
@@ -421,17 +429,24 @@ def _close(anchors: list[str], others: list[Candidate], text, encode, threshold:
     return [c for c in others if any(float(vectors[a] @ vectors[text(c)]) >= threshold for a in anchors)]
 
 
+def written(candidate: Candidate) -> bool:
+    """Whether the candidate is words its sentence writes ("June 12", "Thursday"), not a date read from
+    the entry's time or worked out from a relative one ("7 May 2023" for "yesterday")."""
+    return re.search(rf"(?<!\w){re.escape(candidate.text)}(?!\w)", candidate.sentence) is not None
+
+
 def restated(best: Candidate, found: list[Candidate], encode, tuning: Tuning = DEFAULT,
-             more=None) -> Candidate | None:
+             more=None, written_only: bool = False) -> Candidate | None:
     """The answer as a later line says it, or None: of the person's lines said after ``best``'s whose
     sentence is at least ``tuning.restate`` similar to its sentence (cosine of ``encode``'s vectors), the
     latest line's best-scored candidate. A value that changed ("I drive a Honda Civic", later "I sold the
     Honda Civic and bought a Subaru Outback") is told by a sentence about the same thing said later; an
     answer is only ever replaced, never given where the evidence had none; :func:`extract` asks again
     from the line found, so a fact that changed twice is told by the end of its chain. ``more`` scores
-    the candidates of that line the model has not scored yet (:class:`_Scorer`)."""
+    the candidates of that line the model has not scored yet (:class:`_Scorer`). ``written_only``: only
+    candidates the later sentence writes out (:func:`written`) restate it."""
     after = [c for c in found if c.about and (c.entry.time or "") > (best.entry.time or "")
-             and (c.doc, c.line) != (best.doc, best.line)]
+             and (c.doc, c.line) != (best.doc, best.line) and (not written_only or written(c))]
     close = _close([best.sentence], after, lambda c: c.sentence, encode, tuning.restate)
     if not close:
         return None
@@ -523,11 +538,14 @@ def extract(model, question: str, library: Library, read: list[Evidence], order:
         else:
             ttft = scorer.completion.ttft_s
     best, why = choose(found, unknown, tuning)
+    # A "when" answer is restated only as a date (or day) the lines write out: a deadline or a meeting day
+    # that moved, not the day an event was told of again.
+    when = asks_when(question)
     if best is not None and tuning.restate is not None and aligned is not None and aligned.encoder is not None \
-            and not asks_when(question):
+            and (not when or written(best)):
         more = scorer.more if scorer is not None else None
         before = None
-        while (later := restated(best, found, aligned.encoder.encode, tuning, more)) is not None:
+        while (later := restated(best, found, aligned.encoder.encode, tuning, more, when)) is not None:
             before, best, why = best, later, "span of a later line that restates the best answer's"  # and again: a chain
         if (fresh := renewed(best, found, before, aligned.encoder.encode, tuning, more)) is not None:
             best, why = fresh, f"{why}; the part that does not repeat an earlier answer"
