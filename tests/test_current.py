@@ -149,16 +149,11 @@ def test_ask_answers_a_changed_fact_from_the_later_line_that_restates_it(tmp_pat
 
 
 @pytest.mark.parametrize("lines, question, right, wrong", [
-    pytest.param((("I use an iPhone 13.", "2023-05-27T13:03"),
-                  ("It's a Fairphone 5, not an iPhone 13, my mistake.", "2023-05-27T13:09"),
-                  ("Just got back from a walk.", "2023-06-10T10:00"),
-                  ("Dropped the Fairphone 5 in a lake, so now I have a Pixel 8.", "2023-07-26T10:00")),
-                 "What phone does Dalia use?", "Pixel 8", "Fairphone",  # the update names the value it replaces
-                 marks=pytest.mark.xfail(strict=True, reason=(
-                     "renewed compares the chosen span with each earlier line's best candidate; here the span "
-                     "'Fairphone 5' is kept once, as the better-ranked update line's, and the correction line's "
-                     "best is 'mistake' ('iPhone 13' it denies), so nothing repeated is seen (the consolidated suite store answers "
-                     "'Pixel 8'; docs/benchmarks.md, 'An update that names the value it replaces')"))),
+    ((("I use an iPhone 13.", "2023-05-27T13:03"),
+      ("It's a Fairphone 5, not an iPhone 13, my mistake.", "2023-05-27T13:09"),
+      ("Just got back from a walk.", "2023-06-10T10:00"),
+      ("Dropped the Fairphone 5 in a lake, so now I have a Pixel 8.", "2023-07-26T10:00")),
+     "What phone does Dalia use?", "Pixel 8", "Fairphone"),  # the update names the value it replaces
     ((("I quit squash and took up tennis.", "2024-01-12T14:06"),
       ("Do you think I should learn to play piano?", "2024-03-08T16:00")),
      "Which sport does Dalia play?", "tennis", "piano"),  # a sentence that asks answers nothing

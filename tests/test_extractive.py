@@ -23,6 +23,7 @@ from memcli.retrieve.extractive import (
     dated,
     denied,
     extract,
+    named,
     spans,
     unlabelled,
 )
@@ -114,6 +115,34 @@ class Scorer:
 
     def count_tokens(self, text):
         return len(text.split())
+
+
+
+def candidates_of(tmp_path, asked: str, lines: list[tuple[str, str, str]], align: bool = False):
+    """The candidates of a store of ``lines`` (all read) for ``asked``, with the token-level stage when ``align``;
+    and the picks in the order read."""
+    from memcli.retrieve.aligned import align_read
+
+    memory, library, read, order = write_store(tmp_path, lines)
+    try:
+        aligned = align_read(memory.index.aligner(), library, asked, read, order) if align else None
+        return candidates(asked, library, read, order, aligned=aligned)[0], order
+    finally:
+        memory.close()
+
+
+def answered(tmp_path, asked: str, lines: list[tuple[str, str, str]], scores: dict[str, float]):
+    """The extractive answer to ``asked`` from a store of ``lines`` (all read, the token-level stage on), the
+    model scoring as ``scores`` says."""
+    from memcli.llm.base import CallStats
+    from memcli.retrieve.aligned import align_read
+
+    memory, library, read, order = write_store(tmp_path, lines)
+    try:
+        aligned = align_read(memory.index.aligner(), library, asked, read, order)
+        return extract(Scorer(scores), asked, library, read, order, CallStats(), aligned=aligned)
+    finally:
+        memory.close()
 
 
 def test_extract_takes_the_best_scored_span_or_abstains_by_the_margin(tmp_path):
@@ -302,30 +331,21 @@ def test_a_fact_that_changed_twice_is_answered_from_the_end_of_its_chain(tmp_pat
 def test_a_date_a_later_line_writes_out_restates_a_written_date_not_an_event_told_again(tmp_path):
     """A "when" question: a deadline the person moved is answered with the date the later line writes out;
     an event told of again later keeps the day it happened (the date is the entry's, not written)."""
-    from memcli.llm.base import CallStats
-    from memcli.retrieve.aligned import align_read
-
-    asked = "When is Kofi's thesis due?"
-    memory, library, read, order = write_store(tmp_path / "a", [
+    said = answered(tmp_path / "a", "When is Kofi's thesis due?", [
         ("Kofi", "My thesis is due on March 3.", "2024-01-05T10:00"),
-        ("Kofi", "The thesis deadline got pushed to June 12.", "2024-02-01T10:00")])
-    aligned = align_read(memory.index.aligner(), library, asked, read, order)
-    model = Scorer({"March 3": -1.0, "June 12": -2.0, UNKNOWN: -4.0})
-    said = extract(model, asked, library, read, order, CallStats(), aligned=aligned)
+        ("Kofi", "The thesis deadline got pushed to June 12.", "2024-02-01T10:00")],
+        {"March 3": -1.0, "June 12": -2.0, UNKNOWN: -4.0})
     assert said.text == "June 12" and "restates" in said.reason, said
-    memory.close()
 
-    asked = "When did Kofi run the charity race?"
-    memory, library, read, order = write_store(tmp_path / "b", [
-        ("Kofi", "I ran the charity race this morning.", "2024-01-05T10:00"),
-        ("Kofi", "Still sore from the charity race.", "2024-02-01T10:00")])
-    aligned = align_read(memory.index.aligner(), library, asked, read, order)
-    vectors = aligned.encoder.encode(["I ran the charity race this morning.", "Still sore from the charity race."])
-    assert float(vectors[0] @ vectors[1]) >= DEFAULT.restate  # close enough to restate, were the dates written
-    model = Scorer({"5 January 2024": -1.0, "1 February 2024": -2.0, UNKNOWN: -4.0})
-    said = extract(model, asked, library, read, order, CallStats(), aligned=aligned)
-    assert said.text == "5 January 2024", said
+    told, again = "I ran the charity race this morning.", "Still sore from the charity race."
+    memory, *_ = write_store(tmp_path / "vectors", [("Kofi", told, "2024-01-05T10:00")])
+    vectors = memory.index.aligner().encoder.encode([told, again])
     memory.close()
+    assert float(vectors[0] @ vectors[1]) >= DEFAULT.restate  # close enough to restate, were the dates written
+    said = answered(tmp_path / "b", "When did Kofi run the charity race?", [
+        ("Kofi", told, "2024-01-05T10:00"), ("Kofi", again, "2024-02-01T10:00")],
+        {"5 January 2024": -1.0, "1 February 2024": -2.0, UNKNOWN: -4.0})
+    assert said.text == "5 January 2024", said
 
 
 def test_an_update_that_names_the_value_it_replaces_is_answered_with_the_new_value(tmp_path):
@@ -366,6 +386,24 @@ def test_an_update_that_names_the_value_it_replaces_is_answered_with_the_new_val
     memory.close()
 
 
+def test_a_name_an_earlier_line_writes_is_an_earlier_value_though_its_span_is_the_updates(tmp_path):
+    """"Texting you from my Fairphone 5." then "Dropped the Fairphone 5 in a lake, so now I have a Pixel 8.": the span
+    "Fairphone 5" is a candidate once, of the better-ranked update line, so the earlier line's best candidate is
+    "Texting you from my Fairphone 5"; the name it writes still tells the update's first clause repeats it."""
+    assert named("Texting you from my Fairphone 5.") == ["Fairphone 5"]
+    assert named("It's a Fairphone 5, not an iPhone 13, my mistake.") == ["Fairphone 5", "iPhone 13"]
+    assert named("I've been at Orbital Foods since May 2021.") == ["Orbital Foods", "May 2021"]
+    asked = "What phone does Lena use?"
+    lines = [("Lena", "Texting you from my Fairphone 5.", "2024-01-05T10:00"),
+             ("Lena", "Dropped the Fairphone 5 in a lake, so now I have a Pixel 8.", "2024-03-01T10:00")]
+    found, order = candidates_of(tmp_path / "candidates", asked, lines, align=True)
+    assert [c.line for c in found if c.text == "Fairphone 5"] == [order[0][1]]  # the update line's, ranked first
+    said = answered(tmp_path / "answer", asked, lines, {
+        "Dropped the Fairphone 5 in a lake": -1.0, "Pixel 8": -1.2, "Texting you from my Fairphone 5": -1.4,
+        UNKNOWN: -3.0})
+    assert said.text == "Pixel 8" and "repeat" in said.reason, said
+
+
 def test_a_label_that_leads_a_sentence_is_no_answer(tmp_path):
     """"Correction: the company is Orbital Foods" answers with what follows the label, never the label; a
     colon between digits or after a long head is no label."""
@@ -374,12 +412,9 @@ def test_a_label_that_leads_a_sentence_is_no_answer(tmp_path):
     assert unlabelled("New job alert: Tessel hired me!") == " Tessel hired me!"
     for kept in ("We meet at 10:30 on Thursdays.", "Note:", "I finally found my real muses: painting and pottery"):
         assert unlabelled(kept) == kept
-    asked = "Which company does Vera work for?"
-    memory, library, read, order = write_store(tmp_path, [
+    found, _ = candidates_of(tmp_path, "Which company does Vera work for?", [
         ("Vera", "Correction: the company is Orbital Foods, not Tessel.", "2024-01-05T10:00")])
-    found, _ = candidates(asked, library, read, order)
     assert any(c.text == "Orbital Foods" for c in found) and not any("Correction" in c.text for c in found)
-    memory.close()
 
 
 def test_a_value_a_clause_denies_is_no_answer(tmp_path):
@@ -388,16 +423,11 @@ def test_a_value_a_clause_denies_is_no_answer(tmp_path):
     assert denied("not Northwind") and denied(" Not easy") and not denied("nothing new") \
         and not denied("I'm not sure")
     asked = "Which company does Fiona work for?"
-    memory, library, read, order = write_store(tmp_path, [
+    found, _ = candidates_of(tmp_path / "denied", asked, [
         ("Fiona", "Correction: the company is Orbital Foods, not Northwind.", "2024-01-05T10:00")])
-    found, _ = candidates(asked, library, read, order)
     assert any(c.text == "Orbital Foods" for c in found) and not any("Northwind" in c.text for c in found)
-    memory.close()
-    memory, library, read, order = write_store(tmp_path / "stated", [
-        ("Fiona", "I work at Northwind.", "2024-01-05T10:00")])
-    found, _ = candidates(asked, library, read, order)
+    found, _ = candidates_of(tmp_path / "stated", asked, [("Fiona", "I work at Northwind.", "2024-01-05T10:00")])
     assert any("Northwind" in c.text for c in found)
-    memory.close()
 
 
 def test_a_sentence_that_asks_gives_no_answer_where_a_sentence_states_one(tmp_path):

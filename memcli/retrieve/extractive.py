@@ -333,33 +333,53 @@ def renewed(best: Candidate, found: list[Candidate], before: Candidate | None, e
     "Fairphone 5" / "Pixel 8" 0.35). A line that says a value again and more besides ("Started looking
     into nursing jobs, and I want to help sick kids feel safe") keeps its answer: "help sick kids feel
     safe" is no value of the kind of "nursing" (0.10). The earlier answers: ``before`` (the line the
-    chain of :func:`restated` came from) and the best candidate of each of the person's lines said before
-    ``best``'s whose sentence is at least ``tuning.restate`` similar to its sentence (the same measure as
-    :func:`restated`, backwards). ``more`` scores the candidates the model has not scored yet."""
+    chain of :func:`restated` came from) and, of each of the person's lines said before ``best``'s whose
+    sentence is at least ``tuning.restate`` similar to its sentence (the same measure as :func:`restated`,
+    backwards), its best candidate and the names it writes (:func:`named`: "Texting you from my Fairphone
+    5." answers "Texting you ...", and its "Fairphone 5" is a candidate once, of the better-ranked update
+    line). ``more`` scores the candidates the model has not scored yet."""
     own = term_set(best.text)
 
-    def repeated(c: Candidate) -> bool:
-        said = term_set(c.text)
+    def repeated(text: str) -> bool:
+        said = term_set(text)
         return bool(said) and said <= own
 
-    answers = [before] if before is not None else []
+    answers = [before.text] if before is not None else []
     earlier = [c for c in found if c.about and (c.entry.time or "") < (best.entry.time or "")
                and (c.doc, c.line) != (best.doc, best.line)]
-    if any(repeated(c) for c in earlier):  # else no earlier line's answer can be repeated: nothing to score
+    if any(repeated(c.text) for c in earlier) or any(repeated(n) for c in earlier for n in named(c.sentence)):
         close = _close([best.sentence], earlier, lambda c: c.sentence, encode, tuning.restate)
         if more is not None:
             more(close)
         for pick in dict.fromkeys((c.doc, c.line) for c in close):
-            answers.append(max((c for c in close if (c.doc, c.line) == pick), key=lambda c: score(c, tuning)))
-    replaced = [a for a in answers if repeated(a)]
+            line = [c for c in close if (c.doc, c.line) == pick]
+            answers.append(max(line, key=lambda c: score(c, tuning)).text)
+            answers += named(line[0].sentence)  # a name it writes, kept as a later line's span ("Fairphone 5")
+    replaced = [a for a in dict.fromkeys(answers) if repeated(a)]
     if not replaced:
         return None
-    old = {term for a in replaced for term in term_set(a.text)}
+    old = {term for a in replaced for term in term_set(a)}
     fresh = [c for c in found if (c.doc, c.line) == (best.doc, best.line) and not (term_set(c.text) & old)]
-    kind = _close([a.text for a in replaced], fresh, lambda c: c.text, encode, tuning.restate)
+    kind = _close(replaced, fresh, lambda c: c.text, encode, tuning.restate)
     if more is not None:
         more(kind)
     return max(kind, key=lambda c: score(c, tuning)) if kind else None
+
+
+def named(sentence: str) -> list[str]:
+    """The names a sentence writes: runs of words with a capital letter or a digit ("Fairphone 5", "Galaxy S22",
+    "iPhone 13"), not its first word when only that is capitalized, nor "I"."""
+    out, run = [], []
+    for at, match in enumerate(_WORD.finditer(sentence)):
+        word = match.group()
+        marked = any(ch.isdigit() for ch in word) or any(ch.isupper() for ch in word[1:]) \
+            or (at > 0 and word[0].isupper() and not re.fullmatch(r"I(?:['\u2019]\w+)?", word))
+        if marked:
+            run.append(word)
+        elif run:
+            out.append(" ".join(run))
+            run = []
+    return out + ([" ".join(run)] if run else [])
 
 
 def supported(entries: dict, lines, wanted: frozenset[str], names: set[str], tuning: Tuning,
