@@ -1,23 +1,23 @@
 """Extractive answers, the ``small`` profile's: the answer is a span of the evidence it cites, never text
 a model writes.
 
-Candidates are spans of the best-ranked entries the answer reads (``Tuning.entries``, three): each
-clause of their sentences (an amount such as "£13,300" or a time "10:30" is never cut), its parts
-between the question's own words, and their runs between function words, each trimmed at its edges of
-the question's words and of function words, so what is left is what the evidence adds to the
-question; a sentence that asks ("... should I learn to play piano?") gives none when a sentence read
-states something, and a clause that denies ("..., not Tessel") none at all. The model reads only those
-entries and only scores the candidates that can still be chosen: the log-probability of each candidate's tokens as its reply to the question after them, over its length
-(one prefill of the prompt, then each candidate read after it), plus a share of the question's words its sentence holds
-and its entry's token-level alignment with the question (:mod:`memcli.retrieve.aligned`); ties go to
-the better-ranked entry. A later line of the person's close to the chosen one restates it
-(:func:`restated`, and again from there: a chain; for a question that asks when, only a date or day
-the sentences write out, :func:`written`); a span of the final line that repeats an earlier
-answer gives way to its part that is new (:func:`renewed`: "Dropped the Fairphone 5 in a lake, so now I
-have a Pixel 8" answers "Pixel 8"). A question that asks when is answered with the date the chosen clause (else
-its sentence) writes out or says relative to its entry ("last week", resolved against it), else the
-entry's date; one that asks which day, with the day of the week its clause names (only such candidates
-when any line read names one). The citation is the chosen line.
+Candidates are spans of the best-ranked entries the answer reads (``Tuning.entries``, three): each clause of
+their sentences (an amount such as "£13,300" or a time "10:30" is never cut), its parts between the question's
+own words, and their runs between function words, each trimmed at its edges of the question's words and of
+function words, so what is left is what the evidence adds to the question; a sentence that asks ("... should I
+learn to play piano?") gives none when a sentence read states something, and a clause that denies ("..., not
+Tessel") none at all. The model reads only those entries and only scores the candidates that can still be
+chosen: the log-probability of each candidate's tokens as its reply to the question after them, over its
+length (one prefill of the prompt, then each candidate read after it), plus a share of the question's words
+its sentence holds and its entry's token-level alignment with the question (:mod:`memcli.retrieve.aligned`);
+ties go to the better-ranked entry. A later line of the person's close to the chosen one restates it
+(:func:`restated`, and again from there: a chain; for a question that asks when, only a date or day the
+sentences write out, :func:`written`); a span of the final line that repeats an earlier answer gives way to
+its part that is new (:func:`renewed`: "Dropped the Fairphone 5 in a lake, so now I have a Pixel 8" answers
+"Pixel 8"). A question that asks when is answered with the date the chosen clause (else its sentence) writes
+out or says relative to its entry ("last week", resolved against it), else the entry's date; one that asks
+which day, with the day of the week its clause names (only such candidates when any line read names one). The
+citation is the chosen line.
 
 "I don't know" (``abstained``) instead of an answer when the evidence does not support one:
 
