@@ -419,7 +419,8 @@ def test_a_label_that_leads_a_sentence_is_no_answer(tmp_path):
 
 def test_a_value_a_clause_denies_is_no_answer(tmp_path):
     """"the company is Orbital Foods, not Northwind": Northwind is what is not so. A clause that only denies gives
-    no candidate; the same value stated elsewhere still does."""
+    no candidate; the same value stated elsewhere still does, and so does the denial to a question that asks
+    what is not so."""
     assert denied("not Northwind") and denied(" Not easy") and not denied("nothing new") \
         and not denied("I'm not sure")
     asked = "Which company does Fiona work for?"
@@ -428,6 +429,9 @@ def test_a_value_a_clause_denies_is_no_answer(tmp_path):
     assert any(c.text == "Orbital Foods" for c in found) and not any("Northwind" in c.text for c in found)
     found, _ = candidates_of(tmp_path / "stated", asked, [("Fiona", "I work at Northwind.", "2024-01-05T10:00")])
     assert any("Northwind" in c.text for c in found)
+    found, _ = candidates_of(tmp_path / "asked", "What should Fiona not bring to the pool?", [
+        ("Fiona", "Bring towels to the pool, not glass bottles.", "2024-01-05T10:00")])
+    assert any("glass bottles" in c.text for c in found)  # a question about what is not so reads the denial
 
 
 def test_a_sentence_that_asks_gives_no_answer_where_a_sentence_states_one(tmp_path):

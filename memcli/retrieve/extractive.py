@@ -52,6 +52,7 @@ from memcli.store.lines import Library, sentences
 from memcli.terms import EDGE_STOP, stem, term_set
 
 _DENIED = re.compile(r"\W*not\b", re.I)  # a clause that begins by denying: "..., not Tessel"
+_NEGATED = re.compile(r"\b(?:not|never)\b|n['\u2019]t\b", re.I)  # a question that asks what is not so
 _CLAUSE = re.compile(r"\s*(?:(?<!\d)[,:]|[,:](?!\d)|[;()\u2014\u2013]|\s-\s)\s*")  # not "13,300" or "10:30"
 _WORD = re.compile(r"[$\u00a3\u20ac\u00a5]?\d+(?:[.,:]\d+)*%?|[^\W_]+(?:['\u2019][^\W_]+)*")  # "£13,300" one word
 LABEL_WORDS = 3  # the longest head before a colon read as a label (unlabelled); not tuned: see docs/benchmarks.md
@@ -272,6 +273,7 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
         meaning = ", nor its meaning" if tuning.held and aligned is not None else ""
         return [], f"no line read holds a word of the question{meaning}"
     when, weekday = asks_when(question), asks_weekday(question)
+    drop_denied = not _NEGATED.search(question)  # "What should I not bring?" may be answered "..., not glass"
     lowered = {name.lower() for name in names}
     least = {pick: value for pick in lines
              if aligned is not None and (value := aligned.least(pick, lowered)) is not None}
@@ -281,7 +283,7 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
         entry = entries[pick]
         for sentence in sentences(" ".join(entry.text.split())):
             overlap = len(wanted & term_set(sentence)) / len(wanted) if wanted else 0.0
-            for clause in (c for c in _CLAUSE.split(unlabelled(sentence)) if c.strip() and not denied(c)):
+            for clause in (c for c in _CLAUSE.split(unlabelled(sentence)) if c.strip() and not (drop_denied and denied(c))):
                 for span in [dated(clause, entry.time, weekday, sentence)] if when else spans(clause, wanted,
                                                                                            names | people):
                     if not span:
@@ -314,7 +316,7 @@ def unlabelled(sentence: str) -> str:
 
 def denied(clause: str) -> bool:
     """Whether the clause denies what it names ("Orbital Foods, not Tessel": "not Tessel" is what is not so),
-    and so holds no answer."""
+    and so holds no answer (unless the question asks what is not so: :func:`candidates`)."""
     return _DENIED.match(clause) is not None
 
 
