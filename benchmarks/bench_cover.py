@@ -53,10 +53,7 @@ def record(name: str, out) -> None:
 
     def watching(found, unknown, tuning=extractive.DEFAULT):
         best, why = original(found, unknown, replace(tuning, cover=OFF["cover"], margin=OFF["margin"]))
-        gap = None
-        if best is not None and unknown is not None and best.logprob is not None:
-            gap = extractive._likelihood(*unknown, tuning) - extractive._likelihood(best.logprob, best.tokens, tuning)
-        chosen.append((best, gap))
+        chosen.append((best, None if best is None else extractive.doubt(best, unknown, tuning)))
         return best, why
 
     extractive.choose = watching  # the answer's own decision, seen as it is made

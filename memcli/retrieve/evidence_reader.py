@@ -168,13 +168,12 @@ def meaning(index: LibraryIndex, question: str) -> str:
     named = named_speakers(index, question)
     if len(named) != 1:
         return question
-    name = {w.lower() for w in _WORD.findall(next(iter(named)))}
+    name, short = {w.lower() for w in _WORD.findall(next(iter(named)))}, _short_names(question)
 
     def kept(match: re.Match) -> str:
-        word = re.sub(r"['\u2019]s$", "", match.group())
-        lowered = word.lower()
-        short = len(word) >= SHORT_NAME and word[0].isupper() and any(w.startswith(lowered) for w in name)
-        return "" if lowered in name or short else match.group()
+        lowered = re.sub(r"['\u2019]s$", "", match.group()).lower()
+        return "" if lowered in name or (lowered in short and any(w.startswith(lowered) for w in name)) \
+            else match.group()
 
     left = " ".join(re.sub(r"[^\W\d_]+(?:['\u2019]s)?", kept, question).split())
     return left if _WORD.search(left) else question

@@ -283,7 +283,7 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
         entry = entries[pick]
         for sentence in sentences(" ".join(entry.text.split())):
             overlap = len(wanted & term_set(sentence)) / len(wanted) if wanted else 0.0
-            for clause in (c for c in _CLAUSE.split(unlabelled(sentence)) if c.strip() and not (drop_denied and denied(c))):
+            for clause in clauses(sentence, drop_denied):
                 for span in [dated(clause, entry.time, weekday, sentence)] if when else spans(clause, wanted,
                                                                                            names | people):
                     if not span:
@@ -302,6 +302,12 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
     if any(not asking(c.sentence) for c in out):  # a question holds no answer where a statement may
         out = [c for c in out if not asking(c.sentence)]
     return out, (None if out else "nothing read adds to the question")
+
+
+def clauses(sentence: str, drop_denied: bool = True) -> list[str]:
+    """The clauses of a sentence candidates come from: after its label (:func:`unlabelled`), cut at commas,
+    colons and the like, and without those that deny (:func:`denied`) when ``drop_denied``."""
+    return [c for c in _CLAUSE.split(unlabelled(sentence)) if c.strip() and not (drop_denied and denied(c))]
 
 
 def unlabelled(sentence: str) -> str:
@@ -349,14 +355,15 @@ def renewed(best: Candidate, found: list[Candidate], before: Candidate | None, e
     answers = [before.text] if before is not None else []
     earlier = [c for c in found if c.about and (c.entry.time or "") < (best.entry.time or "")
                and (c.doc, c.line) != (best.doc, best.line)]
-    if any(repeated(c.text) for c in earlier) or any(repeated(n) for c in earlier for n in named(c.sentence)):
+    names = {sentence: named(sentence) for sentence in {c.sentence for c in earlier}}
+    if any(repeated(c.text) for c in earlier) or any(repeated(n) for said in names.values() for n in said):
         close = _close([best.sentence], earlier, lambda c: c.sentence, encode, tuning.restate)
         if more is not None:
             more(close)
         for pick in dict.fromkeys((c.doc, c.line) for c in close):
             line = [c for c in close if (c.doc, c.line) == pick]
             answers.append(max(line, key=lambda c: score(c, tuning)).text)
-            answers += named(line[0].sentence)  # a name it writes, kept as a later line's span ("Fairphone 5")
+            answers += names[line[0].sentence]  # a name it writes, kept as a later line's span ("Fairphone 5")
     replaced = [a for a in dict.fromkeys(answers) if repeated(a)]
     if not replaced:
         return None
@@ -417,6 +424,14 @@ def _likelihood(logprob: float | None, tokens: int, tuning: Tuning) -> float:
     return 0.0 if logprob is None else logprob / max(1, tokens) ** tuning.length
 
 
+def doubt(best: Candidate, unknown: tuple[float, int] | None, tuning: Tuning = DEFAULT) -> float | None:
+    """How much likelier the model finds "I don't know" (``unknown``: its log-probability and tokens) than
+    ``best`` (what ``tuning.margin`` bounds); None when either was not scored."""
+    if unknown is None or best.logprob is None:
+        return None
+    return _likelihood(*unknown, tuning) - _likelihood(best.logprob, best.tokens, tuning)
+
+
 def choose(found: list[Candidate], unknown: tuple[float, int] | None,
            tuning: Tuning = DEFAULT) -> tuple[Candidate | None, str]:
     """(the best candidate by :func:`score`, ties to the better-ranked entry; or None) and why: None
@@ -429,8 +444,7 @@ def choose(found: list[Candidate], unknown: tuple[float, int] | None,
     top, best = max(scored, key=lambda sc: (sc[0], -sc[1].rank))
     if tuning.subject and not best.about:
         return None, "the best answer in the evidence is about someone else than the question's person"
-    if unknown is not None and best.logprob is not None \
-            and _likelihood(*unknown, tuning) - _likelihood(best.logprob, best.tokens, tuning) > tuning.margin:
+    if (gap := doubt(best, unknown, tuning)) is not None and gap > tuning.margin:
         return None, "the model finds no answer in the evidence likelier than none"
     if best.least < tuning.cover:
         return None, "the line that answers does not hold every word of the question"
