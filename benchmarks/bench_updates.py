@@ -6,6 +6,7 @@ others).
 
     python benchmarks/updates_suite.py /tmp/ku
     python benchmarks/bench_updates.py /tmp/ku [--half report] [--json OUT] [--no-answers] [--newer-first]
+    python benchmarks/bench_updates.py /tmp/ku --marked conv-26.json conv-30.json  # what LoCoMo gets marked
 
 For each question kind it prints:
 
@@ -203,6 +204,31 @@ def locomo(files: list[Path], tunings: list[current.Tuning], budgets=(500, 2000,
               + " / ".join(f"{r:.4f}" for r in recall) + f" at {' / '.join(map(str, budgets))} tokens", flush=True)
 
 
+def marked_on(files: list[Path], sample: int = 30, seed: int = 3) -> None:
+    """On LoCoMo conversations (one store each, ingested and consolidated without a model as a user does):
+    the entries marked superseded, as exact repeats and as corrections (:mod:`memcli.ingest.corrections`),
+    and a seeded sample of the corrections to read: whether the later line really corrects the earlier."""
+    from memcli.consolidate.lexical import normalized
+
+    root = Path(tempfile.mkdtemp(prefix="ku-marked-"))
+    try:
+        for path in files:
+            with Memory(root / path.stem, create=True) as memory:
+                memory.ingest(path, consolidate=False)
+                memory.consolidate()
+                found = superseded(memory.root)
+            texts = {e.seq: e.text for doc in sorted((root / path.stem / "docs").glob("*.md"))
+                     for e in map(parse_entry, doc.read_text().splitlines()) if e is not None}
+            repeats = [m for m in found if normalized(texts.get(m["by"], "")) == normalized(m["text"])]
+            fixes = [m for m in found if m not in repeats]
+            print(f"{path.name}: {len(found)} entries superseded: {len(repeats)} exact repeats, "
+                  f"{len(fixes)} by a correction")
+            for m in random.Random(seed).sample(fixes, min(sample, len(fixes))):
+                print(f"- seq {m['seq']}: {m['text'][:160]}\n    by seq {m['by']}: {texts.get(m['by'], '?')[:160]}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("suite", type=Path)
@@ -212,6 +238,8 @@ def main() -> None:
     parser.add_argument("--locomo", type=Path, nargs="+", metavar="FILE",
                         help="LoCoMo conversations: evidence recall under the grid's tunings (no suite run)")
     parser.add_argument("--no-recall", action="store_true", help="with --locomo: only the moves")
+    parser.add_argument("--marked", type=Path, nargs="+", metavar="FILE",
+                        help="LoCoMo conversations: the entries ingest and consolidation mark superseded (no suite run)")
     parser.add_argument("--newer-first", action="store_true",
                         help="the newer-first stage on (current.ON; off as shipped, current.DEFAULT)")
     parser.add_argument("--json", type=Path)
@@ -219,6 +247,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.newer_first:  # what the answers would be with the stage on; without it, as shipped
         current.DEFAULT = current.ON
+    if args.marked:
+        marked_on(args.marked)
+        return
     if args.locomo:
         moves(args.locomo)
         if not args.no_recall:

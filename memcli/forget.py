@@ -199,20 +199,37 @@ def forget(store: Store, selection: Selection, *, dry_run: bool = False,
     return _result(found, False, changed, removed), entries
 
 
+def _revived(line: str, seqs: set[int]) -> str | None:
+    """The line without ``superseded_by`` when a forgotten entry (``seqs``) superseded it, else None."""
+    entry = parse_entry(line)
+    by = entry.meta.get("superseded_by", "") if entry is not None else ""
+    if by.isdigit() and int(by) in seqs:
+        return Entry({k: v for k, v in entry.meta.items() if k != "superseded_by"}, entry.text).render()
+    return None
+
+
 def _revive(doc, seqs: set[int]) -> bool:
     """Entries a forgotten entry superseded are current again: their lines leave the Superseded section
-    for the end of the document's last section, without ``superseded_by``. Whether any did."""
+    for the end of the document's last section, without ``superseded_by``; one marked where it stands
+    (CURRENT's corrections: :mod:`memcli.ingest.corrections`) loses the mark there. Whether any did."""
     layout = Layout.of(doc)
     back, kept = [], []
     for line in layout.superseded:
-        entry = parse_entry(line)
-        by = entry.meta.get("superseded_by", "") if entry is not None else ""
-        if by.isdigit() and int(by) in seqs:
-            back.append(Entry({k: v for k, v in entry.meta.items() if k != "superseded_by"}, entry.text).render())
-        else:
+        again = _revived(line, seqs)
+        if again is None:
             kept.append(line)
+        else:
+            back.append(again)
+    in_place = False
+    for lines in [layout.preamble, *(section.lines for section in layout.sections)]:
+        for at, line in enumerate(lines):
+            again = _revived(line, seqs)
+            if again is not None:
+                lines[at], in_place = again, True
     if not back:
-        return False
+        if in_place:
+            doc.body = layout.body()
+        return in_place
     layout.superseded = kept
     if layout.sections:
         layout.add(layout.sections[-1].title, back)

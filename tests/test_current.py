@@ -65,14 +65,18 @@ def test_as_of_a_day_answers_what_was_true_then(store_dir, moved, cli):
     assert bad.code == 2 and "YYYY-MM-DD" in bad.stderr
 
 
-def test_as_of_reads_superseded_entries_said_by_then():
+def test_as_of_reads_superseded_entries_said_by_then_unless_what_replaced_them_was_said_by_then_too():
     lines = [(10, "# Notes"),
              (11, "- <seq=1,time=2024-01-10T10:00,speaker=Noor> I live in Utrecht."),
              (12, "- <seq=2,time=2024-03-05T10:00,speaker=Noor> I'm living in Ghent now."),
              (13, "## Superseded"),
-             (14, "- <seq=0,time=2023-12-01T10:00,speaker=Noor,superseded_by=1> I live in Delft.")]
+             (14, "- <seq=0,time=2023-12-01T10:00,speaker=Noor,superseded_by=1> I live in Delft."),
+             (15, "- <seq=3,time=2024-01-20T10:00,speaker=Noor,superseded_by=99> I moved to Leiden.")]
     assert sorted(DocLines("d", lines).entries) == [11, 12]
-    assert sorted(DocLines("d", lines, as_of="2024-02-01").entries) == [11, 14]
+    assert sorted(DocLines("d", lines).replaced) == [1, 99]  # what each entry replaced: its history
+    # Delft was replaced by Utrecht on 10 January; Leiden by an entry elsewhere (not known to be said by then)
+    assert sorted(DocLines("d", lines, as_of="2024-02-01").entries) == [11, 15]
+    assert sorted(DocLines("d", lines, as_of="2024-01-01").entries) == [14]
 
 
 def test_a_hand_marked_supersession_holds_and_forgetting_the_newer_revives_the_older(store_dir, moved):

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 
+from memcli.clauses import denied, unlabelled
 from memcli.retrieve.answer import grounded
 from memcli.retrieve.evidence import Evidence, assemble
 from memcli.retrieve.extractive import (
@@ -21,11 +22,9 @@ from memcli.retrieve.extractive import (
     candidates,
     choose,
     dated,
-    denied,
     extract,
     named,
     spans,
-    unlabelled,
 )
 from memcli.store.format import Entry
 from memcli.store.lines import Library

@@ -17,6 +17,7 @@ from memcli.consolidate.layout import Layout, superseded_line
 from memcli.consolidate.lexical import cosine, grounded, normalized, term_counts, tfidf
 from memcli.consolidate.titles import clean_title, document_title
 from memcli.consolidate.workspace import Workspace, doc_texts
+from memcli.ingest.corrections import corrections
 from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.prompts import SUMMARY_SCHEMA, SUMMARY_SYSTEM
 from memcli.llm.structured import Invalid, ask_json
@@ -54,6 +55,9 @@ def apply_blocks(ws: Workspace, draft: Draft) -> dict[str, list[int]]:
         known = {normalized(e.text) for e in incoming}
         existing = [e for e in layout.live_entries() if normalized(e.text) in known and e.seq is not None]
         superseded.update(exact_duplicates(existing + incoming))
+        # and entries of the document that an incoming correction denies
+        superseded.update({old: new for old, new in corrections(incoming, layout.live_entries()).items()
+                           if old not in superseded})
         superseded = resolve_chains(superseded)
         newly_retired |= _retire_existing(layout, superseded)
         for block in blocks:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from memcli.consolidate.lexical import Vector, cosine, grounded, normalized, term_counts, tfidf
 from memcli.consolidate.titles import block_title, clean_title
-from memcli.ingest.turns import ROLES
+from memcli.ingest.corrections import corrections, party
 from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.prompts import REWRITE_SYSTEM, rewrite_schema
 from memcli.llm.structured import Invalid, ask_json
@@ -86,8 +86,7 @@ def exact_duplicates(entries: list[Entry]) -> dict[int, int]:
         text = normalized(entry.text)
         if not text:
             continue
-        speaker = entry.meta.get("speaker")
-        key = (None if speaker in ROLES else speaker, entry.meta.get("project"), text)
+        key = (*party(entry), text)
         other = best.get(key)
         if other is None:
             best[key] = entry
@@ -220,10 +219,17 @@ def rewrite(entries: list[Entry], *, model: ChatModel | None, stats: CallStats, 
         draft.superseded.update(result.superseded)
         if progress:
             progress(done, len(parts))
-    for old, new in exact_duplicates(entries).items():
+    for old, new in [*exact_duplicates(entries).items(), *corrections(entries).items(), *marked(entries).items()]:
         draft.superseded.setdefault(old, new)
     draft.superseded = resolve_chains(draft.superseded)
     return draft
+
+
+def marked(entries: list[Entry]) -> dict[int, int]:
+    """seq -> the seq that supersedes it, as the entries' signatures already say (ingest marks a correction
+    in CURRENT: :mod:`memcli.ingest.corrections`)."""
+    return {e.seq: int(e.meta["superseded_by"]) for e in entries
+            if e.seq is not None and e.meta.get("superseded_by", "").isdigit()}
 
 
 def resolve_chains(superseded: dict[int, int]) -> dict[int, int]:

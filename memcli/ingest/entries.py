@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from memcli.dates import event_time
+from memcli.ingest.corrections import mark_in_place
 from memcli.ingest.privacy import scrub_fields, scrub_many
 from memcli.ingest.turns import Turn
 from memcli.results import Result
@@ -37,6 +38,7 @@ class IngestResult(Result):
     rejected: list[dict] = field(default_factory=list)  # {where, reason} of records left out as bad input
     redacted: int = 0  # secrets replaced by a [redacted:TYPE] placeholder before anything was written
     private: int = 0  # <private> spans dropped
+    superseded: int = 0  # entries of CURRENT a new entry corrects, marked superseded_by it (ingest/corrections.py)
     consolidation: dict | None = None  # the automatic consolidation this ingest triggered
     extraction: dict | None = None  # model calls of --extract
 
@@ -96,8 +98,9 @@ def ingest_turns(store: Store, turns: list[Turn], *, source: str, fmt: str, igno
             if progress:
                 progress(done)
 
-        added = len(new_lines)
+        added, corrected = len(new_lines), 0
         if added:
+            corrected = mark_in_place(current.body, new_lines)
             stamp = now_iso()
             current.append_lines(new_lines)
             current.meta["updated_time"] = stamp
@@ -105,7 +108,7 @@ def ingest_turns(store: Store, turns: list[Turn], *, source: str, fmt: str, igno
                 current.meta["update_log"] = []
             current.meta["update_log"].append({
                 "time": stamp, "op": "ingest", "seq_range": [seqs.first, seqs.last],
-                "count": added, "note": source,
+                "count": added, "note": source, **({"superseded": corrected} if corrected else {}),
             })
             refresh_token_count(current)
             txn.write("CURRENT.md", current.render())
@@ -129,6 +132,7 @@ def ingest_turns(store: Store, turns: list[Turn], *, source: str, fmt: str, igno
         first_seq=seqs.first, last_seq=seqs.last,
         tokens_added=tokens_added, current_tokens=current_tokens,
         current_entries=entries, store=str(store.root), redacted=redacted, private=private,
+        superseded=corrected,
     )
 
 

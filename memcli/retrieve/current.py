@@ -6,7 +6,7 @@ its correction. Among the entries a question ranks best, a newer such entry that
 question in meaning is put before the older ones it restates (:func:`newer_first`), so the answer reads
 the current value first and the earlier ones after it, as history. (Both stay: a sentence vector does
 not tell a changed fact from two events of one kind, so nothing is marked superseded by this measure;
-docs/benchmarks.md.)
+docs/benchmarks.md. What is marked without a model is a correction: :mod:`memcli.ingest.corrections`.)
 
 ``as_of``: a question asked as of a day reads only what had been said by the end of it
 (:class:`memcli.store.lines.Library` with ``as_of``), so what replaced a fact later is not there and

@@ -42,6 +42,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from memcli.clauses import WORD as _WORD
+from memcli.clauses import clauses
 from memcli.dates import WEEKDAYS, event_time, spoken_date, stated_date
 from memcli.llm.base import ModelError
 from memcli.retrieve.aligned import Aligned
@@ -51,11 +53,7 @@ from memcli.store.format import Entry
 from memcli.store.lines import Library, sentences
 from memcli.terms import EDGE_STOP, stem, term_set
 
-_DENIED = re.compile(r"\W*not\b", re.I)  # a clause that begins by denying: "..., not Tessel"
 _NEGATED = re.compile(r"\b(?:not|never)\b|n['\u2019]t\b", re.I)  # a question that asks what is not so
-_CLAUSE = re.compile(r"\s*(?:(?<!\d)[,:]|[,:](?!\d)|[;()\u2014\u2013]|\s-\s)\s*")  # not "13,300" or "10:30"
-_WORD = re.compile(r"[$\u00a3\u20ac\u00a5]?\d+(?:[.,:]\d+)*%?|[^\W_]+(?:['\u2019][^\W_]+)*")  # "£13,300" one word
-LABEL_WORDS = 3  # the longest head before a colon read as a label (unlabelled); not tuned: see docs/benchmarks.md
 _WHEN = re.compile(r"^\W*when\b|\bwhat (?:year|date|month|day)\b|\bwhich (?:year|month|day)\b", re.I)
 _WHICH_DAY = re.compile(r"\b(?:which|what) day\b", re.I)
 _NAMED_DAY = re.compile(r"\b(?:(?:next|this|last) )?(?:" + "|".join(WEEKDAYS) + r")s?\b", re.I)
@@ -269,7 +267,7 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
     name_terms = {stem(n.lower()) for n in names}
     wanted = frozenset(t for t in term_set(question) if t not in name_terms)
     support = theirs if tuning.subject else set(lines)
-    if tuning.support and wanted and not supported(entries, support, wanted, names, tuning, aligned):
+    if tuning.support and wanted and not supported(entries, support, wanted, names, tuning, aligned, library):
         meaning = ", nor its meaning" if tuning.held and aligned is not None else ""
         return [], f"no line read holds a word of the question{meaning}"
     when, weekday = asks_when(question), asks_weekday(question)
@@ -302,28 +300,6 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
     if any(not asking(c.sentence) for c in out):  # a question holds no answer where a statement may
         out = [c for c in out if not asking(c.sentence)]
     return out, (None if out else "nothing read adds to the question")
-
-
-def clauses(sentence: str, drop_denied: bool = True) -> list[str]:
-    """The clauses of a sentence candidates come from: after its label (:func:`unlabelled`), cut at commas,
-    colons and the like, and without those that deny (:func:`denied`) when ``drop_denied``."""
-    return [c for c in _CLAUSE.split(unlabelled(sentence)) if c.strip() and not (drop_denied and denied(c))]
-
-
-def unlabelled(sentence: str) -> str:
-    """The sentence without a label that leads it: a head of at most ``LABEL_WORDS`` words before its first
-    colon, when words follow ("Correction: the company is Orbital Foods", "New job alert: Tessel hired me!").
-    The head names what kind of news follows; it is no answer to a question about it."""
-    head, colon, rest = sentence.partition(":")
-    if not colon or (head[-1:].isdigit() and rest[:1].isdigit()) or not _WORD.search(rest):  # "10:30": no label
-        return sentence
-    return rest if 0 < len(_WORD.findall(head)) <= LABEL_WORDS else sentence
-
-
-def denied(clause: str) -> bool:
-    """Whether the clause denies what it names ("Orbital Foods, not Tessel": "not Tessel" is what is not so),
-    and so holds no answer (unless the question asks what is not so: :func:`candidates`)."""
-    return _DENIED.match(clause) is not None
 
 
 def asking(sentence: str) -> bool:
@@ -392,11 +368,14 @@ def named(sentence: str) -> list[str]:
 
 
 def supported(entries: dict, lines, wanted: frozenset[str], names: set[str], tuning: Tuning,
-              aligned: Aligned | None) -> bool:
+              aligned: Aligned | None, library: Library | None = None) -> bool:
     """Whether one of ``lines`` holds the question: one of its words other than the names (``wanted``,
-    as terms), or with ``tuning.held`` and the token-level stage their meaning, a mean match of at least
-    that (:meth:`memcli.retrieve.aligned.Aligned.held`)."""
-    if any(wanted & term_set(entries[pick].text) for pick in lines):
+    as terms), or an entry it superseded does (``library``'s :meth:`~memcli.store.lines.Library.history`:
+    a correction says the value, the line it corrects what the value is of), or with ``tuning.held`` and the
+    token-level stage their meaning, a mean match of at least that
+    (:meth:`memcli.retrieve.aligned.Aligned.held`)."""
+    history = library.history if library is not None else (lambda pick: [])
+    if any(wanted & term_set(e.text) for pick in lines for e in [entries[pick], *history(pick)]):
         return True
     lowered = {name.lower() for name in names}
     return bool(tuning.held) and aligned is not None and any(

@@ -44,9 +44,11 @@ class DocLines:
     def __init__(self, doc_id: str, lines: Document | Iterable[tuple[int, str]], as_of: str | None = None):
         """``lines``: a parsed document, or (file line number, line) of its body (:func:`body_lines`).
         ``as_of`` (``YYYY-MM-DD`` or a longer ISO time): the entries said by then, the superseded
-        ones among them too (what replaced them may be later; :mod:`memcli.retrieve.current`)."""
+        ones among them too unless what replaced them is a line of this document said by then (else it may
+        be later, or elsewhere; :mod:`memcli.retrieve.current`)."""
         self.id = doc_id
         self.entries: dict[int, Entry] = {}
+        self.replaced: dict[int, list[Entry]] = {}  # seq -> the entries of this document it superseded, not read
         self.sections: list[tuple[int, int]] = []  # (first line, last line) of each heading block
         start = None
         last = 0
@@ -62,8 +64,16 @@ class DocLines:
             if entry is not None and (("superseded_by" not in entry.meta) if as_of is None
                                       else (entry.time or "")[:len(as_of)] <= as_of):
                 self.entries[lineno] = entry
+            elif entry is not None and entry.meta.get("superseded_by", "").isdigit():
+                self.replaced.setdefault(int(entry.meta["superseded_by"]), []).append(entry)
         if start is not None:
             self.sections.append((start, last))
+        if as_of is not None:  # what a line of this document said by then replaced is not read
+            said = {e.seq for e in self.entries.values() if e.seq is not None}
+            for line, e in list(self.entries.items()):
+                by = e.meta.get("superseded_by", "")
+                if by.isdigit() and int(by) in said:
+                    self.replaced.setdefault(int(by), []).append(self.entries.pop(line))
         self.lines = sorted(self.entries)
         self._position = {line: at for at, line in enumerate(self.lines)}
 
@@ -117,6 +127,13 @@ class Library:
                 self._kept.popitem(last=False)
             self._docs[doc_id] = kept[1]
         return self._docs[doc_id]
+
+    def history(self, pick: tuple[str, int]) -> list[Entry]:
+        """The entries the entry at ``pick`` (document, line) superseded, in its document: read with it as
+        what it replaced, never on their own."""
+        doc = self.doc(pick[0])
+        seq = doc.entries[pick[1]].seq
+        return doc.replaced.get(seq, []) if seq is not None else []
 
     def speakers(self) -> set[str]:
         """The speakers of the entries of the documents loaded so far."""

@@ -123,6 +123,8 @@ def _render(result: IngestResult, out: Output) -> None:
         out.write("kept out of memory: " + ", ".join(
             part for part in (f"{result.redacted} secrets (stored as [redacted:TYPE])" if result.redacted else "",
                               f"{result.private} <private> spans" if result.private else "") if part))
+    if result.superseded:
+        out.write(f"marked {result.superseded} earlier entries superseded by a correction that denies what they say")
     if result.rejected:
         out.write(f"left out {len(result.rejected)} bad records: "
                   + "; ".join(f"{r['where']}: {r['reason']}" for r in result.rejected[:5])
