@@ -15,6 +15,15 @@ def entry(seq: int, speaker: str, text: str, time: str) -> Entry:
     return Entry({"seq": str(seq), "time": time, "speaker": speaker}, text)
 
 
+def remembered(tmp_path, speaker: str, lines: list[tuple[str, str]]):
+    """A new store (its path) with each (text, time) remembered as ``speaker``'s, through the real command."""
+    store = tmp_path / ".memcli"
+    assert run_memcli("--store", store, "init", "-q").code == 0
+    for text, when in lines:
+        assert run_memcli("--store", store, "remember", text, "--speaker", speaker, "--time", when, "-q").code == 0
+    return store
+
+
 def test_the_values_a_sentence_denies_are_its_words_without_function_words_at_the_edges():
     assert denied_values("It's a Fairphone 5, not a iPhone 13, my mistake.") == [("iphone", "13")]
     assert denied_values("Correction: the company is Orbital Foods, not Northwind.") == [("northwind",)]
@@ -39,12 +48,10 @@ def test_a_correction_supersedes_the_nearest_earlier_entry_of_the_same_speaker_t
 
 def test_ingest_marks_the_corrected_entry_in_current_and_ask_reads_it_only_before_the_correction(tmp_path):
     """The real command: the corrected line stays where it is, with superseded_by; the evidence after the
-    correction leaves it out, ``--as-of`` a day before the correction reads it, ``--json`` counts it."""
-    store = tmp_path / ".memcli"
-    assert run_memcli("--store", store, "init", "-q").code == 0
-    for text, when in (("I drive a Tesla Model 3.", "2024-03-01T10:00"),
-                       ("Just got back from a walk.", "2024-03-05T10:00")):
-        assert run_memcli("--store", store, "remember", text, "--speaker", "Priti", "--time", when, "-q").code == 0
+    correction leaves it out but shows it as the correction's history, ``--as-of`` a day before the
+    correction reads it, ``--json`` counts it."""
+    store = remembered(tmp_path, "Priti", [("I drive a Tesla Model 3.", "2024-03-01T10:00"),
+                                          ("Just got back from a walk.", "2024-03-05T10:00")])
     said = run_memcli("--store", store, "remember", "Oops, it's a Mazda CX-5, not a Tesla Model 3.",
                       "--speaker", "Priti", "--time", "2024-03-10T10:00", "--json")
     assert said.code == 0 and json.loads(said.stdout)["superseded"] == 1, said.stdout
@@ -59,6 +66,10 @@ def test_ingest_marks_the_corrected_entry_in_current_and_ask_reads_it_only_befor
         return "\n".join(e["text"] for e in json.loads(found.stdout)["evidence"])
 
     assert "Mazda CX-5" in evidence() and "I drive a Tesla" not in evidence()
+    found = json.loads(run_memcli("--store", store, "ask", "What car does Priti drive?", "--evidence-only",
+                                  "--json").stdout)["evidence"]
+    history = [old for e in found for old in e.get("replaced", [])]  # the correction's range says what it replaced
+    assert history == [{"seq": 1, "by": 3, "time": "2024-03-01T10:00", "text": "I drive a Tesla Model 3."}], found
     assert "I drive a Tesla" in evidence("--as-of", "2024-03-05")
     # the answer: the correction's value, held by the question's word "drive" in the line it corrected
     answer = run_memcli("--store", store, "ask", "What car does Priti drive?", "--json")
@@ -66,11 +77,8 @@ def test_ingest_marks_the_corrected_entry_in_current_and_ask_reads_it_only_befor
 
 
 def test_consolidation_keeps_the_mark_and_forgetting_the_correction_makes_the_older_entry_current(tmp_path):
-    store = tmp_path / ".memcli"
-    assert run_memcli("--store", store, "init", "-q").code == 0
-    for text, when in (("I've been at Northwind for three years.", "2024-03-01T10:00"),
-                       ("Correction: the company is Orbital Foods, not Northwind.", "2024-03-01T10:05")):
-        assert run_memcli("--store", store, "remember", text, "--speaker", "Olek", "--time", when, "-q").code == 0
+    store = remembered(tmp_path, "Olek", [("I've been at Northwind for three years.", "2024-03-01T10:00"),
+                                         ("Correction: the company is Orbital Foods, not Northwind.", "2024-03-01T10:05")])
     assert run_memcli("--store", store, "consolidate", "-q").code == 0
     docs = "\n".join(p.read_text() for p in sorted((store / "docs").glob("*.md")))
     superseded = docs.split("## Superseded", 1)[1]
@@ -82,11 +90,8 @@ def test_consolidation_keeps_the_mark_and_forgetting_the_correction_makes_the_ol
 
 
 def test_forgetting_a_correction_in_current_takes_its_mark_off_the_line_it_corrected(tmp_path):
-    store = tmp_path / ".memcli"
-    assert run_memcli("--store", store, "init", "-q").code == 0
-    for text, when in (("Our weekly team meeting is on Tuesday.", "2024-03-01T10:00"),
-                       ("Sorry, Thursday, not Tuesday, for the meeting.", "2024-03-01T10:05")):
-        assert run_memcli("--store", store, "remember", text, "--speaker", "Wes", "--time", when, "-q").code == 0
+    store = remembered(tmp_path, "Wes", [("Our weekly team meeting is on Tuesday.", "2024-03-01T10:00"),
+                                        ("Sorry, Thursday, not Tuesday, for the meeting.", "2024-03-01T10:05")])
     assert "superseded_by=2" in (store / "CURRENT.md").read_text()
     assert run_memcli("--store", store, "forget", "2", "-q").code == 0
     current = (store / "CURRENT.md").read_text()

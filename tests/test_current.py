@@ -77,6 +77,9 @@ def test_as_of_reads_superseded_entries_said_by_then_unless_what_replaced_them_w
     # Delft was replaced by Utrecht on 10 January; Leiden by an entry elsewhere (not known to be said by then)
     assert sorted(DocLines("d", lines, as_of="2024-02-01").entries) == [11, 15]
     assert sorted(DocLines("d", lines, as_of="2024-01-01").entries) == [14]
+    # as of a day, the history is what was replaced by then, never a line said later
+    assert sorted(DocLines("d", lines, as_of="2024-02-01").replaced) == [1]
+    assert DocLines("d", lines, as_of="2024-01-01").replaced == {}
 
 
 def test_a_hand_marked_supersession_holds_and_forgetting_the_newer_revives_the_older(store_dir, moved):

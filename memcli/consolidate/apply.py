@@ -53,11 +53,11 @@ def apply_blocks(ws: Workspace, draft: Draft) -> dict[str, list[int]]:
         # exact duplicates of facts already in the document
         incoming = [e for b in blocks for e in b.entries]
         known = {normalized(e.text) for e in incoming}
-        existing = [e for e in layout.live_entries() if normalized(e.text) in known and e.seq is not None]
+        live = layout.live_entries()
+        existing = [e for e in live if normalized(e.text) in known and e.seq is not None]
         superseded.update(exact_duplicates(existing + incoming))
         # and entries of the document that an incoming correction denies
-        superseded.update({old: new for old, new in corrections(incoming, layout.live_entries()).items()
-                           if old not in superseded})
+        superseded.update({old: new for old, new in corrections(incoming, live).items() if old not in superseded})
         superseded = resolve_chains(superseded)
         newly_retired |= _retire_existing(layout, superseded)
         for block in blocks:

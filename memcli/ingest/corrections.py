@@ -70,6 +70,8 @@ def corrections(entries: Iterable[Entry], earlier: Iterable[Entry] = ()) -> dict
     """older seq -> the seq of the entry that corrects it, for each entry of ``entries`` that denies a value
     the nearest earlier entry of the same party (among ``earlier`` and ``entries``: live ones) writes."""
     new = [e for e in entries if e.seq is not None]
+    if not any(denied_values(e.text) for e in new):  # the common case: nothing to read the earlier entries for
+        return {}
     fresh = {e.seq for e in new}
     pool = sorted({e.seq: e for e in [*earlier, *new] if e.seq is not None}.values(), key=_order)
     out: dict[int, int] = {}
@@ -88,6 +90,8 @@ def mark_in_place(body: list[str], new_lines: list[str]) -> int:
     """Mark in place, with ``superseded_by``, each entry of a CURRENT ``body`` or of the ``new_lines`` about
     to be appended to it that one of the new lines corrects (the line stays where it is, still read by
     ``ask --as-of`` a day before the correction). Both lists are changed; returns how many were marked."""
+    if not any(e is not None and denied_values(e.text) for e in map(parse_entry, new_lines)):
+        return 0  # no new line denies anything: CURRENT is not read
     lines = [(body, at) for at in range(len(body))] + [(new_lines, at) for at in range(len(new_lines))]
     parsed = [(where, at, parse_entry(where[at])) for where, at in lines]
     live = [(where, at, e) for where, at, e in parsed if e is not None and "superseded_by" not in e.meta]

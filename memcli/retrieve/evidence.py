@@ -36,6 +36,8 @@ class Evidence(Result):
     text: str = ""
     tokens: int = 0
     rank: int | None = omit_empty()  # 1 for the range holding the best-ranked entry (see :func:`rank`)
+    # the entries the range's entries superseded, not read on their own: {seq, by, time, text} (their history)
+    replaced: list[dict] = omit_empty(list)
 
     @property
     def citation(self) -> str:
@@ -230,8 +232,10 @@ def _evidence(doc: DocLines, lines: list[int], count: Callable[[str], int],
     entries = [doc.entries[n] for n in lines]
     text = render_run(entries, focus, shown)
     refs = [r for e in entries for r in (e.ref or "").split(";") if r]
+    replaced = [{"seq": old.seq, "by": e.seq, "time": old.time, "text": old.text}
+                for e in entries if e.seq is not None for old in doc.replaced.get(e.seq, [])]
     return Evidence(doc=doc.id, start_line=lines[0], end_line=lines[-1], seqs=[e.seq for e in entries],
-                    refs=refs, time=entries[0].time, text=text, tokens=count(text))
+                    refs=refs, time=entries[0].time, text=text, tokens=count(text), replaced=replaced)
 
 
 def snippet_lines(library: Library, doc_id: str, start: int, end: int, budget: int) -> list[tuple[str, int]]:

@@ -61,11 +61,13 @@ class DocLines:
                 start = lineno
                 continue
             entry = parse_entry(line)
-            if entry is not None and (("superseded_by" not in entry.meta) if as_of is None
-                                      else (entry.time or "")[:len(as_of)] <= as_of):
+            if entry is None or (as_of is not None and (entry.time or "")[:len(as_of)] > as_of):
+                continue  # not an entry, or said after the day asked about
+            by = entry.meta.get("superseded_by")
+            if as_of is not None or by is None:
                 self.entries[lineno] = entry
-            elif entry is not None and entry.meta.get("superseded_by", "").isdigit():
-                self.replaced.setdefault(int(entry.meta["superseded_by"]), []).append(entry)
+            elif by.isdigit():
+                self.replaced.setdefault(int(by), []).append(entry)
         if start is not None:
             self.sections.append((start, last))
         if as_of is not None:  # what a line of this document said by then replaced is not read

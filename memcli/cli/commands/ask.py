@@ -181,4 +181,7 @@ def _render(result: AskResult, out: Output) -> None:
     for item in result.evidence:
         out.write(item.citation)
         out.write(item.text)
+        for old in item.replaced:  # what the range's entries superseded: their history
+            when = f"[{old['time'].replace('T', ' ')}] " if old.get("time") else ""
+            out.write(f"  (replaced by seq {old['by']}: {when}{old['text']})")
         out.write("")
