@@ -499,3 +499,19 @@ def test_the_model_scores_only_the_candidates_that_can_still_be_chosen(tmp_path,
             # logits move by a few hundredths per token
             assert mine.logprob == pytest.approx(theirs.logprob, abs=0.25)
     memory.close()
+
+
+def test_a_later_line_close_to_the_line_a_correction_replaced_restates_the_correction(tmp_path):
+    """"Correction: the company is Helix Labs, not Tessel." replaced "My job at Tessel keeps me pretty busy."
+    (memcli.ingest.corrections); the later "I handed in my notice and joined Mapleworks." is close to the line
+    replaced, not to the correction's words, and still tells the value now."""
+    lines = [("Rosa", "My job at Tessel keeps me pretty busy.", "2024-01-05T10:00"),
+             ("Rosa", "Correction: the company is Helix Labs, not Tessel.", "2024-01-05T10:05"),
+             ("Rosa", "I handed in my notice and joined Mapleworks.", "2024-03-01T10:00")]
+    memory, *_ = write_store(tmp_path / "vectors", lines[:1])
+    vectors = memory.index.aligner().encoder.encode([text for _, text, _ in lines])
+    memory.close()
+    assert float(vectors[1] @ vectors[2]) < DEFAULT.restate <= float(vectors[0] @ vectors[2])  # why it needs both
+    said = answered(tmp_path / "a", "Which company does Rosa work for?", lines,
+                    {"Helix Labs": -1.0, "Mapleworks": -2.0, UNKNOWN: -4.0})
+    assert "Mapleworks" in said.text and "restates" in said.reason, said

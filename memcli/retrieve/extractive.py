@@ -451,7 +451,7 @@ def written(candidate: Candidate) -> bool:
 
 
 def restated(best: Candidate, found: list[Candidate], encode, tuning: Tuning = DEFAULT,
-             more=None, written_only: bool = False) -> Candidate | None:
+             more=None, written_only: bool = False, replaced: list[str] = ()) -> Candidate | None:
     """The answer as a later line says it, or None: of the person's lines said after ``best``'s whose
     sentence is at least ``tuning.restate`` similar to its sentence (cosine of ``encode``'s vectors), the
     latest line's best-scored candidate. A value that changed ("I drive a Honda Civic", later "I sold the
@@ -459,10 +459,12 @@ def restated(best: Candidate, found: list[Candidate], encode, tuning: Tuning = D
     answer is only ever replaced, never given where the evidence had none; :func:`extract` asks again
     from the line found, so a fact that changed twice is told by the end of its chain. ``more`` scores
     the candidates of that line the model has not scored yet (:class:`_Scorer`). ``written_only``: only
-    candidates the later sentence writes out (:func:`written`) restate it."""
+    candidates the later sentence writes out (:func:`written`) restate it. ``replaced``: the texts of the
+    lines ``best``'s line superseded (a correction's: :mod:`memcli.ingest.corrections`), which say the same
+    fact, so a later line close to one of them restates it too."""
     after = [c for c in found if c.about and (c.entry.time or "") > (best.entry.time or "")
              and (c.doc, c.line) != (best.doc, best.line) and (not written_only or written(c))]
-    close = _close([best.sentence], after, lambda c: c.sentence, encode, tuning.restate)
+    close = _close([best.sentence, *replaced], after, lambda c: c.sentence, encode, tuning.restate)
     if not close:
         return None
     latest = max(c.entry.time or "" for c in close)
@@ -560,7 +562,10 @@ def extract(model, question: str, library: Library, read: list[Evidence], order:
             and (not when or written(best)):
         more = scorer.more if scorer is not None else None
         before = None
-        while (later := restated(best, found, aligned.encoder.encode, tuning, more, when)) is not None:
+        def replaced(c: Candidate) -> list[str]:
+            return [e.text for e in library.history((c.doc, c.line))]
+
+        while (later := restated(best, found, aligned.encoder.encode, tuning, more, when, replaced(best))) is not None:
             before, best, why = best, later, "span of a later line that restates the best answer's"  # and again: a chain
         if (fresh := renewed(best, found, before, aligned.encoder.encode, tuning, more)) is not None:
             best, why = fresh, f"{why}; the part that does not repeat an earlier answer"
