@@ -393,6 +393,32 @@ def test_replacements_retired_in_another_document_are_followed(cli, store_dir, t
     assert retired == {3: "1", 2: "1"}
 
 
+
+def test_a_model_may_mark_an_entry_superseded_only_by_a_later_one_of_the_same_speaker(cli, store_dir, tmp_path):
+    """The model's pairs pass the check every update passes (ingest.corrections.may_supersede): Ben's line
+    does not replace Ana's, nor does an earlier line a later one."""
+    chat = tmp_path / "chat.json"
+    chat.write_text(json.dumps({"messages": [
+        {"role": "user", "name": "Ana", "timestamp": "2024-01-01T10:00:00Z", "content": "I live in Paris."},
+        {"role": "user", "name": "Ben", "timestamp": "2024-01-02T10:00:00Z", "content": "I live in Berlin."},
+        {"role": "user", "name": "Ana", "timestamp": "2024-02-01T10:00:00Z", "content": "I moved to Rome."}]}))
+    ingest(cli, chat)
+    store = open_store(store_dir)
+
+    def respond(step, messages, schema):
+        if step == "rewrite":
+            return {"groups": [{"topic": "Where they live", "seqs": seqs_in(messages)}],
+                    "superseded": [{"seq": 1, "by": 3}, {"seq": 3, "by": 1}, {"seq": 1, "by": 2}]}
+        if step == "plan":
+            return {"actions": [{"group": 0, "doc": "new", "title": "Where they live"}]}
+        return {"summary": "Where Ana and Ben live: Paris, Berlin, Rome"}
+
+    result = consolidate(store, cfg_for(store), model=ScriptedModel(respond))
+    retired = {e.seq: e.meta["superseded_by"] for _, e, r in all_entries(store) if r}
+    assert retired == {1: "3"}, (retired, result.calls)
+    assert [p for p in result.calls["problems"] if "ignored superseded pair" in p] == [
+        "rewrite: ignored superseded pair {'seq': 3, 'by': 1}", "rewrite: ignored superseded pair {'seq': 1, 'by': 2}"]
+
 def _scopes(store_dir) -> list[tuple[str, set, set]]:
     """(document, its speakers, its conversations) of every topic document."""
     out = []

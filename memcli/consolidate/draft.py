@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from memcli.consolidate.lexical import Vector, cosine, grounded, normalized, term_counts, tfidf
 from memcli.consolidate.titles import block_title, clean_title
-from memcli.ingest.corrections import corrections, party
+from memcli.ingest.corrections import corrections, may_supersede, party
 from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.prompts import REWRITE_SYSTEM, rewrite_schema
 from memcli.llm.structured import Invalid, ask_json
@@ -188,7 +188,8 @@ def _validator(window: list[Entry], idf: Idf, stats: CallStats):
             if not isinstance(pair, dict):
                 continue
             old, new = pair.get("seq"), pair.get("by")
-            if old in by_seq and new in by_seq and isinstance(old, int) and isinstance(new, int) and new > old:
+            if isinstance(old, int) and isinstance(new, int) and old in by_seq and new in by_seq \
+                    and may_supersede(by_seq[old], by_seq[new]):  # one speaker's, said later
                 superseded[old] = new
             else:
                 stats.note_problem("rewrite", f"ignored superseded pair {pair!r}")

@@ -66,6 +66,12 @@ def _order(entry: Entry) -> tuple[str, int]:
     return entry.time or "", entry.seq or 0
 
 
+def may_supersede(old: Entry, new: Entry) -> bool:
+    """Whether ``new`` can be what replaced ``old``: the same party said it, later. What any rule or model
+    proposes as an update is checked by this (:func:`memcli.consolidate.draft.rewrite`'s validator)."""
+    return party(old) == party(new) and _order(old) < _order(new)
+
+
 def corrections(entries: Iterable[Entry], earlier: Iterable[Entry] = ()) -> dict[int, int]:
     """older seq -> the seq of the entry that corrects it, for each entry of ``entries`` that denies a value
     the nearest earlier entry of the same party (among ``earlier`` and ``entries``: live ones) writes."""
@@ -80,7 +86,7 @@ def corrections(entries: Iterable[Entry], earlier: Iterable[Entry] = ()) -> dict
             continue
         for value in denied_values(entry.text):
             older = next((e for e in reversed(pool[:at])
-                          if party(e) == party(entry) and _writes(e.text, value)), None)
+                          if may_supersede(e, entry) and _writes(e.text, value)), None)
             if older is not None and older.seq not in out:
                 out[older.seq] = entry.seq
     return out
