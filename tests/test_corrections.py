@@ -42,6 +42,15 @@ def test_a_correction_supersedes_the_nearest_earlier_entry_of_the_same_speaker_t
     # the value's words in a row: "Orbital" alone, or another speaker's correction, supersedes nothing
     assert corrections([entry(5, "Olek", "Sorry, Northwind, not Orbital Foods Ltd.", "2024-03-02T10:00")], [fixed]) == {}
     assert corrections([entry(5, "Ana", "No, Tessel, not Northwind.", "2024-03-02T10:00")], [stated]) == {}
+    # a message of more than one sentence is not replaced whole for a word of it
+    told = entry(1, "Olek", "I've been at Northwind for three years. The canteen is great.", "2024-03-01T10:00")
+    assert corrections([fixed], [told]) == {}
+    # an assistant's "..., not X" corrects no one, not even the user it answers (one party in a session)
+    user = Entry({"seq": "1", "time": "2024-03-01T10:00", "speaker": "user"}, "Let's store it in Postgres.")
+    bot = Entry({"seq": "2", "time": "2024-03-01T10:01", "speaker": "assistant", "source": "AI"},
+                "I'll use SQLite, not Postgres.")
+    again = Entry({"seq": "3", "time": "2024-03-01T10:02", "speaker": "user"}, "Sorry, MySQL, not Postgres.")
+    assert corrections([bot], [user]) == {} and corrections([again], [user, bot]) == {1: 3}
     # a line earlier than the correction only: a later one writing the value is not what it corrects
     assert corrections([fixed], [entry(9, "Olek", "Northwind called again.", "2024-03-05T10:00")]) == {}
 

@@ -5,8 +5,10 @@ a clause of the later entry begins by denying (:func:`memcli.clauses.denied`) an
 Northwind"; "not a Ford Fiesta" is "Ford Fiesta": function words at its edges are not the value), and the
 nearest earlier entry of the same party (the same speaker; the owner's notes and a session's ``user`` and
 ``assistant`` are one party, as for exact duplicates) that writes the value's words in a row is superseded
-by it. Ingest marks such an entry in CURRENT, consolidation in the documents it writes; nothing is deleted
-(the entry stays, with ``superseded_by``, and ``ask --as-of`` a day before the correction reads it).
+by it, when it is one sentence (a long message is not replaced whole for a word of it) and the correcting
+entry is not an assistant's (its "use X, not Y" corrects no one). Ingest marks such an entry in CURRENT,
+consolidation in the documents it writes; nothing is deleted (the entry stays, with ``superseded_by``, and
+``ask --as-of`` a day before the correction reads it).
 
 This is the one kind of update memcli marks without a model: a later line that only states another value
 of the same kind ("New job alert: Tessel hired me!") is not told apart from two events of one kind by any
@@ -55,7 +57,10 @@ def denied_values(text: str) -> list[tuple[str, ...]]:
 
 
 def _writes(text: str, value: tuple[str, ...]) -> bool:
-    """Whether ``text`` writes the value's words in a row, and not as a value it denies itself."""
+    """Whether ``text`` is one sentence (one thing said, which a correction can replace whole: never a long
+    message of which it denies a word) that writes the value's words in a row, not as a value it denies."""
+    if len([s for s in sentences(text) if s.strip()]) != 1:
+        return False
     words = _words(text)
     n = len(value)
     return any(tuple(words[at:at + n]) == value for at in range(len(words) - n + 1)) \
@@ -82,7 +87,7 @@ def corrections(entries: Iterable[Entry], earlier: Iterable[Entry] = ()) -> dict
     pool = sorted({e.seq: e for e in [*earlier, *new] if e.seq is not None}.values(), key=_order)
     out: dict[int, int] = {}
     for at, entry in enumerate(pool):
-        if entry.seq not in fresh:
+        if entry.seq not in fresh or entry.meta.get("source") == "AI":
             continue
         for value in denied_values(entry.text):
             older = next((e for e in reversed(pool[:at])
