@@ -3,7 +3,8 @@
 A sentence is cut at commas, colons, semicolons, brackets and dashes, never inside an amount ("£13,300") or a
 time ("10:30"); a short label that leads it ("Correction: ...") is no clause of its own; a clause that begins
 by denying ("..., not Tessel") says what is not so. Read by the extractive answer
-(:mod:`memcli.retrieve.extractive`) and by the corrections consolidation marks (:mod:`memcli.corrections`).
+(:mod:`memcli.retrieve.extractive`) and by the corrections ingest and consolidation mark
+(:mod:`memcli.ingest.corrections`).
 """
 
 from __future__ import annotations
@@ -34,5 +35,6 @@ def unlabelled(sentence: str) -> str:
 
 def denied(clause: str) -> bool:
     """Whether the clause denies what it names ("Orbital Foods, not Tessel": "not Tessel" is what is not so),
-    and so holds no answer (unless the question asks what is not so: :func:`memcli.retrieve.extractive.candidates`)."""
+    and so holds no answer (unless the question asks what is not so:
+    :func:`memcli.retrieve.extractive.candidates`)."""
     return DENIED.match(clause) is not None
