@@ -128,6 +128,10 @@ def score(memories: dict[str, Memory], questions: list[dict], answers: bool) -> 
             entry["read_first"] = round(sum(r["read_first"] for r in some) / len(some), 3)
         report[kind] = entry
     report["superseded"] = len(marked)
+    # marked wrongly: a superseded line that holds the value its chat's slot has at the end
+    current = {(q["conv"], q["answer"]) for q in questions if q["kind"] == "current"}
+    report["superseded_wrongly"] = sum(any(conv == m["conv"] and value in m["text"] for conv, value in current)
+                                       for m in marked)
     if seconds:
         report["median_s"] = round(sorted(seconds)[len(seconds) // 2], 2)
     return {"report": report, "rows": rows, "marked": marked}
