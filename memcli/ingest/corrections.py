@@ -101,13 +101,12 @@ def mark_in_place(body: list[str], new_lines: list[str]) -> int:
     """Mark in place, with ``superseded_by``, each entry of a CURRENT ``body`` or of the ``new_lines`` about
     to be appended to it that one of the new lines corrects (the line stays where it is, still read by
     ``ask --as-of`` a day before the correction). Both lists are changed; returns how many were marked."""
-    if not any(e is not None and denied_values(e.text) for e in map(parse_entry, new_lines)):
+    fresh = [(new_lines, at, parse_entry(line)) for at, line in enumerate(new_lines)]
+    if not any(e is not None and denied_values(e.text) for _, _, e in fresh):
         return 0  # no new line denies anything: CURRENT is not read
-    lines = [(body, at) for at in range(len(body))] + [(new_lines, at) for at in range(len(new_lines))]
-    parsed = [(where, at, parse_entry(where[at])) for where, at in lines]
+    parsed = [(body, at, parse_entry(line)) for at, line in enumerate(body)] + fresh
     live = [(where, at, e) for where, at, e in parsed if e is not None and "superseded_by" not in e.meta]
-    fresh = [e for where, _, e in live if where is new_lines]
-    found = corrections(fresh, [e for where, _, e in live if where is body])
+    found = corrections([e for where, _, e in live if where is new_lines], [e for where, _, e in live if where is body])
     for where, at, entry in live:
         if entry.seq in found:
             where[at] = Entry({**entry.meta, "superseded_by": str(found[entry.seq])}, entry.text).render()

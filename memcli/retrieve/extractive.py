@@ -368,14 +368,13 @@ def named(sentence: str) -> list[str]:
 
 
 def supported(entries: dict, lines, wanted: frozenset[str], names: set[str], tuning: Tuning,
-              aligned: Aligned | None, library: Library | None = None) -> bool:
+              aligned: Aligned | None, library: Library) -> bool:
     """Whether one of ``lines`` holds the question: one of its words other than the names (``wanted``,
     as terms), or an entry it superseded does (``library``'s :meth:`~memcli.store.lines.Library.history`:
     a correction says the value, the line it corrects what the value is of), or with ``tuning.held`` and the
     token-level stage their meaning, a mean match of at least that
     (:meth:`memcli.retrieve.aligned.Aligned.held`)."""
-    history = library.history if library is not None else (lambda pick: [])
-    if any(wanted & term_set(e.text) for pick in lines for e in [entries[pick], *history(pick)]):
+    if any(wanted & term_set(e.text) for pick in lines for e in [entries[pick], *library.history(pick)]):
         return True
     lowered = {name.lower() for name in names}
     return bool(tuning.held) and aligned is not None and any(
@@ -562,10 +561,8 @@ def extract(model, question: str, library: Library, read: list[Evidence], order:
             and (not when or written(best)):
         more = scorer.more if scorer is not None else None
         before = None
-        def replaced(c: Candidate) -> list[str]:
-            return [e.text for e in library.history((c.doc, c.line))]
-
-        while (later := restated(best, found, aligned.encoder.encode, tuning, more, when, replaced(best))) is not None:
+        while (later := restated(best, found, aligned.encoder.encode, tuning, more, when,
+                                 [e.text for e in library.history((best.doc, best.line))])) is not None:
             before, best, why = best, later, "span of a later line that restates the best answer's"  # and again: a chain
         if (fresh := renewed(best, found, before, aligned.encoder.encode, tuning, more)) is not None:
             best, why = fresh, f"{why}; the part that does not repeat an earlier answer"
