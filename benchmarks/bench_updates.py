@@ -5,7 +5,8 @@ profile), scored per half of the suite (``tune``: the slots constants were chose
 others).
 
     python benchmarks/updates_suite.py /tmp/ku
-    python benchmarks/bench_updates.py /tmp/ku [--half report] [--json OUT] [--no-answers] [--newer-first]
+    python benchmarks/bench_updates.py /tmp/ku [--half report] [--json OUT] [--no-answers] [--off]
+    python benchmarks/bench_updates.py /tmp/ku --grid --locomo conv-26.json conv-30.json  # choose current.Tuning
     python benchmarks/bench_updates.py /tmp/ku --marked conv-26.json conv-30.json  # what LoCoMo gets marked
 
 For each question kind it prints:
@@ -19,8 +20,9 @@ For each question kind it prints:
 It also lists the entries marked superseded in each store and how many of them were marked wrongly (a
 superseded line whose value is the current one of its slot).
 
-The answers are the shipped default's: the newer-first stage of the ranking (:mod:`memcli.retrieve.current`)
-is off unless ``--newer-first`` (before 2026-11-28 this script turned it on unless ``--off``).
+The answers are the shipped default's, the newer-first stage of the ranking (:mod:`memcli.retrieve.current`)
+on unless ``--off`` (it shipped off from 2026-11-26 to 2026-11-28, when this script turned it on only with
+``--newer-first``).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from pathlib import Path
 from memcli import Memory
 from memcli.retrieve import current
 from memcli.retrieve.answer import UNKNOWN
-from memcli.retrieve.evidence_reader import evidence_only
+from memcli.retrieve.evidence_reader import evidence_only, meaning
 from memcli.semantic import upkeep
 from memcli.store.format import parse_entry
 
@@ -84,7 +86,7 @@ def build(suite: Path, root: Path, convs: list[str]) -> dict[str, Memory]:
         memory = Memory(root / conv, create=True)
         memory.ingest(suite / f"{conv}.json", consolidate=False)
         memory.consolidate()
-        upkeep.for_question(memory.settings, memory.store, memory.index, None)
+        upkeep.embed(memory.index)  # every vector now (a big store would start a background job)
         memories[conv] = memory
     return memories
 
@@ -137,27 +139,68 @@ def score(memories: dict[str, Memory], questions: list[dict], answers: bool) -> 
     return {"report": report, "rows": rows, "marked": marked}
 
 
-GRID = {"window": [0, 8, 12, 20], "same": [0.3, 0.4, 0.5, 0.6], "lag": [0.0, 0.05, 0.1, 0.2, 1.0]}
+GRID = {"same": [0.3, 0.4, 0.5], "near": [3, 8], "gates": [(False, False, False), (True, True, False),
+                                                           (True, False, True), (True, True, True)]}
 READ = 3  # "read first": the line that set the current value among the ranking's first READ
+GOLD_LOSS = 0.03  # the most the stage may lower LoCoMo's gold-first share on a conversation (about 3 questions)
 
 
-def grid(memories: dict[str, Memory], questions: list[dict]) -> current.Tuning:
-    """Every tuning of :data:`GRID` on the evidence ranking (no model); chosen on the tune half (the
-    mean over current and as-of questions of "ranked first" and "read first"; ties to the smaller
-    window and the larger thresholds), shown on both."""
+def grid(memories: dict[str, Memory], questions: list[dict], files: list[Path]) -> current.Tuning:
+    """Every tuning of :data:`GRID` (window 8, lag 0.2; the gates: stating, later, present) on the evidence
+    ranking, no model: on the suite the mean over current and as-of questions of "ranked first" and "read
+    first", and on the LoCoMo conversations ``files`` the share of questions of categories 1-4 whose first
+    entry in ``--evidence-only``'s order is a gold line. Chosen: the best on the tune half among the tunings
+    that lower that share by at most :data:`GOLD_LOSS` on each conversation (the stage off: the guard); ties
+    to the best mean gold-first on LoCoMo, then the larger ``same``; shown on both halves."""
+    stores = locomo_stores(files)
     results = []
-    for window, same, lag in itertools.product(GRID["window"], GRID["same"], GRID["lag"]):
-        if window == 0 and (same, lag) != (GRID["same"][0], GRID["lag"][0]):
-            continue
-        current.DEFAULT = current.Tuning(window=window, same=same, lag=lag)
-        got = {}
-        for half in ("tune", "report"):
-            report = score(memories, [q for q in questions if q["half"] == half], False)["report"]
-            got[half] = sum(report[k][m] for k in ("current", "as_of") for m in ("ranked_first", "read_first")) / 4
-        print(f"window {window:>2} same {same:.2f} lag {lag:.2f}: tune {got['tune']:.3f} report {got['report']:.3f}",
-              flush=True)
-        results.append((got["tune"], -window, same, -lag, current.DEFAULT))
-    return max(results, key=lambda r: r[:4])[4]
+    try:
+        current.DEFAULT = current.OFF
+        off = [gold_first(memory, qas) for memory, qas in stores]
+        print(f"{current.OFF}: LoCoMo gold first " + " / ".join(f"{g:.3f}" for g in off), flush=True)
+        for same, near, (stating, later, present) in itertools.product(GRID["same"], GRID["near"], GRID["gates"]):
+            current.DEFAULT = current.Tuning(same=same, near=near, stating=stating, later=later, present=present)
+            got = {}
+            for half in ("tune", "report"):
+                report = score(memories, [q for q in questions if q["half"] == half], False)["report"]
+                got[half] = sum(report[k][m] for k in ("current", "as_of") for m in ("ranked_first", "read_first")) / 4
+            gold = [gold_first(memory, qas) for memory, qas in stores]
+            kept = all(g >= o - GOLD_LOSS - 1e-9 for g, o in zip(gold, off))
+            print(f"{current.DEFAULT}: tune {got['tune']:.3f} report {got['report']:.3f} LoCoMo gold first "
+                  + " / ".join(f"{g:.3f}" for g in gold) + ("" if kept else " (over the guard)"), flush=True)
+            if kept:
+                results.append((round(got["tune"], 6), round(sum(gold) / len(gold), 6), same, current.DEFAULT))
+    finally:
+        for memory, _ in stores:
+            memory.close()
+    return max(results, key=lambda r: r[:3])[3] if results else current.OFF
+
+
+def locomo_stores(files: list[Path]) -> list[tuple[Memory, list[dict]]]:
+    """One raw store per LoCoMo conversation (in a temporary folder), embedded, with its questions of
+    categories 1-4."""
+    root = Path(tempfile.mkdtemp(prefix="ku-locomo-"))
+    stores = []
+    for path in files:
+        memory = Memory(root / path.stem, create=True)
+        memory.ingest(path, consolidate=False)
+        upkeep.embed(memory.index)  # every vector now (a big store would start a background job)
+        stores.append((memory, [qa for qa in json.loads(path.read_text())["qa"] if qa.get("category") != 5]))
+    return stores
+
+
+def gold_first(memory: Memory, qas: list[dict]) -> float:
+    """The share of ``qas`` whose first entry in ``--evidence-only``'s order (2,000 tokens) is a gold line."""
+    from memcli.eval.locomo import gold_dialog_ids
+
+    hits = 0
+    for qa in qas:
+        found = evidence_only(memory.store, memory.index, qa["question"], budget=2000)
+        if found.order:
+            doc, line = found.order[0]
+            hits += bool(set((found.library.doc(doc).entries[line].ref or "").split(";"))
+                         & gold_dialog_ids(qa.get("evidence", [])))
+    return hits / max(1, len(qas))
 
 
 def moves(files: list[Path], sample: int = 30, seed: int = 3) -> None:
@@ -172,18 +215,17 @@ def moves(files: list[Path], sample: int = 30, seed: int = 3) -> None:
             data = json.loads(path.read_text())
             with Memory(root / path.stem, create=True) as memory:
                 memory.ingest(path, consolidate=False)
-                upkeep.for_question(memory.settings, memory.store, memory.index, None)
+                upkeep.embed(memory.index)  # every vector now (a big store would start a background job)
                 for qa in data["qa"]:
                     questions += 1
-                    shipped, current.DEFAULT = current.DEFAULT, current.Tuning(window=0)
+                    shipped, current.DEFAULT = current.DEFAULT, current.OFF
                     before = evidence_only(memory.store, memory.index, qa["question"], budget=500).order
-                    current.DEFAULT = current.ON
-                    found = evidence_only(memory.store, memory.index, qa["question"], budget=500)
                     current.DEFAULT = shipped
+                    found = evidence_only(memory.store, memory.index, qa["question"], budget=500)
                     library = found.library
                     moved: list = []
-                    current.newer_first(library, memory.index, before, memory.index.similarities(qa["question"]),
-                                        current.ON, moves=moved)
+                    current.newer_first(library, memory.index, before, memory.index.similarities(
+                        meaning(memory.index, qa["question"])), shipped, moves=moved, question=qa["question"])
                     changed += before[:3] != found.order[:3]
                     pairs += [(qa["question"], library.doc(o[0]).entries[o[1]], library.doc(n[0]).entries[n[1]])
                               for o, n in moved]
@@ -244,20 +286,21 @@ def main() -> None:
     parser.add_argument("--no-recall", action="store_true", help="with --locomo: only the moves")
     parser.add_argument("--marked", type=Path, nargs="+", metavar="FILE",
                         help="LoCoMo conversations: the entries ingest and consolidation mark superseded (no suite run)")
-    parser.add_argument("--newer-first", action="store_true",
-                        help="the newer-first stage on (current.ON; off as shipped, current.DEFAULT)")
+    parser.add_argument("--off", action="store_true", help="the newer-first stage off (current.OFF)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--show", action="store_true", help="print every wrong answer")
     args = parser.parse_args()
-    if args.newer_first:  # what the answers would be with the stage on; without it, as shipped
-        current.DEFAULT = current.ON
+    if args.off:  # what the answers would be without the stage; without the flag, as shipped
+        current.DEFAULT = current.OFF
     if args.marked:
         marked_on(args.marked)
         return
-    if args.locomo:
+    if args.grid and not args.locomo:
+        parser.error("--grid needs --locomo FILE...: ties on the suite are broken by the development pair")
+    if args.locomo and not args.grid:
         moves(args.locomo)
         if not args.no_recall:
-            locomo(args.locomo, [current.Tuning(0), current.ON])
+            locomo(args.locomo, [current.OFF, current.DEFAULT])
         return
     questions = [json.loads(line) for line in open(args.suite / "questions.jsonl")]
     root = Path(tempfile.mkdtemp(prefix="ku-"))
@@ -265,7 +308,7 @@ def main() -> None:
     try:
         memories = build(args.suite, root, sorted({q["conv"] for q in questions}))
         if args.grid:
-            chosen = grid(memories, questions)
+            chosen = grid(memories, questions, args.locomo)
             print(f"chosen on the tune half: {chosen}")
             return
         for half in [args.half] if args.half else ["tune", "report"]:

@@ -38,3 +38,9 @@ def denied(clause: str) -> bool:
     and so holds no answer (unless the question asks what is not so:
     :func:`memcli.retrieve.extractive.candidates`)."""
     return DENIED.match(clause) is not None
+
+
+def asking(sentence: str) -> bool:
+    """Whether a sentence (or a line, by its last sentence) asks rather than states ("Do you think I should
+    learn to play piano?")."""
+    return sentence.rstrip().endswith("?")

@@ -380,10 +380,7 @@ def test_an_entry_edited_differently_in_two_clones_is_kept_twice_marked_and_doct
         assert not check["ok"] and "changed differently in two clones" in check["detail"]
 
 
-def test_two_clones_that_learned_different_updates_agree_on_the_newer_after_sync(tmp_path, monkeypatch):
-    from memcli.retrieve import current
-
-    monkeypatch.setattr(current, "DEFAULT", current.ON)  # the newer-first stage (off by default)
+def test_two_clones_that_learned_different_updates_agree_on_the_newer_after_sync(tmp_path):
     a, b, _ = two_clones(tmp_path)
     said = [("2024-01-10T10:00", "I live in Utrecht, close to the canal."),
             ("2024-03-05T10:00", "We moved to Ghent last month, the new flat is lovely."),  # learned by b

@@ -43,7 +43,7 @@ import re
 from dataclasses import dataclass, field
 
 from memcli.clauses import WORD as _WORD
-from memcli.clauses import clauses
+from memcli.clauses import asking, clauses
 from memcli.dates import WEEKDAYS, event_time, spoken_date, stated_date
 from memcli.llm.base import ModelError
 from memcli.retrieve.aligned import Aligned
@@ -302,13 +302,8 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
     return out, (None if out else "nothing read adds to the question")
 
 
-def asking(sentence: str) -> bool:
-    """Whether a sentence asks rather than states ("Do you think I should learn to play piano?")."""
-    return sentence.rstrip().endswith("?")
-
-
 def renewed(best: Candidate, found: list[Candidate], before: Candidate | None, encode, tuning: Tuning,
-            more=None) -> Candidate | None:
+            more=None, read: dict | None = None) -> Candidate | None:
     """The best candidate of ``best``'s line that holds no word of an earlier answer its span repeats, or
     None. An update names the value it replaces: "It's a Fairphone 5", later "Dropped the Fairphone 5 in a
     lake, so now I have a Pixel 8", whose span "Dropped the Fairphone 5 in a lake" repeats the earlier
@@ -321,7 +316,10 @@ def renewed(best: Candidate, found: list[Candidate], before: Candidate | None, e
     sentence is at least ``tuning.restate`` similar to its sentence (the same measure as :func:`restated`,
     backwards), its best candidate and the names it writes (:func:`named`: "Texting you from my Fairphone
     5." answers "Texting you ...", and its "Fairphone 5" is a candidate once, of the better-ranked update
-    line). ``more`` scores the candidates the model has not scored yet."""
+    line). A line of ``read`` (the entries read, by pick) with no candidate of its own (each of its spans
+    was a better-ranked line's first: the update ranked first says the old value again) counts by the
+    names it writes when the same speaker said it earlier. ``more`` scores the candidates the model has
+    not scored yet."""
     own = term_set(best.text)
 
     def repeated(text: str) -> bool:
@@ -331,15 +329,23 @@ def renewed(best: Candidate, found: list[Candidate], before: Candidate | None, e
     answers = [before.text] if before is not None else []
     earlier = [c for c in found if c.about and (c.entry.time or "") < (best.entry.time or "")
                and (c.doc, c.line) != (best.doc, best.line)]
-    names = {sentence: named(sentence) for sentence in {c.sentence for c in earlier}}
+    spoken = {(c.doc, c.line) for c in found}
+    unheard = [Candidate(sentence, doc, line, entry, sentence, -1) for (doc, line), entry in (read or {}).items()
+               if (doc, line) not in spoken and (entry.time or "") < (best.entry.time or "")
+               and entry.meta.get("speaker") and entry.meta.get("speaker") == best.entry.meta.get("speaker")
+               for sentence in sentences(" ".join(entry.text.split()))]
+    names = {sentence: named(sentence) for sentence in {c.sentence for c in earlier + unheard}}
     if any(repeated(c.text) for c in earlier) or any(repeated(n) for said in names.values() for n in said):
-        close = _close([best.sentence], earlier, lambda c: c.sentence, encode, tuning.restate)
+        close = _close([best.sentence], earlier + unheard, lambda c: c.sentence, encode, tuning.restate)
         if more is not None:
-            more(close)
+            more([c for c in close if c.rank >= 0])
         for pick in dict.fromkeys((c.doc, c.line) for c in close):
             line = [c for c in close if (c.doc, c.line) == pick]
-            answers.append(max(line, key=lambda c: score(c, tuning)).text)
-            answers += names[line[0].sentence]  # a name it writes, kept as a later line's span ("Fairphone 5")
+            if pick in spoken:
+                answers.append(max(line, key=lambda c: score(c, tuning)).text)
+                answers += names[line[0].sentence]  # a name it writes, kept as a later line's span ("Fairphone 5")
+            else:
+                answers += [n for c in line for n in names[c.sentence]]
     replaced = [a for a in dict.fromkeys(answers) if repeated(a)]
     if not replaced:
         return None
@@ -538,6 +544,7 @@ def extract(model, question: str, library: Library, read: list[Evidence], order:
     if not found:
         return Extracted(UNKNOWN, True, reason or "no candidates")
     unknown, ttft, shown = None, None, None
+    read_lines = {pick: library.doc(pick[0]).entries[pick[1]] for pick in entry_picks(library, read)}
     if tuning.entries:
         picks = {(c.doc, c.line) for c in found}
         shown = read = assemble(library, [p for p in order if p in picks], 10 ** 9, carry=False) or read
@@ -564,7 +571,7 @@ def extract(model, question: str, library: Library, read: list[Evidence], order:
         while (later := restated(best, found, aligned.encoder.encode, tuning, more, when,
                                  [e.text for e in library.history((best.doc, best.line))])) is not None:
             before, best, why = best, later, "span of a later line that restates the best answer's"  # and again: a chain
-        if (fresh := renewed(best, found, before, aligned.encoder.encode, tuning, more)) is not None:
+        if (fresh := renewed(best, found, before, aligned.encoder.encode, tuning, more, read_lines)) is not None:
             best, why = fresh, f"{why}; the part that does not repeat an earlier answer"
     if scorer is not None:
         stats.record(scorer.completion)
