@@ -6,9 +6,9 @@ next one. For a question about what is true now (in the present tense, :func:`as
 does Idris work for?", not "What did Caroline research?"), among the entries it ranks best, a newer such
 entry said at a later time and about as near the question in meaning is put before the older ones it
 restates (:func:`newer_first`), so the reader sees the current value first and the earlier ones after it,
-as history. (Both stay: a sentence vector does not tell a changed fact from two
-events of one kind, so nothing is marked superseded by this measure; docs/benchmarks.md. What is marked
-without a model is a correction: :mod:`memcli.ingest.corrections`.)
+as history. (Both stay: a sentence vector does not tell a changed fact from two events of one kind, so
+nothing is marked superseded by this measure; docs/benchmarks.md. What is marked without a model is a
+correction: :mod:`memcli.ingest.corrections`.)
 
 ``as_of``: a question asked as of a day reads only what had been said by the end of it
 (:class:`memcli.store.lines.Library` with ``as_of``), so what replaced a fact later is not there and

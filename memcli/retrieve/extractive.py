@@ -330,22 +330,21 @@ def renewed(best: Candidate, found: list[Candidate], before: Candidate | None, e
     earlier = [c for c in found if c.about and (c.entry.time or "") < (best.entry.time or "")
                and (c.doc, c.line) != (best.doc, best.line)]
     spoken = {(c.doc, c.line) for c in found}
-    unheard = [Candidate(sentence, doc, line, entry, sentence, -1) for (doc, line), entry in (read or {}).items()
+    unheard = [sentence for (doc, line), entry in (read or {}).items()
                if (doc, line) not in spoken and (entry.time or "") < (best.entry.time or "")
                and entry.meta.get("speaker") and entry.meta.get("speaker") == best.entry.meta.get("speaker")
                for sentence in sentences(" ".join(entry.text.split()))]
-    names = {sentence: named(sentence) for sentence in {c.sentence for c in earlier + unheard}}
+    names = {sentence: named(sentence) for sentence in {c.sentence for c in earlier} | set(unheard)}
     if any(repeated(c.text) for c in earlier) or any(repeated(n) for said in names.values() for n in said):
-        close = _close([best.sentence], earlier + unheard, lambda c: c.sentence, encode, tuning.restate)
+        close = _close([best.sentence], earlier, lambda c: c.sentence, encode, tuning.restate)
         if more is not None:
-            more([c for c in close if c.rank >= 0])
+            more(close)
         for pick in dict.fromkeys((c.doc, c.line) for c in close):
             line = [c for c in close if (c.doc, c.line) == pick]
-            if pick in spoken:
-                answers.append(max(line, key=lambda c: score(c, tuning)).text)
-                answers += names[line[0].sentence]  # a name it writes, kept as a later line's span ("Fairphone 5")
-            else:
-                answers += [n for c in line for n in names[c.sentence]]
+            answers.append(max(line, key=lambda c: score(c, tuning)).text)
+            answers += names[line[0].sentence]  # a name it writes, kept as a later line's span ("Fairphone 5")
+        answers += [n for sentence in _close([best.sentence], unheard, str, encode, tuning.restate)
+                    for n in names[sentence]]
     replaced = [a for a in dict.fromkeys(answers) if repeated(a)]
     if not replaced:
         return None
@@ -439,7 +438,7 @@ def choose(found: list[Candidate], unknown: tuple[float, int] | None,
     return best, "span of the evidence"
 
 
-def _close(anchors: list[str], others: list[Candidate], text, encode, threshold: float) -> list[Candidate]:
+def _close(anchors: list[str], others: list, text, encode, threshold: float) -> list:
     """Those of ``others`` whose ``text(c)`` is at least ``threshold`` similar to one of ``anchors`` (cosine of
     ``encode``'s normalized vectors; each text encoded once)."""
     if not others:
@@ -544,7 +543,7 @@ def extract(model, question: str, library: Library, read: list[Evidence], order:
     if not found:
         return Extracted(UNKNOWN, True, reason or "no candidates")
     unknown, ttft, shown = None, None, None
-    read_lines = {pick: library.doc(pick[0]).entries[pick[1]] for pick in entry_picks(library, read)}
+    everything = read  # what was read, before only the entries with candidates are kept
     if tuning.entries:
         picks = {(c.doc, c.line) for c in found}
         shown = read = assemble(library, [p for p in order if p in picks], 10 ** 9, carry=False) or read
@@ -571,6 +570,7 @@ def extract(model, question: str, library: Library, read: list[Evidence], order:
         while (later := restated(best, found, aligned.encoder.encode, tuning, more, when,
                                  [e.text for e in library.history((best.doc, best.line))])) is not None:
             before, best, why = best, later, "span of a later line that restates the best answer's"  # and again: a chain
+        read_lines = {pick: library.doc(pick[0]).entries[pick[1]] for pick in entry_picks(library, everything)}
         if (fresh := renewed(best, found, before, aligned.encoder.encode, tuning, more, read_lines)) is not None:
             best, why = fresh, f"{why}; the part that does not repeat an earlier answer"
     if scorer is not None:
