@@ -68,7 +68,7 @@ def record(name: str, out) -> None:
             best, gap = chosen[-1] if chosen and not asked.abstained else (None, None)
             out.write(json.dumps({"conversation": name, "index": n, "category": qa.get("category"),
                                   "gold": qa.get("answer", qa.get("adversarial_answer")), "answer": asked.answer,
-                                  "abstained": asked.abstained,
+                                  "abstained": asked.abstained, "when": extractive.asks_when(qa["question"]),
                                   "least": None if best is None else round(best.least, 4),
                                   "gap": None if gap is None else round(gap, 4)}) + "\n")
             print(f"  {name} q{n}", file=sys.stderr, end="\r")
@@ -78,10 +78,12 @@ def record(name: str, out) -> None:
 
 def refused(row: dict, rule: str, value: float) -> bool:
     """Whether the rule at ``value`` turns the row's answer into "I don't know" (the other rule at its
-    shipped value)."""
+    shipped value; a question that asks when at the shipped ``when_margin``, as ``extractive.extract`` does)."""
     from memcli.retrieve.extractive import DEFAULT
 
     cover, margin = (value, DEFAULT.margin) if rule == "cover" else (DEFAULT.cover, value)
+    if row.get("when"):  # a question that asks when is held to its own margin (extractive.Tuning.when_margin)
+        margin = DEFAULT.when_margin
     return (row["least"] is not None and row["least"] < cover) or (row.get("gap") is not None and row["gap"] > margin)
 
 

@@ -139,14 +139,15 @@ def score(memories: dict[str, Memory], questions: list[dict], answers: bool) -> 
     return {"report": report, "rows": rows, "marked": marked}
 
 
-GRID = {"same": [0.3, 0.4, 0.5], "near": [3, 8], "gates": [(False, False, False), (True, True, False),
-                                                           (True, False, True), (True, True, True)]}
+GRID = {"same": [0.3, 0.4, 0.5], "near": [3, 8], "near_in": ["store", "head"],
+        "gates": [(False, False, False), (True, True, True)]}
 READ = 3  # "read first": the line that set the current value among the ranking's first READ
 GOLD_LOSS = 0.03  # the most the stage may lower LoCoMo's gold-first share on a conversation (about 3 questions)
 
 
 def grid(memories: dict[str, Memory], questions: list[dict], files: list[Path]) -> current.Tuning:
-    """Every tuning of :data:`GRID` (window 8, lag 0.2; the gates: stating, later, present) on the evidence
+    """Every tuning of :data:`GRID` (window 8, lag 0.2; the gates stating, later, present all off or all on;
+    the near entries of the whole store or of the ranking's best 8) on the evidence
     ranking, no model: on the suite the mean over current and as-of questions of "ranked first" and "read
     first", and on the LoCoMo conversations ``files`` the share of questions of categories 1-4 whose first
     entry in ``--evidence-only``'s order is a gold line. Chosen: the best on the tune half among the tunings
@@ -158,8 +159,10 @@ def grid(memories: dict[str, Memory], questions: list[dict], files: list[Path]) 
         current.DEFAULT = current.OFF
         off = [gold_first(memory, qas) for memory, qas in stores]
         print(f"{current.OFF}: LoCoMo gold first " + " / ".join(f"{g:.3f}" for g in off), flush=True)
-        for same, near, (stating, later, present) in itertools.product(GRID["same"], GRID["near"], GRID["gates"]):
-            current.DEFAULT = current.Tuning(same=same, near=near, stating=stating, later=later, present=present)
+        for same, near, near_in, (stating, later, present) in itertools.product(GRID["same"], GRID["near"],
+                                                                              GRID["near_in"], GRID["gates"]):
+            current.DEFAULT = current.Tuning(same=same, near=near, near_in=near_in, stating=stating, later=later,
+                                             present=present)
             got = {}
             for half in ("tune", "report"):
                 report = score(memories, [q for q in questions if q["half"] == half], False)["report"]

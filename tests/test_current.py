@@ -12,7 +12,7 @@ import pytest
 from memcli import Memory
 from memcli.dates import event_time
 from memcli.retrieve import current
-from memcli.retrieve.evidence_reader import evidence_only
+from memcli.retrieve.evidence_reader import evidence_only, meaning
 from memcli.store.lines import DocLines
 
 
@@ -85,6 +85,27 @@ def test_only_a_question_about_now_and_a_newer_statement_reorder(store_dir, move
         assert texts.index(utrecht) < texts.index(asks)
         texts = newer_first_order(memory, "Where does Noor live?", replace(current.DEFAULT, stating=False))
         assert texts.index(asks) < texts.index(utrecht)
+
+
+def test_the_near_lines_are_counted_among_the_ranking_s_best_not_the_whole_store(store_dir, moved):
+    """Lines the ranking left out (a reply said to everyone, "Thanks for telling me.") may be nearer the
+    question in meaning than the update; counted among the whole store they keep it from moving."""
+    question = "Where does Noor live?"
+    with Memory(store_dir, create=True) as memory:
+        memory.ingest(moved, consolidate=False)
+        memory.ask(question, reader="evidence-only")  # the entries' vectors
+        found = evidence_only(memory.store, memory.index, question, budget=500)
+        library = found.library
+        picks = {library.doc(doc).entries[line].text: (doc, line) for doc, line in found.order}
+        utrecht = picks["I live in Utrecht, close to the canal."]
+        ghent = picks["We moved to Ghent last month, the new flat is lovely."]
+        near = memory.index.similarities(meaning(memory.index, question))
+        similar = {utrecht: near[utrecht], ghent: near[ghent],
+                   **{("elsewhere", n): 0.99 for n in range(3)}}  # nearer, and not in the ranking
+        for near_in, order in (("head", [ghent, utrecht]), ("store", [utrecht, ghent])):
+            tuning = replace(current.DEFAULT, near_in=near_in)
+            assert current.newer_first(library, memory.index, [utrecht, ghent], similar, tuning,
+                                       question=question) == order
 
 
 def test_as_of_a_day_answers_what_was_true_then(store_dir, moved, cli):
@@ -254,6 +275,23 @@ def test_ask_when_answers_with_the_date_a_later_line_moved_it_to(tmp_path):
     assert ask(tmp_path / "corrected", [("The thesis deadline is April 18.", "2023-03-01T10:00"),
                                         ("Sorry, March 3, not April 18, for the thesis.", "2023-03-01T10:05"), walk],
                "--as-of", "2023-05-01") == "March 3"
+
+
+def test_ask_which_day_answers_with_the_day_a_later_line_moved_it_to(tmp_path):
+    """The real command and default model: a weekly meeting moved to another day is answered with that day.
+    The model finds "I don't know" far likelier than a bare day after any evidence, so the margin does not
+    hold a question that asks when (extractive.Tuning.when_margin; 38a25f4 answered "I don't know")."""
+    from conftest import run_memcli
+
+    store = tmp_path / "moved"
+    assert run_memcli("--store", store, "init", "-q").code == 0
+    for text, when in [("Book club meets every Friday.", "2023-05-02T10:00"),
+                       ("Just got back from a walk.", "2023-05-20T16:03"),
+                       ("We shifted book club to Sunday.", "2023-06-14T09:00")]:
+        assert run_memcli("--store", store, "remember", text, "--speaker", "Kofi", "--time", when, "-q").code == 0
+    said = run_memcli("--store", store, "ask", "Which day does Kofi's book club meet?", "--json")
+    assert said.code == 0, (said.stdout, said.stderr)
+    assert json.loads(said.stdout)["answer"] == "Sunday", said.stdout
 
 
 def test_ask_ranks_the_persons_job_above_their_small_talk_and_answers_past_a_label(tmp_path):

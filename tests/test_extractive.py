@@ -160,6 +160,12 @@ def test_extract_takes_the_best_scored_span_or_abstains_by_the_margin(tmp_path):
     said = extract(model, "When did Ana adopt a dog?", library, read, order, CallStats(),
                    replace(DEFAULT, margin=math.inf))  # the scripted model likes "I don't know" best
     assert said.text == "5 January 2024"
+    # a question that asks when answers with a date the answer writes out: held to ``when_margin``, not ``margin``
+    said = extract(model, "When did Ana adopt a dog?", library, read, order, CallStats(), replace(DEFAULT, margin=2.0))
+    assert said.text == "5 January 2024" and DEFAULT.when_margin == math.inf
+    said = extract(model, "When did Ana adopt a dog?", library, read, order, CallStats(),
+                   replace(DEFAULT, margin=2.0, when_margin=2.0))
+    assert said.text == UNKNOWN and said.abstained
     memory.close()
 
 

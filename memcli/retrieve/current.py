@@ -37,6 +37,7 @@ class Tuning:
     window: int = 8  # the ranking's best entries in which a newer restatement moves ahead (0: off)
     same: float = 0.4  # the cosine at which two entries of one speaker state the same kind of fact
     near: int = 3  # only an entry among this many nearest the question in meaning moves
+    near_in: str = "head"  # ... of the ranking's best ``window`` entries ("head"), or of the whole store ("store")
     lag: float = 0.2  # how much less near the question in meaning a newer restatement may be and still count
     stating: bool = True  # only between entries that state (neither ends in a question)
     later: bool = True  # only a newer entry said at a later time than the older one (not the same time) moves
@@ -46,8 +47,10 @@ class Tuning:
 # Chosen by ``bench_updates.py --grid``: the best mean of the tune half's four ranking measures among the tunings
 # that lower the development pair's gold entry first in the evidence order by at most 0.03 on each conversation;
 # ties to the better gold-first, then the larger ``same``. Without the three gates (stating, later, present) the
-# stage lowered it 0.395 / 0.420 -> 0.289 / 0.333 (conv-26 / conv-30) and shipped off; with them 0.388 / 0.407
-# (docs/benchmarks.md, "Facts that change: the newer line first, for questions about now").
+# stage lowered it 0.395 / 0.420 -> 0.289 / 0.333 (conv-26 / conv-30) and shipped off; with them 0.388 / 0.407,
+# and 0.395 / 0.407 with the near entries counted among the ranking's best rather than the whole store, where
+# a short reply said to everyone ("Good to know, tell me more.") can be nearer a question than the line that
+# answers it (docs/benchmarks.md, "Facts that change: the newer line first, for questions about now").
 DEFAULT = Tuning()
 OFF = Tuning(window=0)
 
@@ -77,7 +80,8 @@ def newer_first(library: Library, index: LibraryIndex, ranked: list[Pick], simil
                 tuning: Tuning | None = None, moves: list[tuple[Pick, Pick]] | None = None,
                 question: str = "") -> list[Pick]:
     """``ranked`` with each of its best ``tuning.window`` entries that is among the ``tuning.near``
-    entries nearest the question in meaning (``similar``) moved just before the best-ranked older entry
+    entries nearest the question in meaning (``similar``; of those best entries, or of the whole store:
+    ``tuning.near_in``) moved just before the best-ranked older entry
     it restates (:func:`restates`); the rest of the ranking as it was, and all of it when
     ``tuning.present`` and ``question`` does not ask what is true now. ``moves`` gets each (older, newer)
     pair that moved."""
@@ -87,8 +91,11 @@ def newer_first(library: Library, index: LibraryIndex, ranked: list[Pick], simil
         return ranked
     entries = {pick: library.doc(pick[0]).entries[pick[1]] for pick in head}
     vectors = entry_vectors(index, entries)
-    nearest = set(similar.top(tuning.near) if hasattr(similar, "top")
-                  else sorted(similar, key=lambda key: (-similar[key], key))[:tuning.near])
+    if tuning.near_in == "head":
+        nearest = set(sorted(head, key=lambda key: (-similar.get(key, 0.0), key))[:tuning.near])
+    else:
+        nearest = set(similar.top(tuning.near) if hasattr(similar, "top")
+                      else sorted(similar, key=lambda key: (-similar[key], key))[:tuning.near])
     out: list[Pick] = []
     for pick in head:
         place = next((at for at, other in enumerate(out) if pick in nearest
