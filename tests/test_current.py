@@ -88,8 +88,9 @@ def test_only_a_question_about_now_and_a_newer_statement_reorder(store_dir, move
 
 
 def test_the_near_lines_are_counted_among_the_ranking_s_best_not_the_whole_store(store_dir, moved):
-    """Lines the ranking left out (a reply said to everyone, "Thanks for telling me.") may be nearer the
-    question in meaning than the update; counted among the whole store they keep it from moving."""
+    """Lines the ranking left out (in a small store, a reply said to everyone; here three made-up entries at
+    cosine 0.99) may be nearer the question in meaning than the update: counted among the whole store they
+    keep it from moving, counted among the ranking's best they do not."""
     question = "Where does Noor live?"
     with Memory(store_dir, create=True) as memory:
         memory.ingest(moved, consolidate=False)
