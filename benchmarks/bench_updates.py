@@ -153,8 +153,9 @@ def grid(memories: dict[str, Memory], questions: list[dict], files: list[Path]) 
     entry in ``--evidence-only``'s order is a gold line. Chosen: the best on the tune half among the tunings
     that lower that share by at most :data:`GOLD_LOSS` on each conversation (the stage off: the guard); ties
     to the best mean gold-first on LoCoMo, then the larger ``same``; shown on both halves."""
-    stores = locomo_stores(files)
-    results = []
+    root = Path(tempfile.mkdtemp(prefix="ku-locomo-"))
+    stores = locomo_stores(files, root)
+    results, shipped = [], current.DEFAULT
     try:
         current.DEFAULT = current.OFF
         off = [gold_first(memory, qas) for memory, qas in stores]
@@ -174,15 +175,16 @@ def grid(memories: dict[str, Memory], questions: list[dict], files: list[Path]) 
             if kept:
                 results.append((round(got["tune"], 6), round(sum(gold) / len(gold), 6), same, current.DEFAULT))
     finally:
+        current.DEFAULT = shipped
         for memory, _ in stores:
             memory.close()
+        shutil.rmtree(root, ignore_errors=True)
     return max(results, key=lambda r: r[:3])[3] if results else current.OFF
 
 
-def locomo_stores(files: list[Path]) -> list[tuple[Memory, list[dict]]]:
-    """One raw store per LoCoMo conversation (in a temporary folder), embedded, with its questions of
+def locomo_stores(files: list[Path], root: Path) -> list[tuple[Memory, list[dict]]]:
+    """One raw store per LoCoMo conversation (under ``root``), embedded, with its questions of
     categories 1-4."""
-    root = Path(tempfile.mkdtemp(prefix="ku-locomo-"))
     stores = []
     for path in files:
         memory = Memory(root / path.stem, create=True)
