@@ -90,7 +90,7 @@ def said(row: dict, held: float, margin: float, when_margin) -> str:
 def right(row: dict, answer: str) -> bool:
     if row["kind"] == "unmentioned":
         return answer == UNKNOWN
-    return answer != UNKNOWN and holds(answer, row["answer"], [row["answer"], *row["stale"]])
+    return answer != UNKNOWN and holds(answer, row["answer"], [row["answer"], *row["stale"]], row.get("keys"))
 
 
 def score(rows: list[dict], held: float, margin: float, when_margin) -> dict:
@@ -99,8 +99,9 @@ def score(rows: list[dict], held: float, margin: float, when_margin) -> dict:
         shares = {}
         for kind in KINDS:
             some = [r for r in rows if r["half"] == half and r["kind"] == kind]
-            shares[kind] = round(sum(right(r, said(r, held, margin, when_margin)) for r in some) / len(some), 3)
-        out[half] = {**shares, "mean": round(sum(shares.values()) / len(shares), 3)}
+            if some:  # a suite may have no question of a kind (or no tune half)
+                shares[kind] = round(sum(right(r, said(r, held, margin, when_margin)) for r in some) / len(some), 3)
+        out[half] = {**shares, "mean": round(sum(shares.values()) / len(shares), 3) if shares else None}
     return out
 
 
@@ -114,7 +115,8 @@ def main() -> None:
     print("held  margin  when   | tune: current as_of unmentioned mean | report: current as_of unmentioned mean")
     for s in scored:
         print(f"{s['held']:<5} {s['margin']:<7} {str(s['when_margin']):<6} | "
-              + " | ".join(" ".join(f"{s[h][k]:.3f}" for k in (*KINDS, "mean")) for h in ("tune", "report")))
+              + " | ".join(" ".join("  -  " if s[h].get(k) is None else f"{s[h][k]:.3f}" for k in (*KINDS, "mean"))
+                           for h in ("tune", "report")))
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "grid": scored}, indent=1) + "\n")
 

@@ -7,6 +7,8 @@ others).
     python benchmarks/updates_suite.py /tmp/ku
     python benchmarks/bench_updates.py /tmp/ku [--half report] [--json OUT] [--no-answers] [--off]
     python benchmarks/bench_updates.py /tmp/ku --grid --locomo conv-26.json conv-30.json  # choose current.Tuning
+    python benchmarks/bench_updates.py /tmp/ku --grid --past-only --locomo ...  # only its second stage
+    python benchmarks/bench_updates.py SUITE --half report  # a suite written elsewhere, in the same format
     python benchmarks/bench_updates.py /tmp/ku --marked conv-26.json conv-30.json  # what LoCoMo gets marked
 
 For each question kind it prints:
@@ -14,8 +16,14 @@ For each question kind it prints:
 - ``current``: the answer holds the current value (mentioning an earlier one too is fine), and in
   ``ask --evidence-only``'s ranking the line that set the current value comes before every line that
   states only an earlier one;
+- ``past``: the same, for the current value asked in the past tense ("Which company did Idris join last?");
 - ``as_of``: ``ask --as-of DAY`` answers with the value true on that day;
 - ``unmentioned``: a slot the chat never mentions is "I don't know".
+
+A suite may name, per question, the lines that state each value (``lines``: ``current`` and ``stale``
+texts), which the ranking is then judged by, and the words an answer must hold for each value (``keys``);
+without them a line or an answer holds a value when it holds the value's first word that no other value of
+the slot has (:func:`key`).
 
 It also lists the entries marked superseded in each store and how many of them were marked wrongly (a
 superseded line whose value is the current one of its slot).
@@ -30,11 +38,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import random
 import re
 import shutil
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from memcli import Memory
@@ -55,8 +65,16 @@ def key(value: str, others: list[str]) -> str:
     return value.casefold()
 
 
-def holds(text: str, value: str, values: list[str]) -> bool:
-    return re.search(rf"(?<!\w){re.escape(key(value, values))}(?!\w)", text.casefold()) is not None
+def holds(text: str, value: str, values: list[str], keys: dict[str, str] | None = None) -> bool:
+    """Whether ``text`` holds ``value``: its :func:`key`, or the key a suite gives for it (``keys``)."""
+    word = (keys or {}).get(value) or key(value, values)
+    return re.search(rf"(?<!\w){re.escape(word.casefold())}(?!\w)", text.casefold()) is not None
+
+
+def said(text: str, lines: list[str]) -> bool:
+    """Whether an entry's ``text`` is one of a suite's ``lines`` (compared without case and spacing)."""
+    flat = " ".join(text.split()).casefold()
+    return any(" ".join(line.split()).casefold() in flat for line in lines)
 
 
 AS_OF = True  # pass as_of to memcli (False: measure memcli without it)
@@ -102,9 +120,13 @@ def score(memories: dict[str, Memory], questions: list[dict], answers: bool) -> 
                 got = evidence_only(memory.store, memory.index, q["question"], budget=memory.settings.ask_budget,
                                     **dated(q))
                 texts = [got.library.doc(d).entries[n].text for d, n in got.order]
-                current = [i for i, t in enumerate(texts) if holds(t, q["answer"], values)]
-                stale = [i for i, t in enumerate(texts) if not holds(t, q["answer"], values)
-                         and any(holds(t, s, values) for s in q["stale"])]
+                if "lines" in q:  # the suite names the lines that state each value
+                    current = [i for i, t in enumerate(texts) if said(t, q["lines"]["current"])]
+                    stale = [i for i, t in enumerate(texts) if said(t, q["lines"]["stale"])]
+                else:
+                    current = [i for i, t in enumerate(texts) if holds(t, q["answer"], values)]
+                    stale = [i for i, t in enumerate(texts) if not holds(t, q["answer"], values)
+                             and any(holds(t, s, values) for s in q["stale"])]
                 row["ranked_first"] = bool(current) and all(current[-1] < s for s in stale)
                 row["read_first"] = row["ranked_first"] and current[-1] < READ  # and among the first few
             if answers:
@@ -115,10 +137,10 @@ def score(memories: dict[str, Memory], questions: list[dict], answers: bool) -> 
                 if q["kind"] == "unmentioned":
                     row["right"] = result.abstained or (result.answer or "").strip() == UNKNOWN
                 else:
-                    row["right"] = holds(result.answer or "", q["answer"], values)
+                    row["right"] = holds(result.answer or "", q["answer"], values, q.get("keys"))
             rows.append(row)
     report: dict = {"questions": len(rows)}
-    for kind in ("current", "as_of", "unmentioned"):
+    for kind in KINDS:
         some = [r for r in rows if r["kind"] == kind]
         if not some:
             continue
@@ -139,20 +161,60 @@ def score(memories: dict[str, Memory], questions: list[dict], answers: bool) -> 
     return {"report": report, "rows": rows, "marked": marked}
 
 
+KINDS = ("current", "past", "as_of", "unmentioned")  # "past": the current value asked in the past tense
 GRID = {"same": [0.3, 0.4, 0.5], "near": [3, 8], "near_in": ["store", "head"],
         "gates": [(False, False, False), (True, True, True)]}
+PAST_SAME = [math.inf, 0.8, 0.7, 0.6, 0.5]  # the second stage: current.Tuning.past_same, the rest as chosen
 READ = 3  # "read first": the line that set the current value among the ranking's first READ
 GOLD_LOSS = 0.03  # the most the stage may lower LoCoMo's gold-first share on a conversation (about 3 questions)
 
 
-def grid(memories: dict[str, Memory], questions: list[dict], files: list[Path]) -> current.Tuning:
+def ranking(report: dict, kinds=("current", "as_of")) -> float:
+    """The mean of "ranked first" and "read first" over ``kinds`` (those the report has)."""
+    got = [report[k][m] for k in kinds if k in report for m in ("ranked_first", "read_first")]
+    return sum(got) / len(got)
+
+
+def trial(memories: dict[str, Memory], questions: list[dict], stores: list, off: list[float], kinds,
+          label: str) -> tuple[dict, list[float], bool]:
+    """The shipped ``current.DEFAULT`` scored as the grid scores a tuning: per half, :func:`ranking` of
+    ``kinds``; LoCoMo's gold-first per conversation; whether that is within :data:`GOLD_LOSS` of ``off``."""
+    got = {}
+    for half in ("tune", "report"):
+        got[half] = ranking(score(memories, [q for q in questions if q["half"] == half], False)["report"], kinds)
+    gold = [gold_first(memory, qas) for memory, qas in stores]
+    kept = all(g >= o - GOLD_LOSS - 1e-9 for g, o in zip(gold, off))
+    print(f"{label}: tune {got['tune']:.3f} report {got['report']:.3f} LoCoMo gold first "
+          + " / ".join(f"{g:.3f}" for g in gold) + ("" if kept else " (over the guard)"), flush=True)
+    return got, gold, kept
+
+
+def past_grid(memories: dict[str, Memory], questions: list[dict], stores: list, base: current.Tuning,
+              off: list[float]) -> current.Tuning:
+    """The second stage: ``base`` with each :data:`PAST_SAME` (how similar two entries must be for the newer to
+    move ahead for a question in the past tense), scored on the current, past-tense and as-of questions'
+    ranking; chosen as :func:`grid` chooses (the LoCoMo guard against ``off``, the stage off), ties to the
+    larger ``past_same``."""
+    results = []
+    for past_same in PAST_SAME:
+        current.DEFAULT = replace(base, past_same=past_same)
+        got, gold, kept = trial(memories, questions, stores, off, ("current", "past", "as_of"),
+                                f"past_same {past_same}")
+        if kept:
+            results.append((round(got["tune"], 6), round(sum(gold) / len(gold), 6), past_same, current.DEFAULT))
+    return max(results, key=lambda r: r[:3])[3] if results else base
+
+
+def grid(memories: dict[str, Memory], questions: list[dict], files: list[Path],
+         past_only: bool = False) -> current.Tuning:
     """Every tuning of :data:`GRID` (window 8, lag 0.2; the gates stating, later, present all off or all on;
     the near entries of the whole store or of the ranking's best 8) on the evidence
     ranking, no model: on the suite the mean over current and as-of questions of "ranked first" and "read
     first", and on the LoCoMo conversations ``files`` the share of questions of categories 1-4 whose first
     entry in ``--evidence-only``'s order is a gold line. Chosen: the best on the tune half among the tunings
     that lower that share by at most :data:`GOLD_LOSS` on each conversation (the stage off: the guard); ties
-    to the best mean gold-first on LoCoMo, then the larger ``same``; shown on both halves."""
+    to the best mean gold-first on LoCoMo, then the larger ``same``; shown on both halves. Then
+    :func:`past_grid` from that choice (``past_only``: from the shipped tuning, without the first stage)."""
     root = Path(tempfile.mkdtemp(prefix="ku-locomo-"))
     stores = locomo_stores(files, root)
     results, shipped = [], current.DEFAULT
@@ -160,26 +222,22 @@ def grid(memories: dict[str, Memory], questions: list[dict], files: list[Path]) 
         current.DEFAULT = current.OFF
         off = [gold_first(memory, qas) for memory, qas in stores]
         print(f"{current.OFF}: LoCoMo gold first " + " / ".join(f"{g:.3f}" for g in off), flush=True)
-        for same, near, near_in, (stating, later, present) in itertools.product(GRID["same"], GRID["near"],
-                                                                              GRID["near_in"], GRID["gates"]):
+        combos = [] if past_only else list(itertools.product(GRID["same"], GRID["near"], GRID["near_in"],
+                                                               GRID["gates"]))
+        for same, near, near_in, (stating, later, present) in combos:
             current.DEFAULT = current.Tuning(same=same, near=near, near_in=near_in, stating=stating, later=later,
                                              present=present)
-            got = {}
-            for half in ("tune", "report"):
-                report = score(memories, [q for q in questions if q["half"] == half], False)["report"]
-                got[half] = sum(report[k][m] for k in ("current", "as_of") for m in ("ranked_first", "read_first")) / 4
-            gold = [gold_first(memory, qas) for memory, qas in stores]
-            kept = all(g >= o - GOLD_LOSS - 1e-9 for g, o in zip(gold, off))
-            print(f"{current.DEFAULT}: tune {got['tune']:.3f} report {got['report']:.3f} LoCoMo gold first "
-                  + " / ".join(f"{g:.3f}" for g in gold) + ("" if kept else " (over the guard)"), flush=True)
+            got, gold, kept = trial(memories, questions, stores, off, ("current", "as_of"), str(current.DEFAULT))
             if kept:
                 results.append((round(got["tune"], 6), round(sum(gold) / len(gold), 6), same, current.DEFAULT))
+        chosen = shipped if past_only else max(results, key=lambda r: r[:3])[3] if results else current.OFF
+        print(f"first stage: {chosen}", flush=True)
+        return past_grid(memories, questions, stores, chosen, off)
     finally:
         current.DEFAULT = shipped
         for memory, _ in stores:
             memory.close()
         shutil.rmtree(root, ignore_errors=True)
-    return max(results, key=lambda r: r[:3])[3] if results else current.OFF
 
 
 def locomo_stores(files: list[Path], root: Path) -> list[tuple[Memory, list[dict]]]:
@@ -289,6 +347,8 @@ def main() -> None:
     parser.add_argument("--locomo", type=Path, nargs="+", metavar="FILE",
                         help="LoCoMo conversations: evidence recall under the grid's tunings (no suite run)")
     parser.add_argument("--no-recall", action="store_true", help="with --locomo: only the moves")
+    parser.add_argument("--past-only", action="store_true",
+                        help="with --grid: only the second stage (past_same), from the shipped tuning")
     parser.add_argument("--marked", type=Path, nargs="+", metavar="FILE",
                         help="LoCoMo conversations: the entries ingest and consolidation mark superseded (no suite run)")
     parser.add_argument("--off", action="store_true", help="the newer-first stage off (current.OFF)")
@@ -313,7 +373,7 @@ def main() -> None:
     try:
         memories = build(args.suite, root, sorted({q["conv"] for q in questions}))
         if args.grid:
-            chosen = grid(memories, questions, args.locomo)
+            chosen = grid(memories, questions, args.locomo, args.past_only)
             print(f"chosen on the tune half: {chosen}")
             return
         for half in [args.half] if args.half else ["tune", "report"]:

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A synthetic knowledge-update suite in LongMemEval's style: multi-session chats in which a person's
 facts change (stated, updated in other words, corrected, changed twice), with small talk around them,
-and questions for the current value, for the value on an earlier date ("as of") and for facts never
+and questions for the current value (in the present tense, and again in the past tense as people also ask
+it: "Where did Ana move to most recently?"), for the value on an earlier date ("as of") and for facts never
 mentioned ("I don't know").
 
     python benchmarks/updates_suite.py OUT_DIR [--people 24] [--seed 7]
@@ -29,6 +30,7 @@ class Slot:
     name: str
     half: str  # "tune" or "report"
     question: str  # {n}: the person
+    past: str  # the current value asked in the past tense, as people ask it ("Where did {n} move to most recently?")
     stated: tuple[str, ...]  # first mention; {v}: the value
     changed: tuple[str, ...]  # an update; {v}: new value, {o}: old value
     corrected: tuple[str, ...]  # a correction a few minutes later
@@ -36,68 +38,68 @@ class Slot:
 
 
 SLOTS = [
-    Slot("city", "tune", "Where does {n} live now?",
+    Slot("city", "tune", "Where does {n} live now?", "Where did {n} move to most recently?",
          ("I live in {v}.", "My flat in {v} is small but the neighbourhood is lovely.", "Home is {v} for me these days."),
          ("We just moved to {v}!", "I relocated to {v} last month for a fresh start.", "Big news: I'm living in {v} now."),
          ("Sorry, I said {o} but I meant {v}.",),
          ("Lisbon", "Denver", "Osaka", "Leeds", "Tallinn", "Porto", "Calgary", "Nantes")),
-    Slot("employer", "report", "Which company does {n} work for?",
+    Slot("employer", "report", "Which company does {n} work for?", "Which company did {n} join last?",
          ("I work at {v} as a data analyst.", "My job at {v} keeps me pretty busy.", "I've been at {v} for three years."),
          ("I handed in my notice and joined {v}.", "Starting Monday I'm an employee of {v}.",
           "New job alert: {v} hired me!"),
          ("Correction: the company is {v}, not {o}.",),
          ("Northwind", "Helix Labs", "Bluefin Systems", "Quarry Bank", "Orbital Foods", "Tessel", "Mapleworks")),
-    Slot("diet", "tune", "What is {n}'s current diet?",
+    Slot("diet", "tune", "What is {n}'s current diet?", "What diet did {n} switch to most recently?",
          ("I'm {v} these days.", "I eat {v}, it just works for me.", "Been {v} for a while now."),
          ("So I've gone {v}.", "I switched to eating {v}.", "Lately it's {v} meals only for me."),
          ("Wait, I meant {v}, not {o}.",),
          ("vegetarian", "vegan", "keto", "pescatarian", "paleo")),
-    Slot("car", "report", "What car does {n} drive?",
+    Slot("car", "report", "What car does {n} drive?", "What car did {n} get most recently?",
          ("I drive a {v}.", "My {v} has never let me down.", "I commute in my old {v}."),
          ("I sold the {o} and bought a {v}.", "Picked up my new {v} from the dealer today.",
           "The {v} is my daily driver now."),
          ("Oops, it's a {v}, not a {o}.",),
          ("Honda Civic", "Subaru Outback", "Tesla Model 3", "Ford Fiesta", "Volvo V60", "Mazda CX-5")),
-    Slot("meeting", "tune", "Which day is {n}'s weekly team meeting?",
+    Slot("meeting", "tune", "Which day is {n}'s weekly team meeting?", "Which day was {n}'s team meeting set to last?",
          ("Our weekly team meeting is on {v}.", "Every {v} we have the team sync.", "Team meeting day is {v}."),
          ("The team meeting moved to {v}.", "From now on the weekly sync happens on {v}.",
           "They rescheduled our standing meeting to {v}."),
          ("Sorry, {v} not {o} for the meeting.",),
          ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday")),
-    Slot("rent", "report", "How much rent does {n} pay?",
+    Slot("rent", "report", "How much rent does {n} pay?", "How much was {n}'s rent when it last came up?",
          ("My rent is {v}.", "I pay {v} for the apartment.", "Rent costs me {v}, ouch."),
          ("The landlord raised it, I now pay {v}.", "New lease signed at {v}.", "Housing went up to {v} this year."),
          ("Actually the rent is {v}, I misremembered {o}.",),
          ("£1,150 a month", "£1,420 a month", "$2,300 a month", "£980 a month", "$1,875 a month")),
-    Slot("sport", "tune", "Which sport does {n} play?",
+    Slot("sport", "tune", "Which sport does {n} play?", "Which sport did {n} take up most recently?",
          ("I play {v} every weekend.", "{v} is my way to unwind.", "I'm in a local {v} league."),
          ("I quit {o} and took up {v}.", "These days it's all {v} for me.", "Joined a {v} club last week."),
          ("No wait, it's {v}, not {o}.",),
          ("tennis", "volleyball", "badminton", "rugby", "squash", "cricket")),
-    Slot("database", "report", "What database does {p} run on?",
+    Slot("database", "report", "What database does {p} run on?", "What database did {p} end up on?",
          ("{p} runs on {v}.", "We keep all of {p}'s data in {v}.", "{p} uses {v} for storage."),
          ("We migrated {p} from {o} to {v}.", "{p} is on {v} since the migration.",
           "Finished moving {p} over to {v} yesterday."),
          ("Correction: {p} is on {v}, not {o}.",),
          ("Postgres 15", "MySQL 8", "SQLite", "MongoDB", "CockroachDB", "MariaDB")),
-    Slot("partner", "tune", "Who is {n}'s partner?",
+    Slot("partner", "tune", "Who is {n}'s partner?", "Who was {n} with most recently?",
          ("My partner {v} is a nurse.", "{v} and I have been together two years.", "I'm dating {v}."),
          ("{o} and I split up; I'm with {v} now.", "I met someone new, {v}, and we're official.",
           "{v} moved in with me last week."),
          ("Sorry, their name is {v}, not {o}.",),
          ("Jordan", "Alexis", "Sam", "Robin", "Taylor", "Morgan", "Casey")),
-    Slot("deadline", "report", "When is {n}'s thesis due?",
+    Slot("deadline", "report", "When is {n}'s thesis due?", "What was the latest due date of {n}'s thesis?",
          ("My thesis is due on {v}.", "The thesis deadline is {v}.", "I have to submit the thesis by {v}."),
          ("The thesis deadline got pushed to {v}.", "My supervisor extended the thesis to {v}.",
           "Good news, the thesis is now due {v}."),
          ("Sorry, {v}, not {o}, for the thesis.",),
          ("March 3", "April 18", "May 29", "June 12", "July 7", "September 21")),
-    Slot("pet", "tune", "What pet does {n} have?",
+    Slot("pet", "tune", "What pet does {n} have?", "What pet did {n} get most recently?",
          ("I have a {v} at home.", "My {v} keeps me company.", "Feeding my {v} is the first thing I do."),
          ("We rehomed the {o} and adopted a {v}.", "Meet my new {v}!", "The new {v} runs the house now."),
          ("I mean a {v}, not a {o}.",),
          ("cat", "parrot", "rabbit", "hamster", "beagle", "tortoise")),
-    Slot("phone", "report", "What phone does {n} use?",
+    Slot("phone", "report", "What phone does {n} use?", "What phone did {n} switch to last?",
          ("I use a {v}.", "My {v} battery is still decent.", "Texting you from my {v}."),
          ("Upgraded to a {v}.", "Dropped the {o} in a lake, so now I have a {v}.", "The {v} arrived today."),
          ("It's a {v}, not a {o}, my mistake.",),
@@ -186,6 +188,11 @@ def build(people: int, seed: int) -> tuple[list[dict], list[dict]]:
                 questions.append({"conv": conv, "half": slot.half, "slot": slot.name, "kind": "as_of",
                                   "question": asked, "as_of": day.strftime("%Y-%m-%d"), "answer": value,
                                   "stale": [v for _, v in values if v != value]})
+        for slot in mentioned:  # the current value asked in the past tense (after the others: the suite's
+            values = history[slot.name]  # questions of 2026-11-29 and before are unchanged)
+            questions.append({"conv": conv, "half": slot.half, "slot": slot.name, "kind": "past",
+                              "question": slot.past.format(n=person, p=project), "answer": values[-1][1],
+                              "stale": [v for _, v in values[:-1]]})
         questions.append({"conv": conv, "half": unmentioned.half, "slot": unmentioned.name, "kind": "unmentioned",
                           "question": unmentioned.question.format(n=person, p=project), "answer": None, "stale": []})
     return conversations, questions

@@ -10,8 +10,9 @@ import pytest
 from memcli.memory import Memory
 from memcli.retrieve.aligned import Tuning, align_read
 from memcli.retrieve.evidence import assemble
-from memcli.semantic.alignment import Aligner, align, tokenize, weakest
+from memcli.semantic.alignment import Aligner, align, asked_kind, kind_match, locate, tokenize, weakest
 from memcli.semantic.encoder import Encoder
+from memcli.semantic.wordpiece import basic_words
 from memcli.store.lines import Library
 
 
@@ -48,6 +49,33 @@ def test_the_line_holding_what_the_question_asks_about_aligns_better(aligner):
     assert len(found.matches) == len(asked.content()) and found.matched.max() < len(keto.words)
 
 
+@pytest.mark.parametrize("question, line, answer, other", [
+    ("How often does Ana swim?", "Ana: I swim twice a week at the lido near my flat.", "twice a week",
+     "the lido near my flat"),
+    ("What time does the bakery open?", "Tomas: The bakery opens at 7:30 am, just past the station.", "7:30 am",
+     "just past the station"),
+    ("How many cousins does Lev have?", "Lev: I have eleven cousins, most of them in Riga.", "eleven",
+     "most of them in Riga"),
+])
+def test_the_question_s_opening_words_find_the_part_of_a_line_that_gives_that_kind_of_answer(
+        aligner, question, line, answer, other):
+    """"How often", "What time", "How many": in context their tokens lie nearer a frequency, a clock time,
+    a count than the rest of the line that answers."""
+    kind = asked_kind(aligner.question(question))
+    (tokens,) = aligner.lines([line])
+    assert kind is not None and abs(float(np.linalg.norm(kind)) - 1.0) < 1e-5
+    assert kind_match(tokens, basic_words(answer), kind) > kind_match(tokens, basic_words(other), kind)
+
+
+def test_a_span_is_found_where_its_words_stand_in_the_line_or_not_at_all(aligner):
+    (tokens,) = aligner.lines(["Ana: I swim twice a week, twice."])
+    assert locate(tokens, ["twice", "a", "week"]) == tokens.words.index("twice")
+    assert locate(tokens, ["week", "twice"]) is None and locate(tokens, []) is None
+    kind = asked_kind(aligner.question("How often does Ana swim?"))
+    assert kind_match(tokens, ["a"], kind) == 0.0  # no content word
+    assert kind_match(tokens, ["weekly"], kind) == 0.0  # not in the line
+
+
 def test_the_weakest_word_is_low_when_memory_lacks_it(aligner):
     """A question about something no line holds: its least-met word finds nothing close; the same question
     about something a line holds does."""
@@ -80,3 +108,27 @@ def test_align_read_orders_the_entries_read_and_says_what_is_missing(tmp_path, a
     assert kept.order == picks and kept.alignments[picks[1]].score > kept.alignments[picks[0]].score
     assert found.missing(Tuning(floor=0.0)) is None
     assert found.missing(Tuning(floor=0.99)) in found.words
+
+
+def test_each_candidate_carries_how_well_it_gives_the_kind_of_answer_asked(tmp_path, aligner):
+    """With ``extractive.Tuning.kind`` (off by default: measured, docs/benchmarks.md) a candidate holds its
+    ``Aligned.typed`` match and the score weighs it in; off, every candidate holds 0."""
+    from dataclasses import replace
+
+    from memcli.retrieve import extractive
+
+    question = "How often does Ana swim?"
+    with Memory(tmp_path / "s", create=True, settings={"search.vectors": "inline"}) as memory:
+        memory.remember("I swim twice a week at the lido near my flat.", speaker="Ana", time="2024-01-01T10:00")
+        library = Library(memory.store)
+        picks = [("CURRENT", n) for n in sorted(library.doc("CURRENT").entries)]
+        read = assemble(library, picks, 10 ** 6)
+        aligned = align_read(aligner, library, question, read, picks)
+        on = replace(extractive.DEFAULT, kind=8.0)
+        found, _ = extractive.candidates(question, library, read, picks, on, aligned)
+        off, _ = extractive.candidates(question, library, read, picks, extractive.DEFAULT, aligned)
+    kinds = {c.text: c.kind for c in found}  # spans cut at the function words: "twice", "week", "lido near"
+    assert kinds["twice"] > kinds["lido near"] > 0 and kinds["week"] > kinds["flat"]
+    assert all(c.kind == 0.0 for c in off)
+    assert {c.text: extractive.score(c, on) - extractive.score(c, extractive.DEFAULT) for c in found} == \
+        pytest.approx({text: 8.0 * kind for text, kind in kinds.items()})

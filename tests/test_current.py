@@ -4,6 +4,7 @@ speaks of, and a superseded entry current again when what replaced it is forgott
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import replace
 
@@ -85,6 +86,23 @@ def test_only_a_question_about_now_and_a_newer_statement_reorder(store_dir, move
         assert texts.index(utrecht) < texts.index(asks)
         texts = newer_first_order(memory, "Where does Noor live?", replace(current.DEFAULT, stating=False))
         assert texts.index(asks) < texts.index(utrecht)
+
+
+def test_a_question_in_the_past_tense_moves_only_a_near_restatement(store_dir, tmp_path):
+    """"What did ... cost?" may ask what is current (as people ask it) or about an event: the newer line moves
+    ahead only when it restates the older one closely (``past_same``), never with the rule off."""
+    old, new = "My gym membership costs 40 euros a month.", "My gym membership costs 55 euros a month."
+    question = "What did Noor's gym membership cost?"
+    assert not current.asks_now(question) and current.DEFAULT.past_same < 1
+    with Memory(store_dir, create=True) as memory:
+        memory.ingest(chat(tmp_path / "gym.json", [("2024-01-10", old), ("2024-01-12", "Work has been hectic."),
+                                                    ("2024-03-05", new)]), consolidate=False)
+        texts = newer_first_order(memory, question)
+        assert texts.index(new) < texts.index(old)
+        texts = newer_first_order(memory, question, replace(current.DEFAULT, past_same=math.inf))
+        assert texts.index(old) < texts.index(new)
+        texts = newer_first_order(memory, question, replace(current.DEFAULT, past_same=0.999))
+        assert texts.index(old) < texts.index(new)  # close, yet not this close
 
 
 def test_the_near_lines_are_counted_among_the_ranking_s_best_not_the_whole_store(store_dir, moved):

@@ -312,6 +312,28 @@ def test_a_later_line_that_restates_the_answer_gives_it_as_it_is_now(tmp_path):
     memory.close()
 
 
+def test_a_later_line_restates_the_answer_only_if_it_names_what_the_question_and_the_answer_name(tmp_path):
+    """One person's memory of many things: a later line close in meaning but about something else the
+    question does not name ("my holiday", not Tomas) does not restate the answer."""
+    from memcli.llm.base import CallStats
+    from memcli.retrieve.aligned import align_read
+
+    asked = "Where did Noor's brother Tomas move to?"
+    moved, holiday = "My brother Tomas moved to Porto last spring.", "We went to Crete as a family last spring."
+    memory, library, read, order = write_store(tmp_path, [
+        ("Noor", moved, "2024-01-05T10:00"), ("Noor", holiday, "2024-03-01T10:00")])
+    aligned = align_read(memory.index.aligner(), library, asked, read, order)
+    vectors = aligned.encoder.encode([moved, holiday])
+    assert float(vectors[0] @ vectors[1]) >= DEFAULT.restate and DEFAULT.named  # close enough to "restate"
+    model = Scorer({"Porto last spring": -1.0, "Porto": -1.0, UNKNOWN: -3.0})
+    said = extract(model, asked, library, read, order, CallStats(), aligned=aligned)
+    assert "Porto" in said.text and "restates" not in said.reason, said
+    unnamed = extract(model, asked, library, read, order, CallStats(), replace(DEFAULT, named=False),
+                      aligned=aligned)
+    assert "Porto" not in unnamed.text and "restates" in unnamed.reason, unnamed  # the rule made the difference
+    memory.close()
+
+
 def test_a_fact_that_changed_twice_is_answered_from_the_end_of_its_chain(tmp_path):
     """Each change restates the one before it, not always the first: the answer follows the chain to the
     latest line (the third line's sentence is far from the first's, near the second's)."""

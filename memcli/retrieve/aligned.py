@@ -14,9 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from memcli.retrieve.evidence import Evidence, entry_picks
-from memcli.semantic.alignment import Alignment, align, best_matches
+from memcli.semantic.alignment import Alignment, Tokens, align, asked_kind, best_matches, kind_match
 from memcli.semantic.vectors import entry_text
+from memcli.semantic.wordpiece import basic_words
 from memcli.store.lines import Library
 
 Pick = tuple[str, int]  # (document, line) of an entry
@@ -44,6 +47,16 @@ class Aligned:
     words: list[str] = field(default_factory=list)  # the question's content words, as matched
     best: list[float] = field(default_factory=list)  # per content word: its best match in any line read
     encoder: object | None = None  # the MiniLM encoder it used (sentence vectors: extractive.restated)
+    kind: np.ndarray | None = None  # the kind of answer the question asks for (alignment.asked_kind)
+    tokens: dict[Pick, Tokens] = field(default_factory=dict)  # each entry's tokens, as aligned
+
+    def typed(self, pick: Pick, span: str) -> float:
+        """How well ``span`` of line ``pick`` gives the kind of answer the question asks for
+        (:func:`memcli.semantic.alignment.kind_match`); 0 when the line was not aligned."""
+        line = self.tokens.get(pick)
+        if line is None or self.kind is None or self.encoder is None:
+            return 0.0
+        return kind_match(line, basic_words(span), self.kind)
 
     @property
     def weakest(self) -> float:
@@ -93,4 +106,5 @@ def align_read(aligner, library: Library, question: str, read: list[Evidence], o
     if tuning.reorder:
         picks = sorted(picks, key=lambda pick: -found[pick].score)  # stable: ties keep the readers' order
     best = best_matches(list(found.values())) if content else []
-    return Aligned(picks, found, [asked.words[i] for i in content], [float(b) for b in best], aligner.encoder)
+    return Aligned(picks, found, [asked.words[i] for i in content], [float(b) for b in best], aligner.encoder,
+                   asked_kind(asked), dict(zip(found, lines)))

@@ -69,6 +69,44 @@ def align(question: Tokens, line: Tokens, content: list[int] | None = None) -> A
     return Alignment(float(matches.mean()), matches, matched)
 
 
+def asked_kind(question: Tokens, words: int = 2) -> np.ndarray | None:
+    """What kind of answer the question asks for, as one vector: the mean of its first ``words`` words'
+    token vectors ("How often", "What time", "How many"), of length 1; None for an empty question. In
+    context those tokens lie near the tokens of a line that give such an answer ("every week", "6:00 pm")."""
+    mine = np.flatnonzero((question.word_of >= 0) & (question.word_of < words))
+    if not len(mine):
+        return None
+    vector = question.vectors[mine].mean(axis=0)
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm else None
+
+
+def locate(line: Tokens, words: list[str]) -> int | None:
+    """The index in ``line.words`` where ``words`` first occur in a row, or None."""
+    n = len(words)
+    if not n:
+        return None
+    for start in range(len(line.words) - n + 1):
+        if line.words[start:start + n] == words:
+            return start
+    return None
+
+
+def kind_match(line: Tokens, words: list[str], kind: np.ndarray) -> float:
+    """How well the part of ``line`` made of ``words`` (as the tokenizer cuts them) gives the ``kind`` of
+    answer asked (:func:`asked_kind`): the best cosine of its content words' tokens with it; 0 when the
+    words are not found in the line or hold no content word."""
+    start = locate(line, words)
+    if start is None:
+        return 0.0
+    content = [i for i in range(start, start + len(words))
+               if line.words[i] not in STOPWORDS and any(c.isalnum() for c in line.words[i])]
+    tokens = np.isin(line.word_of, content)
+    if not tokens.any():
+        return 0.0
+    return float((line.vectors[tokens] @ kind).max())
+
+
 def best_matches(alignments: list[Alignment]) -> np.ndarray:
     """Per content word of the question: its best match in any of the lines these alignments are of."""
     return np.max([a.matches for a in alignments], axis=0)
