@@ -10,7 +10,8 @@ Tessel") none at all. The model reads only those entries and only scores the can
 chosen: the log-probability of each candidate's tokens as its reply to the question after them, over its
 length (one prefill of the prompt, then each candidate read after it), plus a share of the question's words
 its sentence holds and its entry's token-level alignment with the question (:mod:`memcli.retrieve.aligned`);
-ties go to the better-ranked entry. A later line of the person's close to the chosen one restates it
+ties go to the better-ranked entry. A later line of the person's close to the chosen one (and naming what the
+question names that the chosen line holds) restates it
 (:func:`restated`, and again from there: a chain; for a question that asks when, only a date or day the
 sentences write out, :func:`written`); a span of the final line that repeats an earlier answer gives way to
 its part that is new (:func:`renewed`: "Dropped the Fairphone 5 in a lake, so now I have a Pixel 8" answers
