@@ -177,7 +177,7 @@ def ranking(report: dict, kinds=("current", "as_of")) -> float:
 
 def trial(memories: dict[str, Memory], questions: list[dict], stores: list, off: list[float], kinds,
           label: str) -> tuple[dict, list[float], bool]:
-    """The shipped ``current.DEFAULT`` scored as the grid scores a tuning: per half, :func:`ranking` of
+    """The tuning ``current.DEFAULT`` now holds, scored as the grid scores one: per half, :func:`ranking` of
     ``kinds``; LoCoMo's gold-first per conversation; whether that is within :data:`GOLD_LOSS` of ``off``."""
     got = {}
     for half in ("tune", "report"):

@@ -54,7 +54,7 @@ class Aligned:
         """How well ``span`` of line ``pick`` gives the kind of answer the question asks for
         (:func:`memcli.semantic.alignment.kind_match`); 0 when the line was not aligned."""
         line = self.tokens.get(pick)
-        if line is None or self.kind is None or self.encoder is None:
+        if line is None or self.kind is None:
             return 0.0
         return kind_match(line, basic_words(span), self.kind)
 

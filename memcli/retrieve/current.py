@@ -53,8 +53,8 @@ class Tuning:
 # and 0.395 / 0.407 with the near entries counted among the ranking's best rather than the whole store, where
 # a short reply said to everyone ("Good to know, tell me more.") can be nearer a question than the line that
 # answers it (docs/benchmarks.md, "Facts that change: the newer line first, for questions about now").
-# A question in the past tense ("What was my personal best time ...?", as LongMemEval asks about what is
-# current) moves only entries at least 0.8 similar: the grid's second stage on the suite's past-tense
+# A question in the past tense ("Where did Ana move to most recently?", as people also ask what is current)
+# moves only entries at least 0.8 similar: the grid's second stage on the suite's past-tense
 # questions (0.7 and under lowered conv-30's gold-first past the guard; docs/benchmarks.md, "... in the past tense").
 DEFAULT = Tuning(past_same=0.8)
 OFF = Tuning(window=0)

@@ -106,8 +106,8 @@ class Tuning:
 # refuses none of them, on the update suite's tune half all 14 of its weekday answers, 13 of them right
 # (benchmarks/bench_update_abstain.py; docs/benchmarks.md, "the margin and questions that ask when").
 # A later line restates the answer only if it names what the question names and the answer's line holds
-# (``named``): in one user's memory of many things, "She moved to Chicago." (the answer to "Where did Rachel
-# move to ...?") was "restated" by a later "My family trip was to Hawaii." (cosine over 0.3). It changes no
+# (``named``): in one user's memory of many things, "My brother Tomas moved to Porto." (the answer to "Where
+# did Tomas move to?") is "restated" by a later "We went to Crete as a family." (cosine over 0.3). It changes no
 # answer of the development pair nor of the update suite (whose questions name the speaker); on a suite of
 # other people's lines it fixed one answer of 32 (docs/benchmarks.md, "A suite written elsewhere").
 # ``kind`` is off: measured on the development pair, it does not carry from one conversation to the other.
