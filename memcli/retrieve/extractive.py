@@ -199,9 +199,7 @@ def _named_things(question: str, people: set[str]) -> set[str]:
     """What a question names other than the people the memory knows: its capitalised words after the first
     ("Rachel", "Wells", "Fargo", "Ticket"), lower case."""
     words = [_bare(w) for w in _words(question)][1:]
-    lowered = {p.lower() for p in people}
-    return {w.lower() for w in words if len(w) > 1 and w[0].isupper() and w.lower() not in lowered
-            and not any(p.startswith(w.lower()) for p in lowered)}
+    return {w.lower() for w in words if len(w) > 1 and w[0].isupper() and not _names_in(w, people)}
 
 
 def _about(entry: Entry, people: set[str]) -> bool:
@@ -505,7 +503,7 @@ def restated(best: Candidate, found: list[Candidate], encode, tuning: Tuning = D
     held = {n for n in named if n in _lower_words(best.sentence)} if tuning.named else set()
     after = [c for c in found if c.about and (c.entry.time or "") > (best.entry.time or "")
              and (c.doc, c.line) != (best.doc, best.line) and (not written_only or written(c))
-             and held <= _lower_words(c.sentence)]
+             and (not held or held <= _lower_words(c.sentence))]
     close = _close([best.sentence, *replaced], after, lambda c: c.sentence, encode, tuning.restate)
     if not close:
         return None
@@ -605,7 +603,7 @@ def extract(model, question: str, library: Library, read: list[Evidence], order:
             and (not when or written(best)):
         more = scorer.more if scorer is not None else None
         before = None
-        named = _named_things(question, library.speakers())
+        named = _named_things(question, library.speakers()) if tuning.named else set()
         while (later := restated(best, found, aligned.encoder.encode, tuning, more, when,
                                  [e.text for e in library.history((best.doc, best.line))], named)) is not None:
             before, best, why = best, later, "span of a later line that restates the best answer's"  # and again: a chain
