@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """When the default answer says "I don't know" on the knowledge-update suite: the support rule
-(``extractive.Tuning.held``: no line of the person's holds a word of the question, nor its meaning) and the
-model's margin (``Tuning.margin``; ``Tuning.when_margin`` for a question that asks when), scored from one
+(no line of the person's holds a word of the question, nor its meaning: the mean token match of its words,
+``extractive.Tuning.held``, or the whole line's cosine with the question, ``Tuning.near``) and the model's margin (``Tuning.margin``; ``Tuning.when_margin`` for a question that asks when), scored from one
 run per half of the suite.
 
     python benchmarks/updates_suite.py /tmp/ku
@@ -9,7 +9,8 @@ run per half of the suite.
 
 Every question is asked as ``benchmarks/bench_updates.py`` asks it, with both rules off, and for each
 answer are kept: whether a line of the person's read holds a word of the question, the best mean token
-match of the question's words in one of those lines (``Aligned.held``), and by how much the model found
+match of the question's words in one of those lines (``Aligned.held``), the best cosine of one of them with
+the question's meaning (``Aligned.near``), and by how much the model found
 "I don't know" likelier than the chosen candidate (``extractive.doubt``). A rule turns an answer into
 "I don't know" exactly as :func:`memcli.retrieve.extractive.candidates` and ``choose`` do, so every
 combination of :data:`GRID` is scored from the records without asking again: per half, the share right of
@@ -34,8 +35,8 @@ from bench_updates import build, dated, holds  # beside this script
 from memcli.retrieve import extractive
 from memcli.retrieve.answer import UNKNOWN
 
-GRID = {"held": [0.0, 0.4, 0.42, 0.44, 0.46, 0.48], "margin": [math.inf, 1.0, 1.5, 2.0, 3.0, 4.0],
-        "when_margin": ["as margin", math.inf]}
+GRID = {"held": [0.0, 0.4, 0.42, 0.44, 0.46, 0.48], "near": [0.0, 0.25, 0.27, 0.28, 0.29, 0.3, 0.32, 0.35],
+        "margin": [math.inf, 1.0, 1.5, 2.0, 3.0, 4.0], "when_margin": ["as margin", math.inf]}
 KINDS = ("current", "as_of", "unmentioned")
 
 
@@ -46,10 +47,13 @@ def record(suite: Path) -> list[dict]:
     supported, choose = extractive.supported, extractive.choose
 
     def watching_support(entries, lines, wanted, names, tuning, aligned, library):
-        seen["words"] = supported(entries, lines, wanted, names, replace(tuning, held=0.0), aligned, library)
+        seen["words"] = supported(entries, lines, wanted, names, replace(tuning, held=0.0, near=0.0), aligned,
+                                  library)
         lowered = {name.lower() for name in names}
         seen["held"] = max(((aligned.held(pick, lowered) or 0.0) for pick in lines), default=0.0) \
             if aligned is not None else 0.0
+        seen["near"] = max((aligned.near.get(pick, -1.0) for pick in lines), default=-1.0) \
+            if aligned is not None else -1.0
         return True
 
     def watching_choice(found, unknown, tuning=extractive.DEFAULT):
@@ -67,7 +71,7 @@ def record(suite: Path) -> list[dict]:
             result = memories[q["conv"]].ask(q["question"], **dated(q))
             rows.append({**q, "got": result.answer, "abstained": result.abstained,
                          "when": extractive.asks_when(q["question"]), "words": seen.get("words", True),
-                         "held": seen.get("held", 1.0), "gap": seen.get("gap")})
+                         "held": seen.get("held", 1.0), "near": seen.get("near", 1.0), "gap": seen.get("gap")})
             print(f"  {len(rows)} / {len(questions)}", file=sys.stderr, end="\r")
         for memory in memories.values():
             memory.close()
@@ -77,11 +81,11 @@ def record(suite: Path) -> list[dict]:
     return rows
 
 
-def said(row: dict, held: float, margin: float, when_margin) -> str:
+def said(row: dict, held: float, near: float, margin: float, when_margin) -> str:
     """The answer under these rules (see the module)."""
     if row["abstained"]:  # for another reason: no candidates, or the best line is someone else's
         return UNKNOWN
-    if not row["words"] and not (held > 0 and row["held"] >= held):
+    if not row["words"] and not (held > 0 and row["held"] >= held) and not (near > 0 and row["near"] >= near):
         return UNKNOWN
     bound = margin if when_margin == "as margin" or not row["when"] else when_margin
     return UNKNOWN if row["gap"] is not None and row["gap"] > bound else row["got"]
@@ -93,14 +97,14 @@ def right(row: dict, answer: str) -> bool:
     return answer != UNKNOWN and holds(answer, row["answer"], [row["answer"], *row["stale"]], row.get("keys"))
 
 
-def score(rows: list[dict], held: float, margin: float, when_margin) -> dict:
-    out: dict = {"held": held, "margin": margin, "when_margin": when_margin}
+def score(rows: list[dict], held: float, near: float, margin: float, when_margin) -> dict:
+    out: dict = {"held": held, "near": near, "margin": margin, "when_margin": when_margin}
     for half in ("tune", "report"):
         shares = {}
         for kind in KINDS:
             some = [r for r in rows if r["half"] == half and r["kind"] == kind]
             if some:  # a suite may have no question of a kind (or no tune half)
-                shares[kind] = round(sum(right(r, said(r, held, margin, when_margin)) for r in some) / len(some), 3)
+                shares[kind] = round(sum(right(r, said(r, held, near, margin, when_margin)) for r in some) / len(some), 3)
         out[half] = {**shares, "mean": round(sum(shares.values()) / len(shares), 3) if shares else None}
     return out
 
@@ -111,10 +115,10 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     rows = record(args.suite)
-    scored = [score(rows, *combo) for combo in itertools.product(GRID["held"], GRID["margin"], GRID["when_margin"])]
-    print("held  margin  when   | tune: current as_of unmentioned mean | report: current as_of unmentioned mean")
+    scored = [score(rows, *combo) for combo in itertools.product(*GRID.values())]
+    print("held  near  margin  when   | tune: current as_of unmentioned mean | report: current as_of unmentioned mean")
     for s in scored:
-        print(f"{s['held']:<5} {s['margin']:<7} {str(s['when_margin']):<6} | "
+        print(f"{s['held']:<5} {s['near']:<5} {s['margin']:<7} {str(s['when_margin']):<6} | "
               + " | ".join(" ".join("  -  " if s[h].get(k) is None else f"{s[h][k]:.3f}" for k in (*KINDS, "mean"))
                            for h in ("tune", "report")))
     if args.json:

@@ -270,6 +270,28 @@ def test_a_line_that_holds_the_question_in_other_words_supports_an_answer(tmp_pa
     memory.close()
 
 
+def test_a_line_near_the_question_in_meaning_supports_an_answer_though_none_of_its_words_do(tmp_path):
+    """``near``: the whole line's vector against the question's without the person's name (the ranking's):
+    "Picked up my new Tesla Model 3" holds neither "car" nor "drive", and its tokens only weakly, yet it is
+    about what the question asks; a question about something else finds it no nearer than small talk."""
+    from memcli.retrieve.aligned import align_read
+
+    memory, library, read, order = write_store(tmp_path, [
+        ("Olek", "Picked up my new Tesla Model 3 from the dealer today.", "2024-01-05T10:00"),
+        ("Olek", "The weather has been wild lately.", "2024-01-06T10:00"),
+    ])
+    memory.index.refresh()  # the speakers the question's name is found among (ask's ranking refreshes it)
+    unsupported = ([], "no line read holds a word of the question, nor its meaning")
+    for asked, answered in (("What car does Olek drive?", True), ("What pet does Olek have?", False)):
+        aligned = align_read(memory.index.aligner(), library, asked, read, order, index=memory.index)
+        assert set(aligned.near) == set(order)
+        found = candidates(asked, library, read, order, aligned=aligned)
+        assert (found[1] is None and any("Tesla Model 3" in c.text for c in found[0])) if answered \
+            else found == unsupported
+        assert candidates(asked, library, read, order, replace(DEFAULT, near=0.0), aligned=aligned) == unsupported
+    memory.close()
+
+
 def test_choose_abstains_when_the_answering_line_holds_a_word_of_the_question_weakly():
     plain = Tuning(overlap=0.0, rank=0.0)
     weak = Candidate("a", "D", 1, None, "", 0, 0.0, -1.0, 1, least=0.3)  # best, but a word of the question is far

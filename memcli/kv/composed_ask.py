@@ -264,7 +264,8 @@ def composed_answer(engine: KVEngine, whole: list[int], store, index, question: 
         if order is None:
             order = ranked_entries(library, index, question, tuning=DEFAULT)
         aligner = index.aligner() if result.read else None
-        aligned = align_read(aligner, library, question, result.read, order) if aligner is not None else None
+        aligned = align_read(aligner, library, question, result.read, order, index=index) \
+            if aligner is not None else None
         scorer = _ComposedScorer(engine, whole)
         said = respond(scorer, store, question, result.read, library, order, stats, answer="extract",
                        keep_evidence=False, aligned=aligned)

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from memcli.index import LibraryIndex
 from memcli.retrieve.evidence import Evidence, entry_picks
+from memcli.retrieve.evidence_reader import meaning
 from memcli.semantic.alignment import Alignment, Tokens, align, asked_kind, best_matches, kind_match
 from memcli.semantic.vectors import entry_text
 from memcli.semantic.wordpiece import basic_words
@@ -49,6 +51,7 @@ class Aligned:
     encoder: object | None = None  # the MiniLM encoder it used (sentence vectors: extractive.restated)
     kind: np.ndarray | None = None  # the kind of answer the question asks for (alignment.asked_kind)
     tokens: dict[Pick, Tokens] = field(default_factory=dict)  # each entry's tokens, as aligned
+    near: dict[Pick, float] = field(default_factory=dict)  # each entry's cosine with the question's meaning
 
     def typed(self, pick: Pick, span: str) -> float:
         """How well ``span`` of line ``pick`` gives the kind of answer the question asks for
@@ -91,9 +94,11 @@ class Aligned:
 
 
 def align_read(aligner, library: Library, question: str, read: list[Evidence], order: list[Pick],
-               tuning: Tuning | None = None) -> Aligned:
+               tuning: Tuning | None = None, index: LibraryIndex | None = None) -> Aligned:
     """Every entry of ``read`` aligned with ``question``, in the readers' ``order``, or with
-    ``tuning.reorder`` by their alignment (ties: the readers' order)."""
+    ``tuning.reorder`` by their alignment (ties: the readers' order); with ``index``, also each entry's
+    cosine with the question's meaning as the evidence ranking compares it (without the name of the one
+    person it names: :func:`memcli.retrieve.evidence_reader.meaning`), from the index's vectors."""
     tuning = tuning or DEFAULT
     place = {pick: at for at, pick in enumerate(order)}
     picks = sorted(entry_picks(library, read), key=lambda pick: place.get(pick, len(place)))
@@ -107,4 +112,15 @@ def align_read(aligner, library: Library, question: str, read: list[Evidence], o
         picks = sorted(picks, key=lambda pick: -found[pick].score)  # stable: ties keep the readers' order
     best = best_matches(list(found.values())) if content else []
     return Aligned(picks, found, [asked.words[i] for i in content], [float(b) for b in best], aligner.encoder,
-                   asked_kind(asked), dict(zip(found, lines)))
+                   asked_kind(asked), dict(zip(found, lines)), near_meaning(index, library, question, picks))
+
+
+def near_meaning(index: LibraryIndex | None, library: Library, question: str, picks: list[Pick]) -> dict[Pick, float]:
+    """The cosine of each entry of ``picks`` with ``question``'s meaning (the ranking's question vector, kept
+    by the index, and the entries' stored vectors); empty without ``index`` or its vectors."""
+    vectors = index.vectors() if index is not None else None
+    if vectors is None or not picks:
+        return {}
+    asked = vectors.question(meaning(index, question))
+    found = vectors.of({pick: library.doc(pick[0]).entries[pick[1]] for pick in picks})
+    return {pick: float(found[pick] @ asked) for pick in picks}

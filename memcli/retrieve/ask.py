@@ -192,7 +192,7 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
             aligner = index.aligner() if result.read and wanted else None
             if aligner is not None:
                 aligned = align_read(aligner, found.library or Library(store), question, result.read,
-                                     found.order or [])
+                                     found.order or [], index=index)
     retrieved = time.perf_counter()
     result.timings = {"retrieval_s": round(retrieved - start, 3)}
     retrieval_calls = stats.calls

@@ -28,7 +28,9 @@ citation is the chosen line.
   (``Tuning.subject``);
 - no line read that is theirs holds a word of the question other than those names (``Tuning.support``),
   nor their meaning: their mean token match in the line (:mod:`memcli.retrieve.aligned`) is under
-  ``Tuning.held`` ("Which sport does Ana play?" is held by "I quit tennis and took up squash.");
+  ``Tuning.held`` ("Which sport does Ana play?" is held by "I quit tennis and took up squash."), and the
+  whole line's cosine with the question's meaning without the name (the ranking's) under ``Tuning.near``
+  ("What car does Olek drive?" is held by "Picked up my new Tesla Model 3 from the dealer today.");
 - the model finds "I don't know" likelier than the best candidate by more than ``Tuning.margin`` (for a
   question that asks when, ``Tuning.when_margin``: its candidates are dates and days the answer writes out
   from the line or its entry's day, not spans of what the model read, and the model finds a bare day
@@ -76,6 +78,7 @@ class Tuning:
     lead: float = 0.0  # abstain when the best leads the best of any other entry by less (0: never)
     support: bool = True  # abstain when no line read that is theirs holds a word of the question (names aside)
     held: float = 0.0  # ... nor its words' meaning: their mean token match in the line at least this (0: words only)
+    near: float = 0.0  # ... nor the line's meaning: its cosine with the question's, the name left out, at least this
     subject: bool = True  # a question naming a known speaker: the best answer must be theirs or about them
     limit: int = 96  # candidates scored at most (from the best-ranked entries down)
     align: float = 0.0  # weight of the alignment of the candidate's entry with the question (aligned.py)
@@ -96,6 +99,9 @@ class Tuning:
 # (benchmarks/bench_updates.py; docs/benchmarks.md, "Facts that change"): a question about a changed fact is
 # often asked in other words than the line that answers it ("Which sport does Ana play?", "I quit tennis and
 # took up squash."). By meaning alone (the words' rule off) cost the development pair's single-hop answers.
+# Support by the whole line's meaning (``near``) as well, chosen on the same tune half
+# (benchmarks/bench_update_abstain.py; docs/benchmarks.md, "Support by a line's meaning"): a word's token match
+# misses what a sentence vector relates ("car" and "Tesla Model 3"); no answer of the development pair changes.
 # ``cover`` is off: on the development pair every value that abstains more on category 5 costs more than
 # 0.01 F1 on categories 1-4 (benchmarks/bench_cover.py; docs/benchmarks.md, "Does the answering line hold").
 # A fact said again later in other words (``restate``; benchmarks/bench_updates.py and the development pair,
@@ -111,7 +117,7 @@ class Tuning:
 # answer of the development pair nor of the update suite (whose questions name the speaker); on a suite of
 # other people's lines it fixed one answer of 32 (docs/benchmarks.md, "A suite written elsewhere").
 # ``kind`` is off: measured on the development pair, it does not carry from one conversation to the other.
-DEFAULT = Tuning(align=16.0, entries=3, rank=0.0, overlap=8.0, margin=2.0, when_margin=math.inf, held=0.46,
+DEFAULT = Tuning(align=16.0, entries=3, rank=0.0, overlap=8.0, margin=2.0, when_margin=math.inf, held=0.46, near=0.3,
                  restate=0.3, named=True)
 
 
@@ -407,9 +413,11 @@ def supported(entries: dict, lines, wanted: frozenset[str], names: set[str], tun
     (:meth:`memcli.retrieve.aligned.Aligned.held`)."""
     if any(wanted & term_set(e.text) for pick in lines for e in [entries[pick], *library.history(pick)]):
         return True
+    if aligned is None:
+        return False
     lowered = {name.lower() for name in names}
-    return bool(tuning.held) and aligned is not None and any(
-        (aligned.held(pick, lowered) or 0.0) >= tuning.held for pick in lines)
+    return (bool(tuning.held) and any((aligned.held(pick, lowered) or 0.0) >= tuning.held for pick in lines)) \
+        or (bool(tuning.near) and any(aligned.near.get(pick, -1.0) >= tuning.near for pick in lines))
 
 
 def echo(span: str, wanted: frozenset[str]) -> float:
