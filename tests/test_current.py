@@ -105,6 +105,22 @@ def test_a_question_in_the_past_tense_moves_only_a_near_restatement(store_dir, t
         assert texts.index(old) < texts.index(new)  # close, yet not this close
 
 
+def test_a_newer_line_restates_a_correction_through_the_line_it_corrected(store_dir, tmp_path):
+    """A correction says the value, the line it corrects what the value is of: the new job is compared with
+    "I've been at Northwind ..." too (``corrected``), and comes before the correction the ranking put first."""
+    old, fix, new = ("I've been at Northwind for three years.", "Correction: the company is Orbital Foods, not Northwind.",
+                     "New job alert: Tessel hired me!")
+    question = "Which company does Noor work for?"
+    with Memory(store_dir, create=True) as memory:
+        memory.ingest(chat(tmp_path / "job.json", [("2024-01-10", old), ("2024-01-10", fix),
+                                                   ("2024-02-20", "Work has been hectic this month."),
+                                                   ("2024-03-05", new)]), consolidate=False)
+        texts = newer_first_order(memory, question)
+        assert old not in texts and texts.index(new) < texts.index(fix)  # the corrected line is the fix's history
+        texts = newer_first_order(memory, question, replace(current.DEFAULT, corrected=False))
+        assert texts.index(fix) < texts.index(new)
+
+
 def test_the_near_lines_are_counted_among_the_ranking_s_best_not_the_whole_store(store_dir, moved):
     """Lines the ranking left out (in a small store, a reply said to everyone; here three made-up entries at
     cosine 0.99) may be nearer the question in meaning than the update: counted among the whole store they

@@ -5,7 +5,7 @@ and their sentence vectors are close (:func:`same_fact`): a home city stated and
 next one. For a question about what is true now (in the present tense, :func:`asks_now`: "Which company
 does Idris work for?", not "What did Caroline research?"), among the entries it ranks best, a newer such
 entry said at a later time and about as near the question in meaning is put before the older ones it
-restates (:func:`newer_first`), so the reader sees the current value first and the earlier ones after it,
+restates, or whose corrected entries it restates (:func:`newer_first`), so the reader sees the current value first and the earlier ones after it,
 as history. (Both stay: a sentence vector does not tell a changed fact from two events of one kind, so
 nothing is marked superseded by this measure; docs/benchmarks.md. What is marked without a model is a
 correction: :mod:`memcli.ingest.corrections`.)
@@ -44,6 +44,7 @@ class Tuning:
     later: bool = True  # only a newer entry said at a later time than the older one (not the same time) moves
     present: bool = True  # only for a question in the present tense (:func:`asks_now`) ...
     past_same: float = math.inf  # ... or, for one in the past tense, between entries at least this similar (inf: none)
+    corrected: bool = False  # an older entry that corrected another is also restated by what is close to that other
 
 
 # Chosen by ``bench_updates.py --grid``: the best mean of the tune half's four ranking measures among the tunings
@@ -56,7 +57,12 @@ class Tuning:
 # A question in the past tense ("Where did Ana move to most recently?", as people also ask what is current)
 # moves only entries at least 0.8 similar: the grid's second stage on the suite's past-tense
 # questions (0.7 and under lowered conv-30's gold-first past the guard; docs/benchmarks.md, "... in the past tense").
-DEFAULT = Tuning(past_same=0.8)
+# An entry that corrected another ("Correction: the company is Orbital Foods, not Northwind.") is restated by what
+# is close to the entry it corrected too ("New job alert: Tessel hired me!" against "I've been at Northwind ...":
+# the correction says the value, the corrected line what it is the value of; extractive.restated reads them so too).
+# No constant; it moves no entry of the development pair nor of the update suite's tune half, one current line of
+# its report half (docs/benchmarks.md, "Support by a line's meaning ... a correction's history").
+DEFAULT = Tuning(past_same=0.8, corrected=True)
 OFF = Tuning(window=0)
 
 
@@ -101,6 +107,7 @@ def newer_first(library: Library, index: LibraryIndex, ranked: list[Pick], simil
         return ranked
     entries = {pick: library.doc(pick[0]).entries[pick[1]] for pick in head}
     vectors = entry_vectors(index, entries)
+    replaced = corrected_vectors(library, index, head) if tuning.corrected and vectors else {}
     if tuning.near_in == "head":
         nearest = set(sorted(head, key=lambda key: (-similar.get(key, 0.0), key))[:tuning.near])
     else:
@@ -109,7 +116,8 @@ def newer_first(library: Library, index: LibraryIndex, ranked: list[Pick], simil
     out: list[Pick] = []
     for pick in head:
         place = next((at for at, other in enumerate(out) if pick in nearest
-                      and restates(entries, vectors, similar, other, pick, tuning)), len(out))
+                      and restates(entries, vectors, similar, other, pick, tuning, replaced.get(other, ()))),
+                     len(out))
         if moves is not None and place < len(out):
             moves.append((out[place], pick))
         out.insert(place, pick)
@@ -122,10 +130,21 @@ def entry_vectors(index: LibraryIndex, entries: dict[Pick, Entry]) -> dict:
     return vectors.of(entries) if vectors is not None else {}
 
 
+def corrected_vectors(library: Library, index: LibraryIndex, picks: list[Pick]) -> dict[Pick, list]:
+    """For each of ``picks`` that corrected other entries (:meth:`Library.history`), those entries with their
+    sentence vectors: a correction says the value, the entry it corrects what the value is of."""
+    found = {pick: history for pick in picks if (history := library.history(pick))}
+    keyed = {(pick, at): entry for pick, history in found.items() for at, entry in enumerate(history)}
+    vectors = entry_vectors(index, keyed) if keyed else {}
+    return {pick: [(entry, vectors[(pick, at)]) for at, entry in enumerate(history) if (pick, at) in vectors]
+            for pick, history in found.items()}
+
+
 def restates(entries: dict, vectors: dict, similar: Mapping[Pick, float], old: Pick, new: Pick,
-             tuning: Tuning) -> bool:
-    """Whether entry ``new`` is a later statement of what ``old`` says (:func:`same_fact`) and about as
-    near the question in meaning (``similar``: cosine with the question; within ``tuning.lag``)."""
+             tuning: Tuning, replaced=()) -> bool:
+    """Whether entry ``new`` is a later statement of what ``old`` says (:func:`same_fact`), or of what an
+    entry ``old`` corrected says (``replaced``: (entry, vector) pairs), and about as near the question in
+    meaning (``similar``: cosine with the question; within ``tuning.lag``)."""
     a, b = entries[old], entries[new]
     if tuning.stating and (asking(a.text) or asking(b.text)):  # a question states no fact to restate
         return False
@@ -133,4 +152,5 @@ def restates(entries: dict, vectors: dict, similar: Mapping[Pick, float], old: P
         return False
     return (old in vectors and new in vectors and when(a) < when(b)
             and similar.get(new, 0.0) >= similar.get(old, 0.0) - tuning.lag
-            and same_fact(a, b, vectors[old], vectors[new], tuning.same))
+            and (same_fact(a, b, vectors[old], vectors[new], tuning.same)
+                 or any(same_fact(e, b, v, vectors[new], tuning.same) for e, v in replaced)))
