@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """When the default answer says "I don't know" on the knowledge-update suite: the support rule
 (no line of the person's holds a word of the question, nor its meaning: the mean token match of its words,
-``extractive.Tuning.held``, or the whole line's cosine with the question, ``Tuning.near``) and the model's margin (``Tuning.margin``; ``Tuning.when_margin`` for a question that asks when), scored from one
-run per half of the suite.
+``extractive.Tuning.held``, or the whole line's cosine with the question, ``Tuning.near``) and the model's
+margin (``Tuning.margin``; ``Tuning.when_margin`` for a question that asks when), scored from one run per
+half of the suite.
 
     python benchmarks/updates_suite.py /tmp/ku
     python benchmarks/bench_update_abstain.py /tmp/ku [--json OUT]
@@ -104,7 +105,8 @@ def score(rows: list[dict], held: float, near: float, margin: float, when_margin
         for kind in KINDS:
             some = [r for r in rows if r["half"] == half and r["kind"] == kind]
             if some:  # a suite may have no question of a kind (or no tune half)
-                shares[kind] = round(sum(right(r, said(r, held, near, margin, when_margin)) for r in some) / len(some), 3)
+                hits = sum(right(r, said(r, held, near, margin, when_margin)) for r in some)
+                shares[kind] = round(hits / len(some), 3)
         out[half] = {**shares, "mean": round(sum(shares.values()) / len(shares), 3) if shares else None}
     return out
 

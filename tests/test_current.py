@@ -108,8 +108,8 @@ def test_a_question_in_the_past_tense_moves_only_a_near_restatement(store_dir, t
 def test_a_newer_line_restates_a_correction_through_the_line_it_corrected(store_dir, tmp_path):
     """A correction says the value, the line it corrects what the value is of: the new job is compared with
     "I've been at Northwind ..." too (``corrected``), and comes before the correction the ranking put first."""
-    old, fix, new = ("I've been at Northwind for three years.", "Correction: the company is Orbital Foods, not Northwind.",
-                     "New job alert: Tessel hired me!")
+    old = "I've been at Northwind for three years."
+    fix, new = "Correction: the company is Orbital Foods, not Northwind.", "New job alert: Tessel hired me!"
     question = "Which company does Noor work for?"
     with Memory(store_dir, create=True) as memory:
         memory.ingest(chat(tmp_path / "job.json", [("2024-01-10", old), ("2024-01-10", fix),

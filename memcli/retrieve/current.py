@@ -5,8 +5,8 @@ and their sentence vectors are close (:func:`same_fact`): a home city stated and
 next one. For a question about what is true now (in the present tense, :func:`asks_now`: "Which company
 does Idris work for?", not "What did Caroline research?"), among the entries it ranks best, a newer such
 entry said at a later time and about as near the question in meaning is put before the older ones it
-restates, or whose corrected entries it restates (:func:`newer_first`), so the reader sees the current value first and the earlier ones after it,
-as history. (Both stay: a sentence vector does not tell a changed fact from two events of one kind, so
+restates, or whose corrected entries it restates (:func:`newer_first`), so the reader sees the current value
+first and the earlier ones after it, as history. (Both stay: a sentence vector does not tell a changed fact from two events of one kind, so
 nothing is marked superseded by this measure; docs/benchmarks.md. What is marked without a model is a
 correction: :mod:`memcli.ingest.corrections`.)
 
