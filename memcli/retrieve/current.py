@@ -6,9 +6,9 @@ next one. For a question about what is true now (in the present tense, :func:`as
 does Idris work for?", not "What did Caroline research?"), among the entries it ranks best, a newer such
 entry said at a later time and about as near the question in meaning is put before the older ones it
 restates, or whose corrected entries it restates (:func:`newer_first`), so the reader sees the current value
-first and the earlier ones after it, as history. (Both stay: a sentence vector does not tell a changed fact from two events of one kind, so
-nothing is marked superseded by this measure; docs/benchmarks.md. What is marked without a model is a
-correction: :mod:`memcli.ingest.corrections`.)
+first and the earlier ones after it, as history. (Both stay: a sentence vector does not tell a changed fact
+from two events of one kind, so nothing is marked superseded by this measure; docs/benchmarks.md. What is
+marked without a model is a correction: :mod:`memcli.ingest.corrections`.)
 
 ``as_of``: a question asked as of a day reads only what had been said by the end of it
 (:class:`memcli.store.lines.Library` with ``as_of``), so what replaced a fact later is not there and
@@ -132,8 +132,14 @@ def entry_vectors(index: LibraryIndex, entries: dict[Pick, Entry]) -> dict:
 
 def corrected_vectors(library: Library, index: LibraryIndex, picks: list[Pick]) -> dict[Pick, list]:
     """For each of ``picks`` that corrected other entries (:meth:`Library.history`), those entries with their
-    sentence vectors: a correction says the value, the entry it corrects what the value is of."""
-    found = {pick: history for pick in picks if (history := library.history(pick))}
+    sentence vectors: a correction says the value, the entry it corrects what the value is of. An entry's
+    exact repeats (also kept as its history) say nothing it does not, and are not encoded (a question's path)."""
+    found = {}
+    for pick in picks:
+        own = library.doc(pick[0]).entries[pick[1]].text
+        history = list({e.text: e for e in library.history(pick) if e.text != own}.values())
+        if history:
+            found[pick] = history
     keyed = {(pick, at): entry for pick, history in found.items() for at, entry in enumerate(history)}
     vectors = entry_vectors(index, keyed) if keyed else {}
     return {pick: [(entry, vectors[(pick, at)]) for at, entry in enumerate(history) if (pick, at) in vectors]

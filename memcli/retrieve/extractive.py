@@ -325,7 +325,8 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
                     seen[span.lower()] = Candidate(span, pick[0], pick[1], entry, sentence, at, overlap,
                                                    about=pick in theirs, echo=echo(span, wanted),
                                                    aligned=scores.get(pick, 0.0), least=least.get(pick, 1.0),
-                                                   kind=aligned.typed(pick, span) if tuning.kind and aligned is not None else 0.0)
+                                                   kind=aligned.typed(pick, span)
+                                                   if tuning.kind and aligned is not None else 0.0)
                     out.append(seen[span.lower()])
     if weekday and any(_NAMED_DAY.fullmatch(c.text) for c in out):  # a date does not say which day of the week
         out = [c for c in out if _NAMED_DAY.fullmatch(c.text)]
