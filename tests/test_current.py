@@ -121,6 +121,19 @@ def test_a_newer_line_restates_a_correction_through_the_line_it_corrected(store_
         assert texts.index(fix) < texts.index(new)
 
 
+def test_ask_answers_from_a_line_about_what_is_asked_though_it_holds_none_of_its_words(store_dir, tmp_path, cli):
+    """The support rule by a line's meaning, through the command: the car question is answered from the line
+    about the new car (exit 0), a question about a pet the memory never heard of is "I don't know" (exit 1)."""
+    with Memory(store_dir, create=True) as memory:
+        memory.ingest(chat(tmp_path / "car.json", [("2024-01-10", "Picked up my new Tesla Model 3 from the dealer today."),
+                                                   ("2024-02-20", "Work has been hectic this month.")]),
+                      consolidate=False)
+    car = cli("ask", "What car does Noor drive?", "--json")
+    assert car.code == 0 and "Tesla Model 3" in json.loads(car.stdout)["answer"]
+    pet = cli("ask", "What pet does Noor have?", "--json")
+    assert pet.code == 1 and "nor its meaning" in json.loads(pet.stdout)["why"]
+
+
 def test_the_near_lines_are_counted_among_the_ranking_s_best_not_the_whole_store(store_dir, moved):
     """Lines the ranking left out (in a small store, a reply said to everyone; here three made-up entries at
     cosine 0.99) may be nearer the question in meaning than the update: counted among the whole store they
