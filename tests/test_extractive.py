@@ -130,7 +130,8 @@ def candidates_of(tmp_path, asked: str, lines: list[tuple[str, str, str]], align
         memory.close()
 
 
-def answered(tmp_path, asked: str, lines: list[tuple[str, str, str]], scores: dict[str, float]):
+def answered(tmp_path, asked: str, lines: list[tuple[str, str, str]], scores: dict[str, float],
+             tuning: Tuning = DEFAULT):
     """The extractive answer to ``asked`` from a store of ``lines`` (all read, the token-level stage on), the
     model scoring as ``scores`` says."""
     from memcli.llm.base import CallStats
@@ -139,7 +140,7 @@ def answered(tmp_path, asked: str, lines: list[tuple[str, str, str]], scores: di
     memory, library, read, order = write_store(tmp_path, lines)
     try:
         aligned = align_read(memory.index.aligner(), library, asked, read, order)
-        return extract(Scorer(scores), asked, library, read, order, CallStats(), aligned=aligned)
+        return extract(Scorer(scores), asked, library, read, order, CallStats(), tuning, aligned=aligned)
     finally:
         memory.close()
 
@@ -565,3 +566,24 @@ def test_a_later_line_close_to_the_line_a_correction_replaced_restates_the_corre
     said = answered(tmp_path / "a", "Which company does Rosa work for?", lines,
                     {"Helix Labs": -1.0, "Mapleworks": -2.0, UNKNOWN: -4.0})
     assert "Mapleworks" in said.text and "restates" in said.reason, said
+
+
+def test_the_margin_does_not_refuse_a_line_that_changes_an_earlier_one(tmp_path):
+    """Where a person's lines give a slot two values, the model's probability is shared between them and "I
+    don't know" can outscore each by more than the margin; the margin asks whether memory holds an answer at
+    all, and a line that restates an earlier one ("took up tennis" after "Volleyball is my way to unwind")
+    says it does. A line with nothing before it is still refused."""
+    asked = "Which sport does Ana play?"
+    old, new = "Volleyball is my way to unwind.", "I quit volleyball and took up tennis."
+    lines = [("Ana", old, "2024-01-05T10:00"), ("Ana", new, "2024-03-01T10:00")]
+    scores = {"tennis": -3.5, "quit volleyball and took up tennis": -3.5, UNKNOWN: -1.0}  # 2.5 over the margin
+    memory, *_ = write_store(tmp_path / "vectors", lines[:1])
+    vectors = memory.index.aligner().encoder.encode([old, new])
+    memory.close()
+    assert float(vectors[0] @ vectors[1]) >= DEFAULT.restate and DEFAULT.margin < 2.5 and DEFAULT.changed
+    said = answered(tmp_path / "a", asked, lines, scores)
+    assert "tennis" in said.text and not said.abstained and "changes an earlier one" in said.reason, said
+    off = answered(tmp_path / "b", asked, lines, scores, replace(DEFAULT, changed=False))
+    assert off.text == UNKNOWN  # the rule, not the scores, made the difference
+    alone = answered(tmp_path / "c", asked, lines[1:], scores)
+    assert alone.text == UNKNOWN and alone.abstained  # nothing changed: the margin refuses it
