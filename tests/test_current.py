@@ -134,6 +134,22 @@ def test_ask_answers_from_a_line_about_what_is_asked_though_it_holds_none_of_its
     assert pet.code == 1 and "nor its meaning" in json.loads(pet.stdout)["why"]
 
 
+def test_ask_answers_a_value_that_changed_though_the_model_finds_i_dont_know_likelier(store_dir, tmp_path, cli):
+    """The margin and a fact that changed, through the command and the real default model: three values of
+    one slot share the model's probability and "I don't know" outscores the newest by more than the margin
+    (the rule off, that is the answer: tests/test_extractive.py); its line restates an earlier one, so it is
+    the answer (exit 0, the rule named in ``why``)."""
+    with Memory(store_dir, create=True) as memory:
+        memory.ingest(chat(tmp_path / "sport.json", [("2024-01-10", "Volleyball is my way to unwind."),
+                                                     ("2024-01-10", "No wait, it's squash, not volleyball."),
+                                                     ("2024-02-03", "Work has been hectic this month."),
+                                                     ("2024-03-15", "I quit squash and took up tennis.")]),
+                      consolidate=False)
+    done = cli("ask", "Which sport does Noor play?", "--json")
+    said = json.loads(done.stdout)
+    assert done.code == 0 and "tennis" in said["answer"] and "changes an earlier one" in said["why"], said
+
+
 def test_the_near_lines_are_counted_among_the_ranking_s_best_not_the_whole_store(store_dir, moved):
     """Lines the ranking left out (in a small store, a reply said to everyone; here three made-up entries at
     cosine 0.99) may be nearer the question in meaning than the update: counted among the whole store they
