@@ -587,3 +587,20 @@ def test_the_margin_does_not_refuse_a_line_that_changes_an_earlier_one(tmp_path)
     assert off.text == UNKNOWN  # the rule, not the scores, made the difference
     alone = answered(tmp_path / "c", asked, lines[1:], scores)
     assert alone.text == UNKNOWN and alone.abstained  # nothing changed: the margin refuses it
+
+
+def test_a_when_question_is_answered_with_a_lines_date_only_from_a_sentence_that_says_what_is_asked(tmp_path):
+    """A line's date tells when only what the line says: a question about a meeting no line mentions is not
+    answered with the day a line about rugby was said (its "days" is no word of what is asked: "which day"
+    asks), nor with the day a line was said at all; a line about the meeting is answered with its day, a line
+    about the adoption with its date."""
+    asked = "Which day is Ana's weekly team meeting?"
+    rugby = [("Ana", "These days it's all rugby for me.", "2024-03-09T11:06")]
+    said = answered(tmp_path / "a", asked, rugby, {UNKNOWN: -3.0})
+    assert said.text == UNKNOWN and said.abstained, said
+    before = answered(tmp_path / "b", asked, rugby, {UNKNOWN: -3.0}, replace(DEFAULT, told=False))
+    assert before.text == "9 March 2024"  # the rule, not the scores, made the difference
+    meeting = rugby + [("Ana", "Our weekly team meeting is on Thursday.", "2024-03-10T09:00")]
+    assert answered(tmp_path / "c", asked, meeting, {UNKNOWN: -3.0}).text == "Thursday"
+    adopted = [("Ana", "I adopted a greyhound named Pip from the shelter.", "2024-01-05T10:00")]
+    assert answered(tmp_path / "d", "When did Ana adopt a dog?", adopted, {UNKNOWN: -3.0}).text == "5 January 2024"
