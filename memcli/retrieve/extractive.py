@@ -123,10 +123,10 @@ class Tuning:
 # person's lines give a slot several values ("Volleyball is my way to unwind.", "No wait, it's squash, not
 # volleyball.", "I quit squash and took up tennis."), the model's probability is shared among them and "I don't
 # know" outscores each; the margin asks whether memory holds an answer, and a line that restates an earlier one
-# says it does. On the update suite's tune half it answers 2 more as-of and 2 more past-tense questions right
-# (no other change), on its report half nothing changes, on the suite written elsewhere one more as-of; of the
-# development pair's 304 answers one changes ("I don't know" to a wrong one, category 1; category 5 unchanged)
-# (docs/benchmarks.md, "A fact that changed and the margin").
+# says it does. On the update suite's tune half it answers 1 more current, 2 more as-of and 2 more past-tense
+# questions right (no other change), on its report half nothing changes, on the suite written elsewhere one more
+# as-of; of the development pair's 304 answers one changes ("I don't know" to a wrong one, category 1; category 5
+# unchanged) (docs/benchmarks.md, "A fact that changed and the margin").
 # "Which day is Sven's weekly team meeting?" of a chat that never mentions a meeting was answered with the day a
 # line about something else was said ("These days it's all rugby for me.": a when question is not held to the
 # margin); a question that asks which day is answered with a date no line writes out only from a sentence that
@@ -345,8 +345,9 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
                                                    kind=aligned.typed(pick, span)
                                                    if tuning.kind and aligned is not None else 0.0)
                     out.append(seen[span.lower()])
-    if weekday and tuning.told:  # which day: a date the line does not write tells the day only of what it says
-        what = frozenset(term_set(_WHEN.sub(" ", question))) - name_terms  # "which day" asks, it names nothing
+    # which day: a date no line writes out tells the day only of what its sentence says ("which day" asks, names nothing)
+    what = frozenset(term_set(_WHEN.sub(" ", question))) - name_terms if weekday and tuning.told else frozenset()
+    if what:
         out = [c for c in out if written(c) or what & term_set(c.sentence)]
     if weekday and any(_NAMED_DAY.fullmatch(c.text) for c in out):  # a date does not say which day of the week
         out = [c for c in out if _NAMED_DAY.fullmatch(c.text)]
