@@ -589,11 +589,11 @@ def test_the_margin_does_not_refuse_a_line_that_changes_an_earlier_one(tmp_path)
     assert alone.text == UNKNOWN and alone.abstained  # nothing changed: the margin refuses it
 
 
-def test_a_when_question_is_answered_with_a_lines_date_only_from_a_sentence_that_says_what_is_asked(tmp_path):
-    """A line's date tells when only what the line says: a question about a meeting no line mentions is not
-    answered with the day a line about rugby was said (its "days" is no word of what is asked: "which day"
-    asks), nor with the day a line was said at all; a line about the meeting is answered with its day, a line
-    about the adoption with its date."""
+def test_which_day_is_answered_with_a_date_no_line_writes_only_from_a_sentence_that_says_what_is_asked(tmp_path):
+    """A line's date tells which day only of what the line says: a question about a meeting no line mentions
+    is not answered with the day a line about rugby was said (its "days" is no word of what is asked: "which
+    day" asks); a line about the meeting is answered with the day it names, and a question that asks when
+    (not which day) still with the date of the line that tells it."""
     asked = "Which day is Ana's weekly team meeting?"
     rugby = [("Ana", "These days it's all rugby for me.", "2024-03-09T11:06")]
     said = answered(tmp_path / "a", asked, rugby, {UNKNOWN: -3.0})
