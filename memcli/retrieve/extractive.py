@@ -389,7 +389,7 @@ def renewed(best: Candidate, found: list[Candidate], before: Candidate | None, e
                for sentence in sentences(" ".join(entry.text.split()))]
     names = {sentence: named(sentence) for sentence in {c.sentence for c in earlier} | set(unheard)}
     if any(repeated(c.text) for c in earlier) or any(repeated(n) for said in names.values() for n in said):
-        close = _close([best.sentence], earlier, lambda c: c.sentence, encode, tuning.restate)
+        close = restating(best, earlier, encode, tuning)
         if more is not None:
             more(close)
         for pick in dict.fromkeys((c.doc, c.line) for c in close):
@@ -519,11 +519,16 @@ def _earlier(best: Candidate, found: list[Candidate]) -> list[Candidate]:
             and (c.doc, c.line) != (best.doc, best.line)]
 
 
+def restating(best: Candidate, earlier: list[Candidate], encode, tuning: Tuning = DEFAULT) -> list[Candidate]:
+    """Those of ``earlier`` whose sentence ``best``'s restates (cosine at least ``tuning.restate``, as
+    :func:`restated` measures a later line, backwards)."""
+    return _close([best.sentence], earlier, lambda c: c.sentence, encode, tuning.restate)
+
+
 def changes(best: Candidate, found: list[Candidate], encode, tuning: Tuning = DEFAULT) -> bool:
-    """Whether ``best``'s sentence restates one of the person's said before it (cosine at least
-    ``tuning.restate``, as :func:`restated` measures a later line): a value that changed."""
-    return tuning.restate is not None and bool(
-        _close([best.sentence], _earlier(best, found), lambda c: c.sentence, encode, tuning.restate))
+    """Whether ``best``'s sentence restates one of the person's said before it (:func:`restating`): a value
+    that changed."""
+    return tuning.restate is not None and bool(restating(best, _earlier(best, found), encode, tuning))
 
 
 def restated(best: Candidate, found: list[Candidate], encode, tuning: Tuning = DEFAULT,
