@@ -150,6 +150,25 @@ def test_ask_answers_a_value_that_changed_though_the_model_finds_i_dont_know_lik
     assert done.code == 0 and "tennis" in said["answer"] and "changes an earlier one" in said["why"], said
 
 
+def test_ask_which_day_of_something_never_mentioned_is_i_dont_know_not_the_day_a_line_was_said(store_dir, tmp_path,
+                                                                                                  cli):
+    """Through the command: a chat that never mentions a meeting is asked which day the meeting is; the line
+    about rugby holds the question by meaning, and without the which-day rule its date was the answer
+    ("9 March 2024"); now "I don't know", exit 1. A line that names the day answers it, exit 0."""
+    with Memory(store_dir, create=True) as memory:
+        memory.ingest(chat(tmp_path / "days.json", [("2024-03-09", "These days it's all rugby for me."),
+                                                    ("2024-03-10", "Work has been hectic this month.")]),
+                      consolidate=False)
+    done = cli("ask", "Which day is Noor's weekly team meeting?", "--json")
+    said = json.loads(done.stdout)
+    assert done.code == 1 and said["abstained"] and "2024" not in said["answer"], said
+    with Memory(store_dir) as memory:
+        memory.ingest(chat(tmp_path / "meeting.json", [("2024-03-11", "Our weekly team meeting is on Thursday.")]),
+                      consolidate=False)
+    done = cli("ask", "Which day is Noor's weekly team meeting?", "--json")
+    assert done.code == 0 and json.loads(done.stdout)["answer"] == "Thursday", done.stdout
+
+
 def test_the_near_lines_are_counted_among_the_ranking_s_best_not_the_whole_store(store_dir, moved):
     """Lines the ranking left out (in a small store, a reply said to everyone; here three made-up entries at
     cosine 0.99) may be nearer the question in meaning than the update: counted among the whole store they
