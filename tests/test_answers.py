@@ -133,3 +133,6 @@ def test_what_memory_cannot_answer_is_i_dont_know_with_exit_1(readme_store):
     assert as_json.code == 1 and as_json.json["abstained"] is True and as_json.json["answer"] == UNKNOWN
     swapped = run_memcli("ask", "Which adoption agency did Priya apply to?", "--json", cwd=folder, env=env)
     assert swapped.code == 1 and "someone else" in swapped.json["why"]  # Caroline applied, not Priya
+    chosen = run_memcli("ask", "Which adoption agency did Priya choose?", "--json", cwd=folder, env=env)
+    assert chosen.code == 1 and chosen.json["answer"] == UNKNOWN  # Caroline's line says it better than Priya's:
+    assert chosen.json["why"] == "a line of Caroline's holds the question better than any of Priya's"  # whose

@@ -53,6 +53,13 @@ def test_a_mention_that_only_addresses_a_person_is_not_about_them():
     assert _about(entry("Melanie", "I painted a lake."), people)
 
 
+def test_a_word_that_begins_a_persons_name_is_no_mention_of_them_unless_capitalised():
+    people = {"Caroline"}  # "Car" may be short for Caroline, "car" is a car
+    assert not _about(entry("Melanie", "Hey Caroline, my son got into an accident. [a photo of a car dashboard]"),
+                      people)
+    assert _about(entry("Melanie", "I told Car about my son."), people)
+
+
 def test_when_questions_are_answered_with_the_entrys_date():
     assert asks_when("When did Caroline pass the home study?")
     assert asks_when("In what year did Jon open a studio? What date?") and not asks_when("What did Jon open?")
@@ -604,3 +611,46 @@ def test_which_day_is_answered_with_a_date_no_line_writes_only_from_a_sentence_t
     assert answered(tmp_path / "c", asked, meeting, {UNKNOWN: -3.0}).text == "Thursday"
     adopted = [("Ana", "I adopted a greyhound named Pip from the shelter.", "2024-01-05T10:00")]
     assert answered(tmp_path / "d", "When did Ana adopt a dog?", adopted, {UNKNOWN: -3.0}).text == "5 January 2024"
+
+
+def test_a_question_naming_a_thing_no_line_read_writes_is_i_dont_know(tmp_path):
+    lines = [("Jon", "Took a short trip last week to Rome to clear my mind a little.", "2023-01-20T10:00"),
+             ("Gina", "Rome sounds lovely, I went there in June.", "2023-01-20T10:01")]
+    memory, library, read, order = write_store(tmp_path, lines)
+    try:
+        asked = "What did Jon take a trip to Barcelona for?"
+        found, reason = candidates(asked, library, read, order, replace(DEFAULT, things=True))
+        assert found == [] and reason == "no line read names barcelona"
+        assert candidates(asked, library, read, order, replace(DEFAULT, things=False))[0]  # the rule did it
+        for named in ("What did Jon take a trip to Rome for?", "Where did Gina go in June?"):  # a month is a time
+            assert candidates(named, library, read, order, replace(DEFAULT, things=True))[0], named
+    finally:
+        memory.close()
+
+
+def test_a_question_asked_of_the_wrong_person_is_i_dont_know(tmp_path):
+    """A fact of someone else's, asked of the wrong person: another's line holds the question's words better than
+    any line of the person asked about (``whose``); a line that only asks holds them and states nothing."""
+    from memcli.retrieve.aligned import align_read
+
+    lines = [("Ines", "My years in therapy are what made me want to train as a counsellor.", "2024-03-01T10:00"),
+             ("Theo", "That is brave work. I want to train for a marathon this spring.", "2024-03-01T10:01")]
+    asked = "What made Theo want to train as a counsellor?"
+    memory, library, read, order = write_store(tmp_path, lines)
+    try:
+        aligned = align_read(memory.index.aligner(), library, asked, read, order)
+        found, reason = candidates(asked, library, read, order, replace(DEFAULT, whose=0.0), aligned=aligned)
+        assert found == [] and reason == "a line of Ines's holds the question better than any of Theo's"
+        assert candidates(asked, library, read, order, replace(DEFAULT, whose=None), aligned=aligned)[0]
+        mine = "What made Ines want to train as a counsellor?"
+        aligned = align_read(memory.index.aligner(), library, mine, read, order)
+        assert candidates(mine, library, read, order, replace(DEFAULT, whose=0.0), aligned=aligned)[0]
+    finally:
+        memory.close()
+    lines[0] = ("Ines", "What made you want to train as a counsellor, Theo?", "2024-03-01T10:00")
+    memory, library, read, order = write_store(tmp_path / "asks", lines)
+    try:
+        aligned = align_read(memory.index.aligner(), library, asked, read, order)
+        assert candidates(asked, library, read, order, replace(DEFAULT, whose=0.0), aligned=aligned)[0]
+    finally:
+        memory.close()
