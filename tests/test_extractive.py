@@ -620,7 +620,7 @@ def test_a_question_naming_a_thing_no_line_read_writes_is_i_dont_know(tmp_path):
     try:
         asked = "What did Jon take a trip to Barcelona for?"
         found, reason = candidates(asked, library, read, order, replace(DEFAULT, things=True))
-        assert found == [] and reason == "no line read names barcelona"
+        assert found == [] and reason == "no line read names Barcelona"
         assert candidates(asked, library, read, order, replace(DEFAULT, things=False))[0]  # the rule did it
         for named in ("What did Jon take a trip to Rome for?", "Where did Gina go in June?"):  # a month is a time
             assert candidates(named, library, read, order, replace(DEFAULT, things=True))[0], named

@@ -249,7 +249,8 @@ def unnamed(question: str, people: set[str], entries: list[Entry]) -> list[str]:
     """What the question names (:func:`_named_things`: "Barcelona" in "What did Jon take a trip to Barcelona
     for?"; a month or a day aside) that none of ``entries`` writes: memory holds nothing of it to answer from."""
     said = set().union(*(_lower_words(entry.text) for entry in entries))
-    return sorted(t for t in _named_things(question, people) - _CALENDAR
+    written = {_bare(word).lower(): _bare(word) for word in _words(question)}  # as the question writes it
+    return sorted(written.get(t, t) for t in _named_things(question, people) - _CALENDAR
                   if t not in said and not re.fullmatch(r"i['\u2019]\w+", t))
 
 
