@@ -7,7 +7,7 @@ the question than the person's own lines), each chosen by cross-validation over 
     python benchmarks/bench_cover.py [--rule cover|margin|whose] [--records R.jsonl] [--grid ...] [--json OUT]
 
 Every question of categories 1-5 of each development conversation is asked as ``memcli eval locomo``
-asks it (raw memory, the default reader and answer, with both rules off), and for each answer the line it
+asks it (raw memory, the default reader and answer, with the three rules off), and for each answer the line it
 came from is kept with how well that line holds the question's content word (people's names aside) it
 holds least: that word's best MiniLM token match in the line (``Aligned.least``), and by how much the
 model found "I don't know" likelier than the chosen candidate (the difference of their mean
