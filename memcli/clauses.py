@@ -1,8 +1,10 @@
 """Clauses: the parts of a sentence an answer or a correction is read from.
 
 A sentence is cut at commas, colons, semicolons, brackets and dashes, never inside an amount ("£13,300") or a
-time ("10:30"); a short label that leads it ("Correction: ...") is no clause of its own; a clause that begins
-by denying ("..., not Tessel") says what is not so. Read by the extractive answer
+time ("10:30"), and before "and" or "but" that joins a clause with a subject of its own ("It runs on Postgres 15
+and we deploy it with Nomad"; not "and I", most often one subject with another: "Taylor and I"); a short label
+that leads it ("Correction: ...") is no clause of its own; a clause that begins by denying ("..., not Tessel")
+says what is not so. Read by the extractive answer
 (:mod:`memcli.retrieve.extractive`) and by the corrections ingest and consolidation mark
 (:mod:`memcli.ingest.corrections`).
 """
@@ -12,7 +14,9 @@ from __future__ import annotations
 import re
 
 DENIED = re.compile(r"\W*not\b", re.I)  # a clause that begins by denying: "..., not Tessel"
-CLAUSE = re.compile(r"\s*(?:(?<!\d)[,:]|[,:](?!\d)|[;()\u2014\u2013]|\s-\s)\s*")  # not "13,300" or "10:30"
+CLAUSE = re.compile(r"\s*(?:(?<!\d)[,:]|[,:](?!\d)|[;()\u2014\u2013]|\s-\s)\s*"  # not "13,300" or "10:30"
+                    r"|\s+(?=(?:and|but)\s+(?:we|you|he|she|they)\b)")  # "..., and we deploy it": a new subject
+# ("and I" is left whole: "Taylor and I have been together two years" is one subject)
 WORD = re.compile(r"[$\u00a3\u20ac\u00a5]?\d+(?:[.,:]\d+)*%?|[^\W_]+(?:['\u2019][^\W_]+)*")  # "£13,300" one word
 LABEL_WORDS = 3  # the longest head before a colon read as a label (unlabelled); not tuned: see docs/benchmarks.md
 

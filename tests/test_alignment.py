@@ -132,3 +132,20 @@ def test_each_candidate_carries_how_well_it_gives_the_kind_of_answer_asked(tmp_p
     assert all(c.kind == 0.0 for c in off)
     assert {c.text: extractive.score(c, on) - extractive.score(c, extractive.DEFAULT) for c in found} == \
         pytest.approx({text: 8.0 * kind for text, kind in kinds.items()})
+
+
+def test_a_question_word_is_a_persons_short_name_only_as_a_name_is_written(tmp_path, aligner):
+    """``held`` leaves out the person's name and its short forms ("Mel"), not a word that only begins it: "car"
+    is what "What car does Caroline drive?" asks about (the prefix slip ``extractive._about`` had too)."""
+    with Memory(tmp_path / "s", create=True, settings={"search.vectors": "inline"}) as memory:
+        memory.remember("I drive a blue Honda Civic.", speaker="Caroline", time="2024-01-01T10:00")
+        library = Library(memory.store)
+        picks = [("CURRENT", n) for n in sorted(library.doc("CURRENT").entries)]
+        read = assemble(library, picks, 10 ** 6)
+        car = align_read(aligner, library, "What car does Caroline drive?", read, picks)
+        short = align_read(aligner, library, "What does Car drive?", read, picks)
+    names = {"caroline"}
+    assert car.words == ["car", "caroline", "drive"]
+    assert len(car._other_words(picks[0], names)) == 2  # car, drive
+    assert car.held(picks[0], names) == pytest.approx(car.alignments[picks[0]].matches[[0, 2]].mean())
+    assert short.words[0] == "car" and len(short._other_words(picks[0], names)) == 1  # "Car" is her name: drive

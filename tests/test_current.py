@@ -297,6 +297,25 @@ def test_ask_answers_a_changed_fact_from_the_later_line_that_restates_it(tmp_pat
     assert "does not repeat an earlier answer" in answer["why"], answer
 
 
+def test_ask_on_the_shipped_chat_knows_which_part_of_a_fact_changed(tmp_path):
+    """examples/chat-messages.json through the README's commands with the real default model: ledgerd "runs on
+    Postgres 15 and we deploy it with Nomad", later "we moved ledgerd from Nomad to Kubernetes": the database is
+    still Postgres 15 (the later line changes the deployment), and the deployment is Kubernetes now."""
+    from conftest import EXAMPLES, run_memcli
+
+    store = tmp_path / ".memcli"
+    assert run_memcli("--store", store, "init", "-q").code == 0
+    assert run_memcli("--store", store, "ingest", str(EXAMPLES / "chat-messages.json"), "-q").code == 0
+    answers = {}
+    for question in ("What database does ledgerd run on?", "How is ledgerd deployed?"):
+        said = run_memcli("--store", store, "ask", question, "--json")
+        assert said.code == 0, said.stderr
+        answers[question] = json.loads(said.stdout)["answer"]
+    assert "Postgres 15" in answers["What database does ledgerd run on?"], answers
+    assert "Kubernetes" not in answers["What database does ledgerd run on?"], answers
+    assert "Kubernetes" in answers["How is ledgerd deployed?"], answers
+
+
 @pytest.mark.parametrize("lines, question, right, wrong", [
     ((("I use an iPhone 13.", "2023-05-27T13:03"),
       ("It's a Fairphone 5, not an iPhone 13, my mistake.", "2023-05-27T13:09"),

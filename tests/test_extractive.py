@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from memcli.clauses import denied, unlabelled
+from memcli.clauses import clauses, denied, unlabelled
 from memcli.retrieve.answer import grounded
 from memcli.retrieve.evidence import Evidence, assemble
 from memcli.retrieve.extractive import (
@@ -361,6 +361,36 @@ def test_a_later_line_restates_the_answer_only_if_it_names_what_the_question_and
     unnamed = extract(model, asked, library, read, order, CallStats(), replace(DEFAULT, named=False),
                       aligned=aligned)
     assert "Porto" not in unnamed.text and "restates" in unnamed.reason, unnamed  # the rule made the difference
+    memory.close()
+
+
+def test_a_later_line_naming_what_the_answers_sentence_says_beside_it_restates_that_not_the_answer(tmp_path):
+    """"It runs on Postgres 15 and we deploy it with Nomad.", later "we moved ledgerd from Nomad to Kubernetes":
+    the deployment changed, the database did not (the shipped example's question). The sentence is cut before
+    "and we", and a later line naming "Nomad" (of a clause that holds no word of the question), nothing the
+    answer names, does not restate "Postgres 15"; asked how ledgerd is deployed, it does."""
+    from memcli.llm.base import CallStats
+    from memcli.retrieve.aligned import align_read
+
+    asked = "What database does ledgerd run on?"
+    runs, moved = "It runs on Postgres 15 and we deploy it with Nomad.", "Update: we moved ledgerd from Nomad to Kubernetes."
+    assert clauses(runs) == ["It runs on Postgres 15", "and we deploy it with Nomad."]
+    for whole in ("I went hiking and camping with my kids.", "Taylor and I have been together two years."):
+        assert clauses(whole) == [whole]
+    memory, library, read, order = write_store(tmp_path, [("Sam", runs, "2024-05-02T09:12"),
+                                                          ("Sam", moved, "2024-05-09T16:40")])
+    aligned = align_read(memory.index.aligner(), library, asked, read, order)
+    vectors = aligned.encoder.encode([runs, moved])
+    assert float(vectors[0] @ vectors[1]) >= DEFAULT.restate  # close enough to "restate" by meaning alone
+    model = Scorer({"Postgres 15": -1.0, UNKNOWN: -3.0})
+    said = extract(model, asked, library, read, order, CallStats(), aligned=aligned)
+    assert said.text == "Postgres 15" and "restates" not in said.reason, said
+    unnamed = extract(model, asked, library, read, order, CallStats(), replace(DEFAULT, named=False), aligned=aligned)
+    assert "Kubernetes" in unnamed.text and "restates" in unnamed.reason, unnamed  # the rule made the difference
+    deployed = "How is ledgerd deployed?"  # the part the question asks about ("deploy") is the part that changed
+    aligned = align_read(memory.index.aligner(), library, deployed, read, order)
+    said = extract(model, deployed, library, read, order, CallStats(), aligned=aligned)
+    assert "Kubernetes" in said.text and "restates" in said.reason, said
     memory.close()
 
 

@@ -12,6 +12,7 @@ docs/benchmarks.md, "The line that answers").
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,6 +53,7 @@ class Aligned:
     kind: np.ndarray | None = None  # the kind of answer the question asks for (alignment.asked_kind)
     tokens: dict[Pick, Tokens] = field(default_factory=dict)  # each entry's tokens, as aligned
     near: dict[Pick, float] = field(default_factory=dict)  # each entry's cosine with the question's meaning
+    capitalised: frozenset[str] = frozenset()  # the words the question writes capitalised, lower case
 
     def typed(self, pick: Pick, span: str) -> float:
         """How well ``span`` of line ``pick`` gives the kind of answer the question asks for
@@ -68,9 +70,11 @@ class Aligned:
 
     def _other_words(self, pick: Pick, names: set[str]):
         """Line ``pick``'s best match of each of the question's content words other than ``names`` (lower
-        case), or None when it was not aligned or the question has no other word."""
+        case) and their short forms ("Mel": capitalised, as a name is written; "car" is no short form of
+        Caroline), or None when it was not aligned or the question has no other word."""
         found = self.alignments.get(pick)
-        keep = [at for at, word in enumerate(self.words) if not any(name.startswith(word) for name in names)]
+        keep = [at for at, word in enumerate(self.words)
+                if word not in names and not (word in self.capitalised and any(n.startswith(word) for n in names))]
         return found.matches[keep] if found is not None and keep else None
 
     def held(self, pick: Pick, names: set[str]) -> float | None:
@@ -112,7 +116,8 @@ def align_read(aligner, library: Library, question: str, read: list[Evidence], o
         picks = sorted(picks, key=lambda pick: -found[pick].score)  # stable: ties keep the readers' order
     best = best_matches(list(found.values())) if content else []
     return Aligned(picks, found, [asked.words[i] for i in content], [float(b) for b in best], aligner.encoder,
-                   asked_kind(asked), dict(zip(found, lines)), near_meaning(index, library, question, picks))
+                   asked_kind(asked), dict(zip(found, lines)), near_meaning(index, library, question, picks),
+                   frozenset(word.lower() for word in re.findall(r"\b[A-Z]\w*", question)))
 
 
 def near_meaning(index: LibraryIndex | None, library: Library, question: str, picks: list[Pick]) -> dict[Pick, float]:

@@ -92,6 +92,7 @@ class Tuning:
     cover: float = 0.0  # abstain when the best candidate's line holds a word of the question (names aside) less (0: never)
     kind: float = 0.0  # weight of how well the candidate gives the kind of answer asked (aligned.Aligned.typed)
     named: bool = False  # a later line restates the answer only if it names what the question and the answer's line name
+    # (and not only what the answer's sentence names beside it: :func:`_beside`)
     restate: float | None = None  # a later line of the person's whose sentence is this similar to the best's restates it
     # (and a span this similar to an earlier answer it replaces is a value of its kind: renewed)
     told: bool = False  # "which day" is answered with a date a line does not write only from a sentence holding its words
@@ -282,6 +283,12 @@ def someone_elses(names: set[str], lines, theirs: set, entries: dict, wanted: fr
     return held[other] - mine, entries[other].meta.get("speaker") or "someone else"
 
 
+def _wanted(question: str, names: set[str]) -> frozenset[str]:
+    """The question's terms other than the names of the people it names."""
+    name_terms = {stem(n.lower()) for n in names}
+    return frozenset(t for t in term_set(question) if t not in name_terms)
+
+
 def _about(entry: Entry, people: set[str]) -> bool:
     """Whether an entry is one of ``people``'s or speaks of one of them (not only addressing them)."""
     if entry.meta.get("speaker") in people:
@@ -372,7 +379,7 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
     if tuning.things and (missing := unnamed(question, people, [entries[pick] for pick in lines])):
         return [], f"no line read names {', '.join(missing)}"
     name_terms = {stem(n.lower()) for n in names}
-    wanted = frozenset(t for t in term_set(question) if t not in name_terms)
+    wanted = _wanted(question, names)
     if tuning.whose is not None and (lead := someone_elses(names, lines, theirs, entries, wanted, aligned)) \
             and lead[0] > tuning.whose:
         return [], f"a line of {lead[1]}'s holds the question better than any of {next(iter(names))}'s"
@@ -469,6 +476,22 @@ def renewed(best: Candidate, found: list[Candidate], before: Candidate | None, e
     if more is not None:
         more(kind)
     return max(kind, key=lambda c: score(c, tuning)) if kind else None
+
+
+def _marked(text: str) -> set[str]:
+    """The words of the names ``text`` writes (:func:`named`), lower case."""
+    return {word.lower() for name in named(text) for word in name.split()}
+
+
+def _beside(best: Candidate, wanted: frozenset[str]) -> set[str]:
+    """The names ``best``'s sentence writes beside the answer, in its clauses that hold neither the answer
+    nor a word of the question (``wanted``, as terms): "Nomad" of "It runs on Postgres 15 and we deploy it
+    with Nomad." answered "Postgres 15" to "What database does ledgerd run on?". A later line naming one of
+    them, and nothing the answer names, changes that part of the sentence ("we moved ledgerd from Nomad to
+    Kubernetes"), not the answer."""
+    parts = [c for c in clauses(best.sentence, False) if best.text not in c and not wanted & term_set(c)]
+    words = {w.lower() for c in parts for w in _WORD.findall(c)}
+    return (_marked(best.sentence) & words) - _marked(best.text)
 
 
 def named(sentence: str) -> list[str]:
@@ -595,7 +618,7 @@ def changes(best: Candidate, found: list[Candidate], encode, tuning: Tuning = DE
 
 def restated(best: Candidate, found: list[Candidate], encode, tuning: Tuning = DEFAULT,
              more=None, written_only: bool = False, replaced: list[str] = (),
-             named: set[str] = frozenset()) -> Candidate | None:
+             named: set[str] = frozenset(), wanted: frozenset[str] = frozenset()) -> Candidate | None:
     """The answer as a later line says it, or None: of the person's lines said after ``best``'s whose
     sentence is at least ``tuning.restate`` similar to its sentence (cosine of ``encode``'s vectors), the
     latest line's best-scored candidate. A value that changed ("I drive a Honda Civic", later "I sold the
@@ -608,11 +631,15 @@ def restated(best: Candidate, found: list[Candidate], encode, tuning: Tuning = D
     fact, so a later line close to one of them restates it too. ``named``: what the question names (other
     than the people the memory knows, :func:`_named_things`); with ``tuning.named``, those of them ``best``'s
     sentence holds the later one must hold too ("Rachel moved to Chicago" is not restated by "My family trip
-    was to Hawaii")."""
+    was to Hawaii"), and a later line that names what ``best``'s sentence names beside the answer (where
+    it holds no word of the question, ``wanted``), and nothing the answer names, restates that other part
+    (:func:`_beside`)."""
     held = {n for n in named if n in _lower_words(best.sentence)} if tuning.named else set()
+    beside = _beside(best, wanted) if tuning.named else set()
     after = [c for c in found if c.about and (c.entry.time or "") > (best.entry.time or "")
              and (c.doc, c.line) != (best.doc, best.line) and (not written_only or written(c))
-             and (not held or held <= _lower_words(c.sentence))]
+             and (not held or held <= _lower_words(c.sentence))
+             and not (beside and beside & _marked(c.sentence) and not _marked(best.text) & _marked(c.sentence))]
     close = _close([best.sentence, *replaced], after, lambda c: c.sentence, encode, tuning.restate)
     if not close:
         return None
@@ -718,8 +745,9 @@ def extract(model, question: str, library: Library, read: list[Evidence], order:
         more = scorer.more if scorer is not None else None
         before = None
         named = _named_things(question, library.speakers()) if tuning.named else set()
+        wanted = _wanted(question, _names_in(question, library.speakers()))
         while (later := restated(best, found, encode, tuning, more, when,
-                                 [e.text for e in library.history((best.doc, best.line))], named)) is not None:
+                                 [e.text for e in library.history((best.doc, best.line))], named, wanted)) is not None:
             before, best, why = best, later, "span of a later line that restates the best answer's"  # and again: a chain
         read_lines = {pick: library.doc(pick[0]).entries[pick[1]] for pick in entry_picks(library, everything)}
         if (fresh := renewed(best, found, before, encode, tuning, more, read_lines)) is not None:
