@@ -378,7 +378,6 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
         return [], f"nothing read is {' or '.join(sorted(names))}'s or about them"
     if tuning.things and (missing := unnamed(question, people, [entries[pick] for pick in lines])):
         return [], f"no line read names {', '.join(missing)}"
-    name_terms = {stem(n.lower()) for n in names}
     wanted = _wanted(question, names)
     if tuning.whose is not None and (lead := someone_elses(names, lines, theirs, entries, wanted, aligned)) \
             and lead[0] > tuning.whose:
@@ -415,7 +414,7 @@ def candidates(question: str, library: Library, read: list[Evidence], order: lis
                                                    if tuning.kind and aligned is not None else 0.0)
                     out.append(seen[span.lower()])
     # which day: a date no line writes out tells the day only of what its sentence says ("which day" asks, names nothing)
-    what = frozenset(term_set(_WHEN.sub(" ", question))) - name_terms if weekday and tuning.told else frozenset()
+    what = _wanted(_WHEN.sub(" ", question), names) if weekday and tuning.told else frozenset()
     if what:
         out = [c for c in out if written(c) or what & term_set(c.sentence)]
     if weekday and any(_NAMED_DAY.fullmatch(c.text) for c in out):  # a date does not say which day of the week
