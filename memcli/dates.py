@@ -32,6 +32,17 @@ STATED = re.compile(r"\b(?:\d{4}-\d\d-\d\d|\d{1,2}(?:st|nd|rd|th)? (?:of )?" + _
                     + _MONTH + r" \d{1,2}(?:st|nd|rd|th)?\b(?:,? \d{4})?)", re.I)
 
 
+RECURRING = re.compile(r"\b(?:(?:every|each) (?:" + "|".join(WEEKDAYS) + r")(?: (?:morning|afternoon|evening|night))?|"
+                       r"(?:" + "|".join(WEEKDAYS) + r")s)\b", re.I)
+
+
+def recurring_day(text: str) -> str | None:
+    """A day of the week the text says something happens on each week ("every Wednesday evening", "on
+    Thursdays"), as written, or None: the answer to when a weekly thing is, which no one date is."""
+    found = RECURRING.search(text)
+    return found.group() if found else None
+
+
 def stated_date(text: str) -> str | None:
     """A date the text writes out ("April 18", "18 April 2024", "2024-04-18"), as written, or None."""
     found = STATED.search(text)

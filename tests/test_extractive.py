@@ -251,7 +251,7 @@ def test_a_clause_speaks_of_the_date_its_sentence_writes_out(tmp_path):
     found, _ = candidates("Which day is Emre's weekly team meeting?", library, read, order)
     assert [c.text for c in found] == ["Wednesday"]
     found, _ = candidates("When is Emre's weekly team meeting?", library, read, order)
-    assert {c.text for c in found} == {"20 May 2023", "5 May 2023"}  # "when": the dates
+    assert {c.text for c in found} == {"Every Wednesday", "5 May 2023"}  # "when": each week's day, else the date
     memory.close()
 
 
@@ -684,3 +684,31 @@ def test_a_question_asked_of_the_wrong_person_is_i_dont_know(tmp_path):
         assert candidates(asked, library, read, order, replace(DEFAULT, whose=0.0), aligned=aligned)[0]
     finally:
         memory.close()
+
+
+def test_the_margin_does_not_refuse_a_sentence_that_holds_every_word_of_the_question(tmp_path):
+    """The margin asks whether memory holds an answer at all; a sentence of the person's that holds every word
+    of the question ("What did Ana research?", "I've started researching adoption agencies.") says it does,
+    however likely the small model finds "I don't know". A sentence holding only some of them is still refused."""
+    lines = [("Ana", "I've started researching adoption agencies.", "2024-03-03T18:40")]
+    scores = {"started researching adoption agencies": -4.1, "adoption agencies": -5.1, UNKNOWN: -1.9}  # 2.2 over
+    assert DEFAULT.margin < 2.2 and DEFAULT.whole
+    said = answered(tmp_path / "a", "What did Ana research?", lines, scores)
+    assert "adoption agencies" in said.text and not said.abstained, said
+    off = answered(tmp_path / "b", "What did Ana research?", lines, scores, replace(DEFAULT, whole=False))
+    assert off.text == UNKNOWN and off.abstained  # the rule, not the scores, made the difference
+    part = answered(tmp_path / "c", "What did Ana research at work?", lines, scores)
+    assert part.text == UNKNOWN and part.abstained, part
+
+
+def test_when_a_weekly_thing_is_is_answered_with_the_day_the_line_says(tmp_path):
+    """"When is Ana's pottery class?" of "I signed up for a pottery class on Thursdays." is Thursdays, not the
+    day the line was said; a date or a relative date the line writes still says when."""
+    lines = [("Ana", "I signed up for a pottery class on Thursdays.", "2024-03-03T18:40")]
+    assert answered(tmp_path / "a", "When is Ana's pottery class?", lines, {UNKNOWN: -3.0}).text == "Thursdays"
+    said = "2024-07-02T20:05"
+    assert dated("A twelve-week parenting course every Wednesday evening, then a match.", said) \
+        == "every Wednesday evening"
+    assert dated("The course starts on 12 March and meets on Thursdays.", said) == "12 March"
+    assert dated("Last week I joined a choir that sings on Mondays.", said) == "the week before 2 July 2024"
+    assert dated("I joined a choir on Monday.", said) == "2 July 2024"  # one Monday, not each week's
