@@ -17,7 +17,8 @@ EDGE_STOP = STOPWORDS | {
     "something", "anything", "everything", "one", "ones"}
 _TERM_RE = re.compile(r"[^\W_]+", re.UNICODE)
 # English verbs whose past tense or participle the suffix rules cannot fold ("When did she go?" / "I went"),
-# as (verb, its forms). A form that is as often another word is left out ("left", "saw", "rose", "bit", "won").
+# as (verb, its forms; and "going", which they leave whole as too short). A form that is as often another
+# word is left out ("left", "saw", "rose", "bit", "won").
 _IRREGULAR = (
     ("become", "became"), ("begin", "began begun"), ("bring", "brought"), ("build", "built"), ("buy", "bought"),
     ("catch", "caught"), ("choose", "chose chosen"), ("come", "came"), ("drink", "drank drunk"),
@@ -118,5 +119,5 @@ def term_set(text: str) -> frozenset[str]:
 def answer_term_set(text: str) -> frozenset[str]:
     """The extractive answer's terms of ``text`` (:func:`answer_term`), as a set, remembered: "What did she
     sell?" is answered by "I sold my car", though search, measured, ranks better without the folding
-    (docs/benchmarks.md, "Irregular verbs")."""
+    (docs/benchmarks.md, "Questions a new user asks of the examples")."""
     return frozenset(answer_term(w) for w in _TERM_RE.findall(text.lower()) if w not in STOPWORDS)
