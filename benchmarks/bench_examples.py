@@ -18,6 +18,7 @@ import argparse
 import ast
 import json
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -111,7 +112,8 @@ def main() -> None:
                           flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    summary = {half: {"questions": len(got), "right": sum(r["right"] for r in got)}
+    summary = {half: {"questions": len(got), "right": sum(r["right"] for r in got),
+                      "median_s": round(statistics.median(r["seconds"] for r in got), 2)}
                for half in ("tune", "report") if (got := [r for r in rows if r["half"] == half])}
     print(json.dumps(summary))
     if args.json:
