@@ -166,7 +166,11 @@ def _kill_at_random_points(tmp_path, env, trials: int, horizon: float, seed: int
             every_seq_once(root, 28)
             assert Memory(root).status().current_entries == 0
         else:
-            assert Memory(root).consolidation_status()["state"] == ("killed" if hit else "finished")
+            state = Memory(root).consolidation_status()["state"]
+            if hit and state == "finished":  # the kill landed after the job said so, before it let go of the lock
+                assert Memory(root).status().current_entries == 0
+            else:
+                assert state == ("killed" if hit else "finished")
     return killed
 
 
