@@ -80,6 +80,24 @@ def right(accepted: list[str] | None, answer: str, abstained: bool) -> bool:
     return not abstained and any(word.lower() in answer.lower() for word in accepted)
 
 
+def answered(asked: list[tuple]):
+    """Each of ``asked`` (rows of :data:`QUESTIONS`) with its answer and the seconds it took: each example
+    ingested, consolidated and embedded into a store of its own (a temporary folder), then asked."""
+    root = Path(tempfile.mkdtemp(prefix="memcli-examples-"))
+    try:
+        for example in dict.fromkeys(q[0] for q in asked):
+            with Memory(root / example, create=True) as memory:
+                memory.ingest(EXAMPLES / example, consolidate=False)
+                memory.consolidate()
+                upkeep.embed(memory.index)
+                for q in (q for q in asked if q[0] == example):
+                    start = time.perf_counter()
+                    result = memory.ask(q[2])
+                    yield q, result, time.perf_counter() - start
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--half", choices=["tune", "report"])
@@ -91,27 +109,15 @@ def main() -> None:
         changes = {name: ast.literal_eval(value) for name, value in (s.split("=", 1) for s in args.set)}
         extractive.DEFAULT = replace(extractive.DEFAULT, **changes)
         extractive.extract.__defaults__ = (extractive.DEFAULT, *extractive.extract.__defaults__[1:])
-    asked = [q for q in QUESTIONS if args.half in (None, q[1])]
-    root = Path(tempfile.mkdtemp(prefix="memcli-examples-"))
     rows = []
-    try:
-        for example in dict.fromkeys(q[0] for q in asked):
-            with Memory(root / example, create=True) as memory:
-                memory.ingest(EXAMPLES / example, consolidate=False)
-                memory.consolidate()
-                upkeep.embed(memory.index)
-                for _, half, question, accepted in (q for q in asked if q[0] == example):
-                    start = time.perf_counter()
-                    result = memory.ask(question)
-                    rows.append({"example": example, "half": half, "question": question, "accepted": accepted,
-                                 "answer": result.answer, "abstained": result.abstained,
-                                 "right": right(accepted, result.answer, result.abstained),
-                                 "why": result.to_dict().get("why"), "seconds": time.perf_counter() - start})
-                    row = rows[-1]
-                    print(f"{half:6} {'right' if row['right'] else 'WRONG'} {question[:52]:52} -> {row['answer'][:60]}",
-                          flush=True)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    for (example, half, question, accepted), result, seconds in answered(
+            [q for q in QUESTIONS if args.half in (None, q[1])]):
+        rows.append({"example": example, "half": half, "question": question, "accepted": accepted,
+                     "answer": result.answer, "abstained": result.abstained,
+                     "right": right(accepted, result.answer, result.abstained),
+                     "why": result.to_dict().get("why"), "seconds": seconds})
+        print(f"{half:6} {'right' if rows[-1]['right'] else 'WRONG'} {question[:52]:52} -> {result.answer[:60]}",
+              flush=True)
     summary = {half: {"questions": len(got), "right": sum(r["right"] for r in got),
                       "median_s": round(statistics.median(r["seconds"] for r in got), 2)}
                for half in ("tune", "report") if (got := [r for r in rows if r["half"] == half])}
