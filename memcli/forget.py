@@ -33,6 +33,7 @@ from memcli.consolidate.layout import Layout
 from memcli.dates import Period
 from memcli.errors import StoreError, UsageError
 from memcli.kv.purge import forget_texts
+from memcli.paths import ensure_private_dir, store_cache_dir
 from memcli.read_tools import Pattern
 from memcli.results import Result
 from memcli.store import CURRENT_ID, Store
@@ -133,8 +134,21 @@ class Forgotten(Result):
     warnings: list[str] = field(default_factory=list)
 
 
-PREVIEW = ".forget-preview.json"  # the seqs a dry run showed for each citation (local, never shared)
-PURGE = ".forget-purge.json"  # written before a forget commits, removed once the caches are clean
+PREVIEW = "forget-preview.json"  # the seqs a dry run showed for each citation
+PURGE = "forget-purge.json"  # written before a forget commits, removed once the caches are clean
+TREE_NOTES = (".forget-preview.json", ".forget-purge.json")  # where memcli 0.1 kept them: never read now
+
+
+def note_path(root: Path, name: str) -> Path:
+    """Where this clone keeps one of forget's notes: in the store's own cache folder, keyed by the
+    store's path, outside the store's work tree. A note is this clone's word on what its own dry run
+    showed or its own commit left to clean, so nothing that arrives with the store (``git add -f``, a
+    copied folder, an archive) can stand in for it."""
+    return store_cache_dir(root) / name
+
+
+def _write_note(root: Path, name: str, text: str) -> None:
+    atomic_write(ensure_private_dir(store_cache_dir(root)) / name, text)
 
 
 def forget(store: Store, selection: Selection, *, dry_run: bool = False,
@@ -194,7 +208,11 @@ def forget(store: Store, selection: Selection, *, dry_run: bool = False,
         if entries and is_shared(store.read_state()):  # tombstones, so a clone's copy goes too on merge
             _tombstone(store, txn, [e.seq for e in entries if e.seq is not None])
         if entries:
-            atomic_write(store.root / PURGE, json.dumps({"time": stamp, "documents": [*changed, *removed]}))
+            try:
+                _write_note(store.root, PURGE, json.dumps({"time": stamp, "documents": [*changed, *removed]}))
+            except OSError:
+                pass  # a cache folder that cannot be written: the caches are cleaned right after the commit
+                # all the same; only a crash in between would leave them to the next forget
     _clear_preview(store)
     return _result(found, False, changed, removed), entries
 
@@ -259,16 +277,16 @@ def _record_preview(store: Store, selection: Selection, found: dict) -> None:
     if not selection.citations:
         return
     try:
-        atomic_write(store.root / PREVIEW, json.dumps(_citation_seqs(selection, found)))
+        _write_note(store.root, PREVIEW, json.dumps(_citation_seqs(selection, found)))
     except OSError:
-        pass  # a read-only store: the dry run still answers
+        pass  # a cache folder that cannot be written: the dry run still answers
 
 
 def _check_preview(store: Store, selection: Selection, found: dict) -> None:
     if not selection.citations:
         return
     try:
-        shown = json.loads(read_regular(store.root / PREVIEW))
+        shown = json.loads(read_regular(note_path(store.root, PREVIEW)))
     except (OSError, ValueError, StoreError):
         return  # no dry run: the citations are taken as they are now
     if not isinstance(shown, dict):
@@ -282,19 +300,19 @@ def _check_preview(store: Store, selection: Selection, found: dict) -> None:
 
 def _clear_preview(store: Store) -> None:
     try:
-        (store.root / PREVIEW).unlink(missing_ok=True)
+        note_path(store.root, PREVIEW).unlink(missing_ok=True)
     except OSError:
         pass
 
 
 def pending_purge(root: Path) -> bool:
     """A forget committed but its caches were not cleaned (a crash, a kill): they must be dropped."""
-    return (root / PURGE).exists()
+    return note_path(root, PURGE).exists()
 
 
 def purge_done(root: Path) -> None:
     try:
-        (root / PURGE).unlink(missing_ok=True)
+        note_path(root, PURGE).unlink(missing_ok=True)
     except OSError:
         pass
 

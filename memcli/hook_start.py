@@ -14,6 +14,7 @@ import os
 import sys
 
 from memcli import where
+from memcli.errors import MemcliError
 
 SAVE_EVENTS = ("SessionEnd", "PreCompact", "Stop")
 LOG = "hooks.log"  # the detached ingests' output, in the cache folder
@@ -31,6 +32,31 @@ def usable(path: str) -> str | None:
     if len(encoded) > 4096 or any(len(part) > 255 for part in encoded.split(b"/")):
         return f"not a usable path ({len(encoded):,} bytes; too long for a file name)"
     return None
+
+
+def transcript_file(path: str, cwd: str | None) -> tuple[str, str | None]:
+    """(the event's transcript as an absolute path, why it is not one to ingest or None). A relative
+    path is the event's: resolved against the event's ``cwd`` (never the hook's own working folder),
+    and refused without one. It must be a regular file (a FIFO, a device or a folder would hang or
+    fail the detached ingest after the hook had said it was saving)."""
+    import stat
+
+    path = os.path.expanduser(path)
+    if not os.path.isabs(path):
+        if not cwd or not os.path.isabs(os.path.expanduser(cwd)):
+            return path, "a relative path, and the event has no absolute cwd to resolve it against"
+        path = os.path.join(os.path.expanduser(cwd), path)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return path, "no such file"
+    except OSError as exc:
+        return path, f"cannot read: {exc.strerror}"
+    if stat.S_ISDIR(mode):
+        return path, "is a directory"
+    if not stat.S_ISREG(mode):
+        return path, "not a regular file (a FIFO, device or socket)"
+    return path, None
 
 
 def project_root(cwd: str) -> str:
@@ -51,7 +77,7 @@ def store_for(cwd: str | None, flag: str | None) -> tuple[str, str, str | None]:
     user's store, where each turn is tagged with its project's root."""
     if flag or os.environ.get("MEMCLI_STORE") or cwd is None:
         path, why = where.store(flag)
-    elif (found := where.project_store(cwd) if os.path.isdir(cwd) else None) is not None:
+    elif (found := where.project_store(cwd)) is not None:  # a cwd since removed: the folders above it
         path, why = found, f"nearest {where.PROJECT_STORE_DIRNAME}/ above the session's cwd"
     else:
         path, why = where.user_store()
@@ -99,10 +125,13 @@ def quick(argv: list[str], raw: str) -> int | None:
     if not isinstance(transcript, str) or not transcript or usable(transcript) or (
             cwd is not None and (not isinstance(cwd, str) or usable(cwd))):
         return None
+    transcript, bad = transcript_file(transcript, cwd)
+    if bad:
+        return None  # said properly by the full command
     try:
         store, _why, project = store_for(os.path.expanduser(cwd) if cwd else None, flag)
-        done = start_saving(name, os.path.expanduser(transcript), store, project)
-    except (OSError, ValueError):
+        done = start_saving(name, transcript, store, project)
+    except (OSError, ValueError, MemcliError):
         return None  # said properly by the full command
     if "--json" in args:
         print(json.dumps(done, ensure_ascii=False))

@@ -66,11 +66,17 @@ def hook_store(event: dict, flag: str | None) -> tuple[Resolved, str | None]:
 
 
 def transcript(event: dict) -> Path:
+    """The event's transcript: a regular file, its relative path resolved against the event's cwd."""
     name = event["hook_event_name"]
     path = event.get("transcript_path")
     if not isinstance(path, str) or not path:
         raise InputError("<hook stdin>", f"{name} event without a transcript_path")
-    return _usable(path, "transcript_path")
+    _usable(path, "transcript_path")
+    cwd = event_cwd(event)
+    resolved, why = hook_start.transcript_file(path, str(cwd) if cwd is not None else None)
+    if why:
+        raise InputError("<hook stdin>", f"{resolved}: {why}", where="transcript_path")
+    return Path(resolved)
 
 
 def start_saving(event: dict, store: Path, project: str | None) -> dict:

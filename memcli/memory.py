@@ -43,6 +43,7 @@ from memcli.semantic import upkeep
 from memcli.share import git as shared_git
 from memcli.share.sync import sync
 from memcli.store import CURRENT_ID, Store
+from memcli.where import refuse_link
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
@@ -95,6 +96,7 @@ class Memory:
             root = chosen.path
         else:
             root = Path(directory or Path.cwd()).expanduser().absolute() / PROJECT_STORE_DIRNAME
+            refuse_link(str(root))
         existed = (root / "state.json").exists()
         Store.open(Resolved(root, "memcli init"), create=True)
         return InitResult(str(root), not existed)

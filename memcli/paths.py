@@ -50,11 +50,7 @@ def user_store() -> Resolved:
 
 def resolve_config_file() -> Resolved:
     """The user configuration file (TOML): MEMCLI_CONFIG > XDG config."""
-    env = os.environ.get("MEMCLI_CONFIG")
-    if env:
-        return Resolved(Path(env).expanduser().absolute(), "$MEMCLI_CONFIG")
-    base = _resolved(where.xdg("XDG_CONFIG_HOME", ".config"))
-    return Resolved(base.path / "config.toml", base.source)
+    return _resolved(where.config_file())
 
 
 def resolve_cache_dir() -> Resolved:

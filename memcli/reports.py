@@ -44,6 +44,7 @@ class StatusResult(Result):
     index_cache: str
     vectors: dict | None = None  # entries without a vector (missing) and the vectors job (None: no semantic signal)
     shared: dict | None = None  # a store shared through git: {"origin": this clone's (None: not drawn yet)}
+    approvals: dict | None = None  # {"file", "damaged": why}: the approvals file cannot be read (memcli trust)
 
 
 @dataclass
@@ -79,4 +80,12 @@ def status_report(memory) -> StatusResult:
         consolidate_llm=memory.consolidates_with_model(), settings=memory.settings.to_dict(),
         config_file=str(resolve_config_file().path), index_cache=str(store_cache_dir(memory.root)),
         vectors=memory.vectors_status() if memory.settings.search_semantic else None,
-        shared={"origin": drawn_origin(memory.root)} if is_shared(state) else None)
+        shared={"origin": drawn_origin(memory.root)} if is_shared(state) else None,
+        approvals=_approvals())
+
+
+def _approvals() -> dict | None:
+    from memcli.trust import read_approvals, trust_file
+
+    why = read_approvals()[1]
+    return {"file": str(trust_file()), "damaged": why} if why else None

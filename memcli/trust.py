@@ -15,9 +15,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
+from memcli.errors import ConfigError
 from memcli.paths import resolve_config_file
 
 # send data off the machine, name a credential, load a file as a model, delete files in a folder
@@ -43,23 +45,59 @@ def _key(store_root: Path) -> str:
     return str(store_root.absolute())
 
 
-def _read() -> dict:
+MAX_BYTES = 16 << 20  # far more approvals than one person gives
+
+
+def read_approvals() -> tuple[dict, str | None]:
+    """(the approvals, why the file cannot be read or None). No file: no approvals. A file that is
+    not a regular one (opened without blocking) or not a JSON object is damage: nothing in it is
+    honoured, and it is reported, never silently taken for empty."""
+    path = trust_file()
     try:
-        data = json.loads(trust_file().read_text("utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except FileNotFoundError:
+        return {}, None
+    except OSError as exc:
+        return {}, f"cannot read it: {exc.strerror}"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return {}, "it is not a regular file"
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            raw = handle.read(MAX_BYTES + 1)
+    except OSError as exc:
+        return {}, f"cannot read it: {exc.strerror}"
+    finally:
+        os.close(fd)
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):
+        return {}, "it is not JSON (damaged)"
+    if not isinstance(data, dict):
+        return {}, "it is not a JSON object (damaged)"
+    return data, None
+
+
+def damage() -> str | None:
+    """What is wrong with the approvals file, for ``status`` and the ignored-settings note; None when
+    it is readable or absent."""
+    why = read_approvals()[1]
+    return f"{trust_file()}: {why}; approvals in it are not honoured" if why else None
 
 
 def approved(store_root: Path, values: dict[str, Any]) -> bool:
     """Whether the user approved exactly ``values`` for this store."""
-    record = _read().get(_key(store_root))
+    record = read_approvals()[0].get(_key(store_root))
     return isinstance(record, dict) and record.get("digest") == digest(values)
 
 
 def approve(store_root: Path, values: dict[str, Any] | None) -> None:
-    """Record the user's approval of ``values`` for this store (None: take the approval back)."""
-    data = _read()
+    """Record the user's approval of ``values`` for this store (None: take the approval back). A damaged
+    approvals file is never rewritten with less: the user repairs it or moves it aside first."""
+    data, why = read_approvals()
+    if why:
+        raise ConfigError(f"{trust_file()}: {why}; memcli does not overwrite it, which would lose every "
+                          "approval it holds", hint=f"repair {trust_file()} or move it aside, then run memcli trust "
+                          "again")
     if values is None:
         data.pop(_key(store_root), None)
     else:
@@ -73,4 +111,12 @@ def approve(store_root: Path, values: dict[str, Any] | None) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(staged, path)
+    try:
+        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+    except OSError:
+        pass
 

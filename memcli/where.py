@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 
+from memcli.errors import ConfigError
+
 PROJECT_STORE_DIRNAME = ".memcli"
 
 
@@ -27,16 +29,34 @@ def absolute(path: str) -> str:
 
 
 def project_store(start: str | None = None) -> str | None:
-    """The nearest ``.memcli/`` directory in ``start`` (default: the working directory) or above."""
+    """The nearest ``.memcli/`` directory in ``start`` (default: the working directory) or above; a
+    ``start`` that is gone (a removed worktree) or a file counts from the nearest folder above it that
+    exists. A ``.memcli`` that is a symbolic link is refused (:func:`refuse_link`)."""
     here = os.path.realpath(start or os.getcwd())
+    while not os.path.isdir(here) and os.path.dirname(here) != here:
+        here = os.path.dirname(here)
     while True:
         candidate = os.path.join(here, PROJECT_STORE_DIRNAME)
+        refuse_link(candidate)
         if os.path.isdir(candidate):
             return candidate
         parent = os.path.dirname(here)
         if parent == here:
             return None
         here = parent
+
+
+def refuse_link(candidate: str) -> None:
+    """A project's ``.memcli`` must be the folder itself: a link (committed to a repository, it comes
+    with every clone) could name another project's memory, which would then be read and written."""
+    if os.path.islink(candidate):
+        try:
+            target = os.readlink(candidate)
+        except OSError:
+            target = "?"
+        raise ConfigError(f"{candidate} is a symbolic link (to {target}); memcli does not take a link as a "
+                          "project's store, since it may name another project's memory",
+                          hint=f"to use that store on purpose: memcli --store {os.path.realpath(candidate)} ...")
 
 
 def user_store() -> tuple[str, str]:
@@ -55,6 +75,15 @@ def store(flag: str | os.PathLike | None = None) -> tuple[str, str]:
     if found is not None:
         return found, f"nearest {PROJECT_STORE_DIRNAME}/ (memcli init)"
     return user_store()
+
+
+def config_file() -> tuple[str, str]:
+    """The user configuration file (TOML) and why: ``$MEMCLI_CONFIG`` > XDG config."""
+    env = os.environ.get("MEMCLI_CONFIG")
+    if env:
+        return absolute(env), "$MEMCLI_CONFIG"
+    folder, why = xdg("XDG_CONFIG_HOME", ".config")
+    return os.path.join(folder, "config.toml"), why
 
 
 def cache() -> tuple[str, str]:

@@ -170,17 +170,27 @@ def sniff_pi(text: str, data) -> bool:
 
 def _pi_branch(records: list[tuple[int, dict]]) -> list[tuple[int, dict]]:
     """The entries on the path from the session's last entry to its root (pi's current branch), in
-    order; a version 1 session (no ids) is one line of entries."""
+    order; a version 1 session (no ids) is one line of entries. An entry whose parent is not among
+    the records that parsed (a damaged line) continues the path at the entry written just before it
+    in the file, which is where pi appends a branch's next entry: one bad record costs itself, not
+    everything before it."""
     by_id = {r["id"]: (n, r) for n, r in records if isinstance(r.get("id"), str)}
     if not by_id:
         return records
-    leaf = next((r for _, r in reversed(records) if isinstance(r.get("id"), str)), None)
+    order = [r for _, r in records if isinstance(r.get("id"), str)]
+    place = {id(r): at for at, r in enumerate(order)}
+    leaf = order[-1]
     path, seen = [], set()
     while leaf is not None and leaf["id"] not in seen:
         seen.add(leaf["id"])
         path.append(by_id[leaf["id"]])
         parent = leaf.get("parentId")
-        leaf = by_id[parent][1] if isinstance(parent, str) and parent in by_id else None
+        if isinstance(parent, str) and parent in by_id:
+            leaf = by_id[parent][1]
+        elif isinstance(parent, str) and parent and place[id(leaf)] > 0:
+            leaf = order[place[id(leaf)] - 1]  # its parent's line did not parse
+        else:
+            leaf = None
     kept = {id(r) for _, r in path}
     return [(n, r) for n, r in records if id(r) in kept or not isinstance(r.get("id"), str)]
 
@@ -280,11 +290,17 @@ def sniff_opencode(text: str, data) -> bool:
 def parse_opencode(text, data, source, *, default_time, conv=None, keep_harness=False, **_) -> Parsed:
     """Each message's text parts (parts the harness added, ``synthetic``, and tool, reasoning, file,
     step and patch parts are left out)."""
+    if not isinstance(data, dict) or not isinstance(data.get("info"), dict) or not isinstance(data.get("messages"), list):
+        raise InputError(source, 'not an OpenCode export (a JSON object with "info" and a "messages" list)',
+                         where="top level")
     base = source.rsplit("/", 1)[-1]
     session = data["info"].get("id") if isinstance(data["info"].get("id"), str) else None
     turns, ignored, rejected = [], 0, []
     for number, message in enumerate(data["messages"], 1):
-        info = message["info"]
+        info = message.get("info") if isinstance(message, dict) else None
+        if not isinstance(info, dict):
+            rejected.append((f"message {number}", 'not an OpenCode message (no "info" object)'))
+            continue
         role = info.get("role")
         body = _parts_text(message.get("parts"), keep_harness) if role in ("user", "assistant") else ""
         if not body:

@@ -359,6 +359,16 @@ def detect(text: str, name: str) -> tuple[str, object]:
 
 # ---------------------------------------------------------------- entry point
 
+def _whole_document(text: str, fmt: TranscriptFormat):
+    """``text`` decoded when it is one JSON document that ``fmt`` reads as a whole, else None (JSON
+    lines: the first line's end stops the decoder at once)."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return data if isinstance(data, (dict, list)) and fmt.sniff(text, data) else None
+
+
 def parse_input(raw: bytes, source: str, *, fmt: str | None = None, sample: str | None = None,
                 default_time: str, conv: str | None = None, max_entry_chars: int = MAX_ENTRY_CHARS,
                 keep_harness: bool = False) -> Parsed:
@@ -379,6 +389,8 @@ def parse_input(raw: bytes, source: str, *, fmt: str | None = None, sample: str 
         raise InputError(source, f"unknown format {fmt!r} (formats: {', '.join(FORMATS)})")
     elif REGISTRY[fmt].json_document:
         data = _json(text, source)
+    elif text.lstrip()[:1] in ("[", "{"):  # a format read as JSON lines or as one document (a Gemini chat,
+        data = _whole_document(text, REGISTRY[fmt])  # the Managed Agents list): as auto-detection reads it
     if sample is not None and fmt != "locomo":
         raise InputError(source, f"--sample applies to LoCoMo input, but this is {fmt}")
     try:

@@ -49,29 +49,71 @@ def read_input(source: str | Path | IO[bytes] | IO[str], name: str | None = None
         raise InputError(name, "no such file") from None
     except OSError as exc:
         raise InputError(name, f"cannot read: {exc.strerror}") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise InputError(name, "is a directory")
-    if not stat.S_ISREG(info.st_mode):
-        raise InputError(name, "not a regular file (a FIFO, device or socket); pass a file, or - for standard input")
-    if info.st_size > max_bytes and not json_lines:
-        raise InputError(name, too_big)
+    _check_regular(name, info.st_mode)  # before any open: opening a device can itself do something
     try:
-        with open(source, "rb") as handle:
+        fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))  # never waits
+    except OSError as exc:
+        raise InputError(name, f"cannot read: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        _check_regular(name, info.st_mode)  # what was opened, should the path have changed since
+        if info.st_size > max_bytes and not json_lines:
+            raise InputError(name, too_big)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
             if info.st_size <= max_bytes:
                 data = handle.read(max_bytes + 1)
                 if len(data) > max_bytes:
                     raise InputError(name, too_big)
                 return Source(data, name)
-            kept, size, dropped = [], 0, 0
-            for record in handle:  # lines; a record over the limit is skipped without being kept whole
-                if len(record) > record_limit:
-                    dropped += 1
-                    continue
-                size += len(record)
-                if size > max_bytes:
-                    raise InputError(name, f"{too_big}, even without its {dropped} records over "
-                                           f"{record_limit:,} bytes")
-                kept.append(record)
+            kept, dropped = _records(handle, name, max_bytes, record_limit, too_big)
     except OSError as exc:
         raise InputError(name, f"cannot read: {exc.strerror}") from None
+    finally:
+        os.close(fd)
     return Source(b"".join(kept), name, dropped, record_limit)
+
+
+def _check_regular(name: str, mode: int) -> None:
+    if stat.S_ISDIR(mode):
+        raise InputError(name, "is a directory")
+    if not stat.S_ISREG(mode):
+        raise InputError(name, "not a regular file (a FIFO, device or socket); pass a file, or - for standard input")
+
+
+CHUNK = 1 << 20
+
+
+def _records(handle, name: str, max_bytes: int, record_limit: int, too_big: str) -> tuple[list[bytes], int]:
+    """The lines of ``handle`` read a chunk at a time, each kept if at most ``record_limit`` bytes:
+    a longer one is counted and skipped as it streams past, never held whole (a line of gigabytes
+    costs a chunk of memory, not its size). What is kept must fit ``max_bytes``."""
+    kept: list[bytes] = []
+    size = dropped = 0
+    line = bytearray()
+    skipping = False
+
+    def keep(record: bytes) -> None:
+        nonlocal size
+        size += len(record)
+        if size > max_bytes:
+            raise InputError(name, f"{too_big}, even without its {dropped} records over {record_limit:,} bytes")
+        kept.append(record)
+
+    while chunk := handle.read(CHUNK):
+        at = 0
+        while at < len(chunk):
+            end = chunk.find(b"\n", at)
+            stop = len(chunk) if end < 0 else end + 1
+            if not skipping:
+                line += chunk[at:stop]
+                if len(line) > record_limit:
+                    skipping, line = True, bytearray()
+                    dropped += 1
+            if end >= 0:
+                if not skipping:
+                    keep(bytes(line))
+                skipping, line = False, bytearray()
+            at = stop
+    if line and not skipping:
+        keep(bytes(line))
+    return kept, dropped

@@ -44,6 +44,7 @@ class Synced(Result):
     cleared: list[str] = field(default_factory=list)  # stale git locks and merge temporaries a killed sync left
     repaired: list[str] = field(default_factory=list)  # what was put back: memcli's merge attributes
     origin: dict | None = None  # {"from", "to"}: another clone wrote with this clone's origin; a new one drawn
+    ignored: list[str] = field(default_factory=list)  # files the history tracks that are this clone's own notes
 
 
 def sync(store: Store, *, remote: str | None = None, push: bool = True,
@@ -85,7 +86,19 @@ def sync(store: Store, *, remote: str | None = None, push: bool = True,
             raise StoreError(f"the remote {remote} kept moving: {ATTEMPTS} merges were pushed too late",
                              hint="run `memcli sync` again")
         result.head = repo.run("rev-parse", "HEAD").stdout.strip()
+        result.ignored = _tracked_notes(repo)
     return result
+
+
+def _tracked_notes(repo: Repo) -> list[str]:
+    """Forget's notes as the history tracks them (someone's ``git add -f``): a dry run's or an
+    interrupted forget's word belongs to the clone that made it, so memcli reads its own, kept
+    outside the work tree (:func:`memcli.forget.note_path`), and never these."""
+    from memcli.forget import TREE_NOTES
+
+    prefix = "" if str(repo.store) == "." else f"{repo.store.as_posix()}/"
+    listed = repo.run("ls-files", "-z", "--", *(prefix + name for name in TREE_NOTES), check=False).stdout
+    return [path for path in listed.split("\0") if path]
 
 
 def _origin_clash(store: Store, repo: Repo, theirs: str) -> int | None:

@@ -35,11 +35,10 @@ from memcli.paths import Resolved, ensure_private_dir
 from memcli.store import atomic
 from memcli.store.format import Document, FormatError, parse_document
 from memcli.store.git_command import last_commit
-from memcli.store.identity import state_problem
+from memcli.store_state import decode, too_new
 from memcli.tokens import count_tokens
 
 CURRENT_ID = "CURRENT"
-STORE_FORMAT = 2  # the newest this memcli reads; 2: a shared store (unique seqs), a plain store stays 1
 DOC_ID_RE = re.compile(rf"^{atomic.DOC_ID}$")
 
 
@@ -81,7 +80,7 @@ class Store:
         store = cls(where.path)
         if store.state_path.exists():
             state = store.read_state()
-            if state.get("format", STORE_FORMAT) > STORE_FORMAT:
+            if too_new(state):
                 raise StoreError(f"{store.root}: store format {state['format']} is newer than this memcli")
             return store
         if not create:
@@ -193,11 +192,10 @@ class Store:
         """``state.json``, checked: a state that came damaged (a teammate's commit, a hand edit) is
         an error naming the file and the commit that last changed it, never a crash later on."""
         try:
-            state = json.loads(self.read_file(self.state_path).decode("utf-8"))
-            problem = state_problem(state)
+            state, problem = decode(self.read_file(self.state_path))
         except FileNotFoundError:
             return {"format": 1, "next_seq": 1}
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
             problem = f"unreadable: {exc}"
         if problem is not None:
             raise StoreError(f"{self.state_path}: damaged store state: {problem}{last_commit(self.state_path)}",

@@ -25,46 +25,18 @@ import time
 from pathlib import Path
 
 from memcli.store.atomic import atomic_write
+from memcli.store_state import COUNTERS, ORIGINS, UNIQUE, is_origin, state_problem, whole  # noqa: F401  (named here too)
 
-ORIGINS = 10_000
-UNIQUE = "unique"
 ORIGIN_FILE = "origin.json"
 FORGOTTEN = "forgotten.txt"  # a shared store's forget tombstones: seqs only, one a line
-
-
-COUNTERS = (("format", 1), ("next_seq", 1), ("next_tick", 0))  # a state's whole-number values, each's least
-
-
-def _whole(value: object, least: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= least
-
-
-def _origin(value: object) -> bool:
-    return _whole(value, 1) and value < ORIGINS
-
-
-def state_problem(state: object) -> str | None:
-    """What is wrong with a ``state.json`` (it may come from a teammate's commit), or None."""
-    if not isinstance(state, dict):
-        return "not a JSON object"
-    for key, least in COUNTERS:
-        if key in state and not _whole(state[key], least):
-            return f"{key} must be a whole number of at least {least}, not {state[key]!r}"[:300]
-    origins = state.get("origins", [])
-    if not isinstance(origins, list) or not all(_origin(o) for o in origins):
-        return f"origins must be a list of numbers from 1 to {ORIGINS - 1}, not {origins!r}"[:300]
-    if state.get("ids", UNIQUE) != UNIQUE:
-        return f"ids must be {UNIQUE!r} or absent, not {state['ids']!r}"[:300]
-    return None
-
 
 def valid_values(state: object) -> dict:
     """A state with only the values :func:`state_problem` accepts (a damaged counter dropped, damaged
     origins left out): what the merge driver merges, so a merge never spreads the damage."""
     if not isinstance(state, dict):
         return {}
-    out = {k: v for k, v in state.items() if k not in dict(COUNTERS) or _whole(v, dict(COUNTERS)[k])}
-    out["origins"] = [o for o in state.get("origins", []) if _origin(o)] if isinstance(state.get("origins"), list) else []
+    out = {k: v for k, v in state.items() if k not in dict(COUNTERS) or whole(v, dict(COUNTERS)[k])}
+    out["origins"] = [o for o in state.get("origins", []) if is_origin(o)] if isinstance(state.get("origins"), list) else []
     if out.get("ids", UNIQUE) != UNIQUE:
         del out["ids"]
     return out

@@ -49,6 +49,9 @@ def _render_sync(result: Synced, out: Output) -> None:
         parts.append(f"settled {len(result.settled)} files")
     parts.append("pushed" if result.pushed else "not pushed")
     out.write("; ".join(parts) + f"; now at {result.head[:12]}")
+    for path in result.ignored:
+        out.warn(f"{path} is tracked in git (someone added it with -f); it is another clone's forget note, which "
+                 "memcli never reads: ignored (`git rm --cached` takes it out of the history's next commit)")
 
 
 @app.command()

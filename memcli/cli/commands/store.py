@@ -85,6 +85,9 @@ def _render_status(result: StatusResult, out: Output) -> None:
         job = result.vectors.get("job") or {}
         out.write(f"vectors:      {describe(job, result.vectors['missing'])}")
     out.write(f"config file:  {result.config_file}")
+    if result.approvals:
+        out.write(f"approvals:    {result.approvals['file']}: {result.approvals['damaged']}; none of its approvals "
+                  "is honoured (repair it or move it aside, then `memcli trust`)")
     out.write(f"index cache:  {result.index_cache}")
 
 
