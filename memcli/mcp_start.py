@@ -261,8 +261,10 @@ def ready(argv: list[str]) -> bool:
 
 
 def _read_first_line(read_fd: int) -> bytes:
+    """Bytes off the wire up to the first line end the SDK would see (a line feed or a carriage
+    return: a host that ends its line with a lone CR and waits must not wait on this read)."""
     data = b""
-    while b"\n" not in data and len(data) < _MAX_FIRST_LINE:
+    while b"\n" not in data and b"\r" not in data and len(data) < _MAX_FIRST_LINE:
         chunk = os.read(read_fd, 65536)
         if not chunk:
             break

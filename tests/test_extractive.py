@@ -584,8 +584,9 @@ def test_the_model_scores_only_the_candidates_that_can_still_be_chosen(tmp_path,
         if mine.logprob is None:  # left unscored: could not have won
             assert score(mine) < best
         else:  # read in batches of another shape (a prefix read off another candidate): a 4-bit model's
-            # logits move by a few hundredths per token
-            assert mine.logprob == pytest.approx(theirs.logprob, abs=0.25)
+            # logits move by a few hundredths per token, so a span's sum by a few per cent (0.42 of 17.1
+            # on an AMD EPYC, within 0.25 on CI's first machines)
+            assert mine.logprob == pytest.approx(theirs.logprob, rel=0.05, abs=0.25)
     memory.close()
 
 

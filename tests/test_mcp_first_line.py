@@ -186,3 +186,30 @@ def test_no_initialized_from_a_server_that_then_exits(tmp_path):
     done = subprocess.run([sys.executable, "-m", "memcli", "--store", str(store), "mcp"], input=PLAIN,
                           capture_output=True, timeout=120)
     assert done.returncode == 3 and done.stdout == b"", done
+
+
+def test_a_first_line_ended_by_a_lone_cr_is_answered_while_the_host_keeps_the_pipe_open(server):
+    """The SDK reads universal newlines: a host whose lines end in CR gets its answers, as from the SDK
+    alone, and the fast path's read of the first line never waits for a line feed that is not coming."""
+    import select
+
+    store, env = server
+    ping = _line({"jsonrpc": "2.0", "id": 2, "method": "ping"}, b"\r")
+    for command in ([sys.executable, "-m", "memcli", "--store", str(store), "mcp"], [sys.executable, "-c", ALONE,
+                                                                                    str(store)]):
+        proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                env=env)
+        try:
+            proc.stdin.write(PLAIN[:-1] + b"\r" + ping)
+            proc.stdin.flush()
+            got = b""
+            deadline = __import__("time").monotonic() + 60
+            while got.count(b"\n") < 2 and __import__("time").monotonic() < deadline:
+                if select.select([proc.stdout], [], [], 1)[0]:
+                    got += os.read(proc.stdout.fileno(), 65536)
+            answers = [json.loads(line) for line in got.splitlines()]
+            assert [a.get("id") for a in answers] == [1, 2], (command, got)
+            assert "result" in answers[0] and answers[1] == {"jsonrpc": "2.0", "id": 2, "result": {}}
+        finally:
+            proc.kill()
+            proc.wait()
