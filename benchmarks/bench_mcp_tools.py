@@ -69,6 +69,16 @@ def handshake(python: str, store: Path, request: dict, env: dict) -> tuple[float
     return cpu, wall
 
 
+def version_start(python: str, env: dict) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of one ``memcli --version``, start to exit: what a start costs at least."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([python, "-m", "memcli", "--version"], stdout=subprocess.DEVNULL, env=env)
+    _, _, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = 0
+    return usage.ru_utime + usage.ru_stime, wall
+
+
 async def tools(python: str, store: Path, runs: int, env: dict) -> dict[str, list[float]]:
     from mcp.client import Client
     from mcp.client.stdio import StdioServerParameters
@@ -123,6 +133,10 @@ def main() -> None:
     subprocess.run([args.python, "-m", "memcli", "--store", str(store), "ingest", str(EXAMPLE), "-q"], check=True,
                    env=env)
     report: dict = {"handshake": {}, "tools": {}}
+    versions = [version_start(args.python, env) for _ in range(args.runs)]
+    version_wall = statistics.median(w for _, w in versions)
+    report["memcli --version"] = {"cpu median s": round(statistics.median(c for c, _ in versions), 3),
+                                  "wall median s": round(version_wall, 3)}
     for method, request in HANDSHAKES.items():
         first = handshake(args.python, store, request, env)
         later = [handshake(args.python, store, request, env) for _ in range(args.runs)]
@@ -130,7 +144,8 @@ def main() -> None:
             "first start (cpu s, wall s)": [round(first[0], 3), round(first[1], 3)],
             "later starts: cpu median s": round(statistics.median(c for c, _ in later), 3),
             "later starts: cpu worst s": round(max(c for c, _ in later), 3),
-            "later starts: wall median s": round(statistics.median(w for _, w in later), 3)}
+            "later starts: wall median s": round(statistics.median(w for _, w in later), 3),
+            "later starts: wall median / --version": round(statistics.median(w for _, w in later) / version_wall, 2)}
     timings = anyio.run(tools, args.python, store, args.runs, env)
     asks = len(timings.pop("ask (past the limit)", []))
     answered = len(timings.pop("ask (answered)", []))
@@ -143,6 +158,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(report, indent=2))
         return
+    print("memcli --version: " + ", ".join(f"{k} {v}" for k, v in report["memcli --version"].items()))
     for method, row in report["handshake"].items():
         print(f"{method}: " + ", ".join(f"{k} {v}" for k, v in row.items()))
     print(f"{'tool':<14} {'first s':>9} {'median s':>9} {'worst s':>9}")

@@ -98,7 +98,7 @@ def start_saving(name: str, transcript: str, store: str, project: str | None) ->
     log = os.path.join(folder, LOG)
     args = [sys.executable, "-m", "memcli", "--store", store, "ingest", transcript, "--format", "claude-code",
             "--json", *(["--project", project] if project else [])]
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
         pid = os.posix_spawn(sys.executable, args, os.environ, setsid=True, file_actions=[
             (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0), (os.POSIX_SPAWN_DUP2, fd, 1),

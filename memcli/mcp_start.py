@@ -107,28 +107,43 @@ def _key(argv: list[str], request: dict, line: bytes) -> str | None:
     return hashlib.sha256(raw.encode()).hexdigest()[:24]
 
 
+def read_json(path: str) -> object:
+    """A JSON file's value, or None: opened without blocking (a FIFO there is no file to wait on), a
+    regular file of at most a few MB."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return json.loads(handle.read(8 << 20).decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    finally:
+        os.close(fd)
+
+
 def _recorded(argv: list[str], request: dict, line: bytes) -> tuple[str | None, str | None, bytes | None]:
     """(cache key, cache file, the answer to send for ``line``: the SDK's own bytes kept in the cache
     for this very line, else the shipped answer for a request of the plain shape it was recorded
     for, else None: the SDK answers)."""
     key = _key(argv, request, line)
     cache = os.path.join(where.cache()[0], CACHE_FILE)
-    try:
-        with open(cache, encoding="utf-8") as handle:
-            kept = json.load(handle)
-        answer = kept.get(key) if key and isinstance(kept, dict) else None
-        answer = answer.get("answer") if isinstance(answer, dict) else None
-    except (OSError, ValueError, RecursionError):
-        answer = None
+    kept = read_json(cache)
+    answer = kept.get(key) if key and isinstance(kept, dict) else None
+    answer = answer.get("answer") if isinstance(answer, dict) else None
     if isinstance(answer, str) and answer.endswith("\n"):
         return key, cache, answer.encode("utf-8")
     if not plain(request):
         return key, cache, None
+    shipped = read_json(SHIPPED)
     try:
-        with open(SHIPPED, encoding="utf-8") as handle:
-            shipped = json.load(handle)
         result = shipped.get("answers", {}).get(shipped_key(request)) if shipped.get("sdk") == sdk_version() else None
-    except (OSError, ValueError, AttributeError):
+    except AttributeError:
         result = None
     if not isinstance(result, dict):
         return key, cache, None
@@ -345,12 +360,8 @@ class _Wire:
         if not self.handoff.key or not self.handoff.cache or not answer.endswith("\n"):
             return
         try:
-            try:
-                with open(self.handoff.cache, encoding="utf-8") as handle:
-                    kept = json.load(handle)
-                kept = kept if isinstance(kept, dict) else {}
-            except (OSError, ValueError, RecursionError):
-                kept = {}
+            kept = read_json(self.handoff.cache)
+            kept = kept if isinstance(kept, dict) else {}
             if kept.get(self.handoff.key) == {"answer": answer}:
                 return
             kept = dict(list(kept.items())[-15:])  # a few versions, flags and hosts, not a growing file

@@ -334,8 +334,14 @@ def test_a_second_start_answers_initialize_from_the_cache_and_serves_as_before(s
 
     anyio.run(main)
     kept = json.loads(cache.read_text())
-    assert len(kept) == 1 and "instructions" in next(iter(kept.values()))
-    cache.write_text(json.dumps({key: {**value, "instructions": "FROM THE CACHE"} for key, value in kept.items()}))
+    assert len(kept) == 1 and "instructions" in json.loads(next(iter(kept.values()))["answer"])["result"]
+
+    def marked(answer: str) -> str:  # the SDK's bytes for the client's line, its instructions marked
+        message = json.loads(answer)
+        message["result"]["instructions"] = "FROM THE CACHE"
+        return json.dumps(message, separators=(",", ":")) + "\n"
+
+    cache.write_text(json.dumps({key: {"answer": marked(value["answer"])} for key, value in kept.items()}))
     anyio.run(main)  # the cached answer (marked) is the one the client got, and the server works behind it
     first, second = seen[0], seen[2]
     assert seen[1] and seen[3]
@@ -372,11 +378,15 @@ def test_the_shipped_handshake_answers_are_the_sdks_own():
 def test_shipped_answers_of_another_sdk_version_are_never_sent(tmp_path, monkeypatch):
     from memcli import mcp_start
 
-    request = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}
+    request = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    line = (json.dumps(request) + "\n").encode()
     shipped = json.loads(open(mcp_start.SHIPPED).read())
-    assert mcp_start._recorded(["mcp"], request)[2] == shipped["answers"]["initialize 2025-06-18"]
+    sent = mcp_start._recorded(["mcp"], request, line)[2]
+    assert json.loads(sent) == {"jsonrpc": "2.0", "id": 1, "result": shipped["answers"]["initialize 2025-06-18"]}
     other = tmp_path / "answers.json"
     other.write_text(json.dumps({**shipped, "sdk": "0.0.1"}))
     monkeypatch.setattr(mcp_start, "SHIPPED", str(other))
-    assert mcp_start._recorded(["mcp"], request)[2] is None  # the SDK answers, and its answer is kept
-    assert mcp_start._recorded(["mcp"], {**request, "params": {"protocolVersion": "1999-01-01"}})[2] is None
+    assert mcp_start._recorded(["mcp"], request, line)[2] is None  # the SDK answers, and its answer is kept
+    unknown = {**request, "params": {**request["params"], "protocolVersion": "1999-01-01"}}
+    assert mcp_start._recorded(["mcp"], unknown, (json.dumps(unknown) + "\n").encode())[2] is None

@@ -36,6 +36,7 @@ def event(name: str, cwd, transcript=None) -> bytes:
 
 # ---------------------------------------------------------------- forget's notes belong to the clone
 
+@pytest.mark.slow  # a fast tier within 5 minutes: CI runs it
 def test_a_dry_run_note_that_arrives_through_git_cannot_stand_in_for_the_users_own(tmp_path):
     """A teammate force-adds .forget-preview.json and, with it, a change that moves CURRENT's lines; after
     sync, the user's forget of the citation their dry run showed is refused (it names another note now),
@@ -109,6 +110,7 @@ def test_an_interrupted_forget_is_still_finished_by_the_next_command(tmp_path):
 
 # ---------------------------------------------------------------- which store
 
+@pytest.mark.slow  # a fast tier within 5 minutes: CI runs it
 def test_a_linked_dot_memcli_is_not_taken_as_the_projects_store(tmp_path):
     client = tmp_path / "client-work"
     assert run_memcli("init", client).code == 0
@@ -132,6 +134,7 @@ def test_a_linked_dot_memcli_is_not_taken_as_the_projects_store(tmp_path):
     assert on_purpose.code == 0 and "client A" in on_purpose.stdout
 
 
+@pytest.mark.slow  # a fast tier within 5 minutes: CI runs it
 def test_a_session_whose_cwd_is_gone_or_a_file_goes_to_the_project_store_above_it(tmp_path):
     project = tmp_path / "kiln"
     (project / ".git").mkdir(parents=True)
@@ -153,6 +156,7 @@ def test_a_session_whose_cwd_is_gone_or_a_file_goes_to_the_project_store_above_i
 
 # ---------------------------------------------------------------- approved paths
 
+@pytest.mark.slow  # a fast tier within 5 minutes: CI runs it
 def test_an_approved_relative_kv_dir_is_the_stores_folder_whatever_the_working_folder(tmp_path):
     store = example_store(tmp_path)
     (store / "config.toml").write_text('[kv]\ndir = "kv-cache"\n')
@@ -178,6 +182,7 @@ def test_an_approved_relative_kv_dir_is_the_stores_folder_whatever_the_working_f
 
 # ---------------------------------------------------------------- approvals survive damage
 
+@pytest.mark.slow  # a fast tier within 5 minutes: CI runs it
 def test_a_damaged_approvals_file_is_reported_and_never_overwritten_with_less(tmp_path):
     from memcli.trust import trust_file
 
@@ -207,6 +212,7 @@ def test_a_damaged_approvals_file_is_reported_and_never_overwritten_with_less(tm
 
 # ---------------------------------------------------------------- nothing blocks on a FIFO
 
+@pytest.mark.slow  # a fast tier within 5 minutes: CI runs it
 def test_a_fifo_where_a_configuration_file_is_blocks_no_command(tmp_path):
     store = example_store(tmp_path)
     os.mkfifo(store / "config.toml")
@@ -259,6 +265,7 @@ def test_a_line_longer_than_the_record_limit_is_skipped_without_being_read_whole
     assert peak < 8 << 20, peak  # a few chunks, never the line
 
 
+@pytest.mark.slow  # a fast tier within 5 minutes: CI runs it
 def test_forced_formats_read_what_auto_detection_reads_and_refuse_other_shapes(tmp_path):
     for shape in ([], {"info": 1, "messages": []}, {"info": {}, "messages": 3}, {"info": {}, "messages": [1, "x"]}):
         path = tmp_path / "other.json"
