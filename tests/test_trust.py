@@ -562,6 +562,7 @@ def test_a_kill_during_forget_leaves_no_stale_vectors(tmp_path, trials):
     import sys
     import time
 
+    from memcli.forget import PURGE, note_path
     from memcli.paths import store_cache_dir
     from memcli.semantic.encoder import Encoder
     from memcli.semantic.vectors import _key, entry_text
@@ -592,7 +593,7 @@ def test_a_kill_during_forget_leaves_no_stale_vectors(tmp_path, trials):
         time.sleep(rng.uniform(0.5 * whole, whole))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        after_commit += (root / ".forget-purge.json").exists()
+        after_commit += note_path(root, PURGE).exists()
         asked = run_memcli("--store", root, "ask", "zeppelin hangar", "--evidence-only", "--json")  # the next command
         assert asked.code in (0, 1), asked.stderr
         now = seq_counts(root)
@@ -603,7 +604,7 @@ def test_a_kill_during_forget_leaves_no_stale_vectors(tmp_path, trials):
         stale = [k for (k,) in db.execute("SELECT key FROM texts") if bytes(k) in keys]
         db.close()
         assert stale == [], (trial, len(stale))
-        assert not (root / ".forget-purge.json").exists()
+        assert not note_path(root, PURGE).exists()
         assert "zeppelin" not in json.dumps(asked.json.get("evidence", []))
     print(f"{trials} kills, {after_commit} between the store's commit and the caches' cleaning")
     if trials >= 20:
