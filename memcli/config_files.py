@@ -9,10 +9,10 @@ importing the rest of memcli.
 from __future__ import annotations
 
 import os
-import stat
 
 from memcli import where
 from memcli.errors import ConfigError
+from memcli.regular import NotRegular, read_bounded
 
 
 class Setting:
@@ -183,26 +183,22 @@ def read_toml(path: str | os.PathLike) -> dict[str, object]:
     must be a regular file: a FIFO or a device where a configuration file would be (a copied store,
     an archive) is refused, never waited on."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        raw = read_bounded(path, MAX_CONFIG_BYTES)
     except FileNotFoundError:
         return {}
+    except NotRegular:
+        raise ConfigError(f"{path}: not a regular file (a FIFO, device, socket or folder); memcli reads its "
+                          "configuration only from a regular file", hint=f"remove {path}, or make it a file") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read configuration: {exc.strerror}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ConfigError(f"{path}: not a regular file (a FIFO, device, socket or folder); memcli reads its "
-                              "configuration only from a regular file", hint=f"remove {path}, or make it a file")
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            raw = fh.read(MAX_CONFIG_BYTES + 1)
-        if len(raw) > MAX_CONFIG_BYTES:
-            raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES:,} bytes: not a configuration file")
-        import tomllib
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES:,} bytes: not a configuration file")
+    import tomllib  # only where a file exists: the MCP fast path reads none most of the time
 
+    try:
         return flatten(tomllib.loads(raw.decode("utf-8")))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
+    except (UnicodeDecodeError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
         raise ConfigError(f"{path}: cannot read configuration: {exc}") from None
-    finally:
-        os.close(fd)
 
 
 def store_table(store_root: str | os.PathLike) -> dict[str, object]:

@@ -31,6 +31,7 @@ import os
 import re
 
 from memcli import where
+from memcli.regular import read_bounded
 
 CACHE_FILE = "mcp-initialize.json"
 SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mcp_answers.json")
@@ -108,23 +109,11 @@ def _key(argv: list[str], request: dict, line: bytes) -> str | None:
 
 
 def read_json(path: str) -> object:
-    """A JSON file's value, or None: opened without blocking (a FIFO there is no file to wait on), a
-    regular file of at most a few MB."""
-    import stat
-
+    """A JSON file's value, or None: a regular file of at most a few MB, opened without blocking."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            return json.loads(handle.read(8 << 20).decode("utf-8"))
+        return json.loads(read_bounded(path, 8 << 20).decode("utf-8"))
     except (OSError, ValueError, RecursionError):
         return None
-    finally:
-        os.close(fd)
 
 
 def _recorded(argv: list[str], request: dict, line: bytes) -> tuple[str | None, str | None, bytes | None]:
@@ -253,20 +242,11 @@ def ready(argv: list[str]) -> bool:
     create is left to it), and every configuration file and ``MEMCLI_*`` value it reads is good
     (:func:`memcli.config_files.resolve`). Only then may a handshake be answered before the server
     exists: else the host would be told "initialized" by a server that then exits."""
-    import stat
-
     from memcli import config_files, store_state
 
     try:
         path, _why = where.store(argv[1] if argv[:1] == ["--store"] else None)
-        fd = os.open(os.path.join(path, "state.json"), os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return False
-            with os.fdopen(fd, "rb", closefd=False) as handle:
-                state, problem = store_state.decode(handle.read(1 << 20))
-        finally:
-            os.close(fd)
+        state, problem = store_state.decode(read_bounded(os.path.join(path, "state.json"), 1 << 20, follow=False))
         if problem or store_state.too_new(state):
             return False
         config_files.resolve(path)

@@ -15,12 +15,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat
 from pathlib import Path
 from typing import Any
 
 from memcli.errors import ConfigError
 from memcli.paths import resolve_config_file
+from memcli.regular import NotRegular, read_bounded
 
 # send data off the machine, name a credential, load a file as a model, delete files in a folder
 GUARDED = ("model.backend", "model.base_url", "model.api_key_env", "model.name", "model.path", "kv.dir")
@@ -52,22 +52,14 @@ def read_approvals() -> tuple[dict, str | None]:
     """(the approvals, why the file cannot be read or None). No file: no approvals. A file that is
     not a regular one (opened without blocking) or not a JSON object is damage: nothing in it is
     honoured, and it is reported, never silently taken for empty."""
-    path = trust_file()
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        raw = read_bounded(trust_file(), MAX_BYTES)
     except FileNotFoundError:
         return {}, None
+    except NotRegular:
+        return {}, "it is not a regular file"
     except OSError as exc:
         return {}, f"cannot read it: {exc.strerror}"
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return {}, "it is not a regular file"
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            raw = handle.read(MAX_BYTES + 1)
-    except OSError as exc:
-        return {}, f"cannot read it: {exc.strerror}"
-    finally:
-        os.close(fd)
     try:
         data = json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError):

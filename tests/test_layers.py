@@ -10,8 +10,8 @@ from conftest import REPO
 
 # lowest first; a room is a folder (``store/``) or a top-level module (``config``)
 LAYERS = [
-    ("base", {"errors", "results", "where", "paths", "trust", "config", "config_files", "store_state", "tokens",
-              "terms", "clauses", "dates", "joblock", "__init__"}),
+    ("base", {"errors", "results", "where", "regular", "paths", "trust", "config", "config_files", "store_state",
+              "tokens", "terms", "clauses", "dates", "joblock", "__init__"}),
     ("storage", {"store/", "cache"}),
     ("indexing", {"semantic/", "partitions", "index", "read_tools"}),
     ("models", {"llm/"}),
