@@ -136,7 +136,7 @@ class Forgotten(Result):
 
 PREVIEW = "forget-preview.json"  # the seqs a dry run showed for each citation
 PURGE = "forget-purge.json"  # written before a forget commits, removed once the caches are clean
-TREE_NOTES = (".forget-preview.json", ".forget-purge.json")  # where memcli 0.1 kept them: never read now
+TREE_NOTES = (".forget-preview.json", ".forget-purge.json")  # where earlier versions kept them: never read now
 
 
 def note_path(root: Path, name: str) -> Path:
