@@ -34,16 +34,10 @@ def switch(value: Any, origin: str) -> bool | None:
     raise ConfigError(f"{origin} must be true, false or auto, got {value!r}")
 
 
-def read_store_config(store_root: Path) -> dict[str, Any]:
-    """The store's own ``config.toml``, flattened, its paths resolved against the store
-    (:func:`memcli.config_files.store_table`)."""
-    return store_table(store_root)
-
-
 def approve_store_settings(store_root: Path, *, revoke: bool = False) -> dict[str, Any]:
     """Approve for this store, on this machine, the guarded settings its config.toml sets now (``revoke``:
     take the approval back); the settings it sets."""
-    values = guarded(read_store_config(store_root))
+    values = guarded(store_table(store_root))
     approve(store_root, None if revoke or not values else values)
     return values
 
@@ -93,7 +87,7 @@ class Settings:
     def load(cls, store_root: Path | None = None, overrides: dict[str, Any] | None = None) -> Settings:
         ignored: dict[str, Any] = {}
         if store_root is not None:
-            ignored = guarded(read_store_config(store_root))
+            ignored = guarded(store_table(store_root))
             if ignored and approved(store_root, ignored):
                 ignored = {}
         values, sources = resolve(store_root, overrides, ignored)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 
 from memcli import where
@@ -39,8 +40,6 @@ def transcript_file(path: str, cwd: str | None) -> tuple[str, str | None]:
     path is the event's: resolved against the event's ``cwd`` (never the hook's own working folder),
     and refused without one. It must be a regular file (a FIFO, a device or a folder would hang or
     fail the detached ingest after the hook had said it was saving)."""
-    import stat
-
     path = os.path.expanduser(path)
     if not os.path.isabs(path):
         if not cwd or not os.path.isabs(os.path.expanduser(cwd)):

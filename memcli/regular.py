@@ -13,16 +13,20 @@ class NotRegular(OSError):
     """The path names a FIFO, a device, a socket or a folder."""
 
 
-def read_bounded(path: str | os.PathLike, limit: int, *, follow: bool = True) -> bytes:
-    """At most ``limit + 1`` bytes of ``path`` (one more than the bound, so a caller can tell a file
-    that is too large). ``FileNotFoundError`` and other ``OSError`` pass through; a path that is not a
-    regular file is :class:`NotRegular`; ``follow=False`` refuses a symbolic link (``ELOOP``)."""
+def open_regular_fd(path: str | os.PathLike, *, follow: bool = True) -> int:
+    """A descriptor of ``path`` for reading, opened without blocking, once it is known to be a regular
+    file. ``FileNotFoundError`` and other ``OSError`` pass through; a path that is not a regular file
+    is :class:`NotRegular`; ``follow=False`` refuses a symbolic link (``ELOOP``)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | (0 if follow else getattr(os, "O_NOFOLLOW", 0))
     fd = os.open(path, flags)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise NotRegular(errno.EINVAL, "not a regular file (a FIFO, device, socket or folder)", os.fspath(path))
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read(limit + 1)
-    finally:
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
+        raise NotRegular(errno.EINVAL, "not a regular file (a FIFO, device, socket or folder)", os.fspath(path))
+    return fd
+
+
+def read_bounded(path: str | os.PathLike, limit: int, *, follow: bool = True) -> bytes:
+    """At most ``limit + 1`` bytes of ``path`` (one more than the bound, so a caller can tell a file
+    that is too large); errors as :func:`open_regular_fd`."""
+    with os.fdopen(open_regular_fd(path, follow=follow), "rb") as handle:
+        return handle.read(limit + 1)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import IO
 
 from memcli.errors import InputError
+from memcli.regular import NotRegular, open_regular_fd
 
 MAX_INPUT_BYTES = 64 * 1024 * 1024  # the default of ingest.max_bytes
 JSON_LINES = ("claude-code", "codex", "pi", "gemini-stream", "managed-agents", "jsonl")  # formats of one record a line, read record by record when large
@@ -51,12 +52,14 @@ def read_input(source: str | Path | IO[bytes] | IO[str], name: str | None = None
         raise InputError(name, f"cannot read: {exc.strerror}") from None
     _check_regular(name, info.st_mode)  # before any open: opening a device can itself do something
     try:
-        fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))  # never waits
+        fd = open_regular_fd(source)  # never waits; checked again: the path may have changed since
+    except NotRegular:
+        raise InputError(name, "not a regular file (a FIFO, device or socket); pass a file, or - for standard "
+                         "input") from None
     except OSError as exc:
         raise InputError(name, f"cannot read: {exc.strerror}") from None
     try:
         info = os.fstat(fd)
-        _check_regular(name, info.st_mode)  # what was opened, should the path have changed since
         if info.st_size > max_bytes and not json_lines:
             raise InputError(name, too_big)
         with os.fdopen(fd, "rb", closefd=False) as handle:

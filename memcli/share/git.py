@@ -33,7 +33,8 @@ from memcli.store import Store, atomic
 from memcli.store.atomic import StoreLock
 from memcli.store.format import parse_entry
 from memcli.store.git_command import git
-from memcli.store.identity import ORIGIN_FILE, UNIQUE, drawn_origin, is_shared, local_origin
+from memcli.store.identity import ORIGIN_FILE, drawn_origin, is_shared, local_origin
+from memcli.store_state import UNIQUE
 
 TRAILER = "Memcli-Op"
 ORIGIN_TRAILER = "Memcli-Origin"  # the clone that made the change (its origin): undo takes back its own

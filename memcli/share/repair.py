@@ -9,7 +9,8 @@ import json
 from memcli.share.git import repo_of
 from memcli.store import Store
 from memcli.store.folder import read_regular
-from memcli.store.identity import ORIGINS, UNIQUE, origin_of, state_problem
+from memcli.store.identity import origin_of
+from memcli.store_state import ORIGINS, UNIQUE, state_problem
 
 
 def repair_state(store: Store) -> str | None:

@@ -30,7 +30,6 @@ import json
 import os
 import re
 import signal
-import stat
 import sys
 import time
 from collections.abc import Iterator
@@ -38,6 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
 from memcli.errors import StoreError, StoreWriteError
+from memcli.regular import NotRegular, open_regular_fd
 
 FILE_MODE = 0o600
 TXN_DIR = ".txn"
@@ -84,17 +84,14 @@ def open_regular(path: Path):
     """``path`` opened for binary reading. It must be a regular file reached without following a
     symbolic link; anything else is a :class:`StoreError` (``FileNotFoundError`` passes through)."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        return os.fdopen(open_regular_fd(path, follow=False), "rb")
+    except NotRegular:
+        raise StoreError(f"{path} is not a regular file; memcli reads only regular files in a store") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise StoreError(f"{path} is a symbolic link; memcli does not follow links inside a store",
                              hint="replace the link with the file itself") from None
         raise
-    handle = os.fdopen(fd, "rb")
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        handle.close()
-        raise StoreError(f"{path} is not a regular file; memcli reads only regular files in a store")
-    return handle
 
 
 def fsync_dir(path: Path) -> None:

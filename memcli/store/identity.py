@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from memcli.store.atomic import atomic_write
-from memcli.store_state import COUNTERS, ORIGINS, UNIQUE, is_origin, state_problem, whole  # noqa: F401  (named here too)
+from memcli.store_state import COUNTERS, ORIGINS, UNIQUE, is_origin, whole
 
 ORIGIN_FILE = "origin.json"
 FORGOTTEN = "forgotten.txt"  # a shared store's forget tombstones: seqs only, one a line
