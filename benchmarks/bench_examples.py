@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Questions a new user asks of the shipped examples, answered as the README's commands answer them.
 
-    python benchmarks/bench_examples.py [--half tune|report] [--json OUT] [--set NAME=VALUE ...]
+    python benchmarks/bench_examples.py [--half tune|report] [--json OUT]
 
 Each example is ingested and consolidated into a store of its own (``memcli init``, ``ingest``,
 ``consolidate``), its vectors computed, and every question asked with the default reader and model
@@ -9,24 +9,20 @@ Each example is ingested and consolidated into a store of its own (``memcli init
 one memory cannot answer, when it is "I don't know". The questions were written for this suite, about
 what each example's lines say (its own ``qa`` list is in ``tests/test_answers.py``), and split in two
 halves before any rule was tried on them: rules are chosen on ``tune`` and reported on ``report``.
-``--set align=12`` answers with ``extractive.DEFAULT`` changed so (a rule's effect, side by side).
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import shutil
 import statistics
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from memcli import Memory
-from memcli.retrieve import extractive
 from memcli.semantic import upkeep
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -102,13 +98,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--half", choices=["tune", "report"])
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="answer with extractive.DEFAULT's NAME set to VALUE (a Python literal)")
     args = parser.parse_args()
-    if args.set:
-        changes = {name: ast.literal_eval(value) for name, value in (s.split("=", 1) for s in args.set)}
-        extractive.DEFAULT = replace(extractive.DEFAULT, **changes)
-        extractive.extract.__defaults__ = (extractive.DEFAULT, *extractive.extract.__defaults__[1:])
     rows = []
     for (example, half, question, accepted), result, seconds in answered(
             [q for q in QUESTIONS if args.half in (None, q[1])]):

@@ -4,9 +4,7 @@ A sentence is cut at commas, colons, semicolons, brackets and dashes, never insi
 time ("10:30"), and before "and" or "but" that joins a clause with a subject of its own ("It runs on Postgres 15
 and we deploy it with Nomad"; not "and I", most often one subject with another: "Taylor and I"); a short label
 that leads it ("Correction: ...") is no clause of its own; a clause that begins by denying ("..., not Tessel")
-says what is not so. Read by the extractive answer
-(:mod:`memcli.retrieve.extractive`) and by the corrections ingest and consolidation mark
-(:mod:`memcli.ingest.corrections`).
+says what is not so. Read by the corrections ingest and consolidation mark (:mod:`memcli.ingest.corrections`).
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ LABEL_WORDS = 3  # the longest head before a colon read as a label (unlabelled);
 
 
 def clauses(sentence: str, drop_denied: bool = True) -> list[str]:
-    """The clauses of a sentence candidates come from: after its label (:func:`unlabelled`), cut at commas,
+    """The clauses of a sentence: after its label (:func:`unlabelled`), cut at commas,
     colons and the like, and without those that deny (:func:`denied`) when ``drop_denied``."""
     return [c for c in CLAUSE.split(unlabelled(sentence)) if c.strip() and not (drop_denied and denied(c))]
 
@@ -39,8 +37,7 @@ def unlabelled(sentence: str) -> str:
 
 def denied(clause: str) -> bool:
     """Whether the clause denies what it names ("Orbital Foods, not Tessel": "not Tessel" is what is not so),
-    and so holds no answer (unless the question asks what is not so:
-    :func:`memcli.retrieve.extractive.candidates`)."""
+    and so states no value."""
     return DENIED.match(clause) is not None
 
 

@@ -74,7 +74,7 @@ SETTINGS: tuple[Setting, ...] = (
             "ask's reader: agent, no-agent, evidence, evidence-only, or auto (capable model: agent; "
             "small: evidence)"),
     Setting("ask.answer", "MEMCLI_ASK_ANSWER", "auto",
-            "how ask answers: extract (a span of the evidence, scored by the model), generate (the model "
+            "how ask answers: extract (a span of the evidence, picked by memcli's reader), generate (the model "
             "writes it; an answer not grounded in the evidence becomes I don't know), or auto (generate "
             "with a capable model or one of 1B parameters or more, else extract)"),
     Setting("mcp.ask_seconds", "MEMCLI_MCP_ASK_SECONDS", 20.0,
@@ -127,7 +127,7 @@ SETTINGS: tuple[Setting, ...] = (
             "CPU threads for the llama backend (0: half the cores, at least one, which keeps its speed when "
             "another program is busy)"),
     Setting("model.batch_threads", "MEMCLI_BATCH_THREADS", 0,
-            "CPU threads for reading a prompt (0: every core when scoring an extractive answer, which generates "
+            "CPU threads for reading a prompt (0: every core when scoring continuations, which generates "
             "nothing; as model.threads otherwise)"),
     Setting("model.gpu_layers", "MEMCLI_GPU_LAYERS", -1,
             "layers offloaded to the GPU (-1: all; ignored by a CPU-only llama.cpp build)"),

@@ -2,7 +2,7 @@
 days ago", "next month") read against the time it was said.
 
 Ingest keeps the result in the entry's signature (``when=2023-05-07``; a month ``2023-04``, a year
-``2022``) beside the record time (``time=``, when it was said); the extractive answer to "when" says it
+``2022``) beside the record time (``time=``, when it was said); an answer to "when" says it
 the way people write dates: a day resolved exactly is its date ("7 May 2023"), a month "April 2023", a
 year "2022", and what stays relative keeps its anchor ("the week before 9 June 2023", "the friday before
 15 July 2023"), since a week or the day of a week named from another day is what the line says.

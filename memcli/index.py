@@ -101,7 +101,6 @@ class LibraryIndex:
         self.semantic, self.inline = semantic, inline
         self.semantic_missing: str | None = None  # why the semantic signal is off, when it was wanted
         self._vectors = None
-        self._aligner = None
         self._changes = 0  # commits of this connection that changed the index (see _lengths)
         self._length_cache: tuple | None = None  # (version, partition lengths by id)
         self._idf_cache: tuple | None = None  # (version, scope, idf by term)
@@ -157,15 +156,6 @@ class LibraryIndex:
             self._vectors = EntryVectors(self.store, folder, encoder, self.on_warning)
             self._vectors.inline = self.inline
         return self._vectors
-
-    def aligner(self):
-        """The token-level matcher (:mod:`memcli.semantic.alignment`); None without the semantic signal."""
-        vectors = self.vectors()
-        if vectors is not None and self._aligner is None:
-            from memcli.semantic.alignment import Aligner  # numpy: not for every command's start
-
-            self._aligner = Aligner(vectors.encoder)
-        return self._aligner if vectors is not None else None
 
     def similarities(self, text: str) -> dict[tuple[str, int], float]:
         """Cosine similarity of ``text`` with every live entry by (document, line); empty without

@@ -433,7 +433,9 @@ class Memory:
         # no model answers the evidence-only reader: its profile (read from the GGUF) is not needed
         style = answer or ("generate" if reader == "evidence-only" else self.answer_style())
         begin = time.perf_counter()
-        model = None if reader == "evidence-only" else self._ask_model(cfg.ask_kv if kv is None else kv)
+        # memcli's trained reader answers the evidence reader's extractive answer: no chat model loads
+        reads_alone = reader == "evidence-only" or (reader == "evidence" and style == "extract")
+        model = None if reads_alone else self._ask_model(cfg.ask_kv if kv is None else kv)
         loaded = time.perf_counter() - begin
         result = ask(self.store, self.index, model, question, reader=reader, budget=budget,
                      answer_context=reading, max_rounds=rounds, on_step=on_step, keep_evidence=keep_evidence,

@@ -1,7 +1,5 @@
 """Words into search terms: lower-cased, stop words and chat filler dropped, plurals and -ed/-ing folded
-(Porter's step 1). One definition for BM25, the evidence ranking, compact evidence and the LoCoMo metrics;
-the extractive answer's terms (:func:`answer_term_set`) also fold an irregular verb's past forms to the verb
-("went", "gone" -> "go")."""
+(Porter's step 1). One definition for BM25, the evidence ranking, compact evidence and the LoCoMo metrics."""
 
 from __future__ import annotations
 
@@ -16,24 +14,6 @@ EDGE_STOP = STOPWORDS | {
     "even", "still", "already", "maybe", "probably", "actually", "finally", "super", "kind", "sort",
     "something", "anything", "everything", "one", "ones"}
 _TERM_RE = re.compile(r"[^\W_]+", re.UNICODE)
-# English verbs whose past tense or participle the suffix rules cannot fold ("When did she go?" / "I went"),
-# as (verb, its forms; and "going", which they leave whole as too short). A form that is as often another
-# word is left out ("left", "saw", "rose", "bit", "won").
-_IRREGULAR = (
-    ("become", "became"), ("begin", "began begun"), ("bring", "brought"), ("build", "built"), ("buy", "bought"),
-    ("catch", "caught"), ("choose", "chose chosen"), ("come", "came"), ("drink", "drank drunk"),
-    ("drive", "drove driven"), ("eat", "ate eaten"), ("fall", "fell fallen"), ("feed", "fed"), ("feel", "felt"),
-    ("fight", "fought"), ("find", "found"), ("fly", "flew flown"), ("forget", "forgot forgotten"),
-    ("get", "got gotten"), ("give", "gave given"), ("go", "went gone going"), ("grow", "grew grown"),
-    ("hear", "heard"), ("hold", "held"), ("keep", "kept"), ("know", "knew known"), ("lead", "led"),
-    ("lose", "lost"), ("make", "made"), ("mean", "meant"), ("meet", "met"), ("pay", "paid"),
-    ("ride", "rode ridden"), ("run", "ran"), ("say", "said"), ("see", "seen"), ("sell", "sold"),
-    ("send", "sent"), ("sing", "sang sung"), ("sit", "sat"), ("sleep", "slept"), ("speak", "spoke spoken"),
-    ("spend", "spent"), ("stand", "stood"), ("swim", "swam swum"), ("take", "took taken"),
-    ("teach", "taught"), ("tell", "told"), ("think", "thought"), ("throw", "threw thrown"),
-    ("understand", "understood"), ("wear", "wore worn"), ("write", "wrote written"))
-_VERB_OF = {form: verb for verb, forms in _IRREGULAR for form in forms.split()}
-
 
 _VOWELS = frozenset("aeiou")
 
@@ -93,11 +73,6 @@ def stem(word: str) -> str:
     return word
 
 
-def answer_term(word: str) -> str:
-    """A lower-cased word's term for the extractive answer: its verb when it is an irregular past form, stemmed."""
-    return stem(_VERB_OF.get(word, word))
-
-
 def words(text: str) -> list[tuple[str, str]]:
     """(term, the word it came from) pairs: what :func:`terms` keeps, with the surface form."""
     return [(stem(w), w) for w in _TERM_RE.findall(text.lower()) if w not in STOPWORDS]
@@ -113,11 +88,3 @@ def term_set(text: str) -> frozenset[str]:
     """:func:`terms` of ``text`` as a set, remembered: the evidence ranking reads the same entries'
     and sentences' terms for every question."""
     return frozenset(terms(text))
-
-
-@lru_cache(maxsize=1 << 16)
-def answer_term_set(text: str) -> frozenset[str]:
-    """The extractive answer's terms of ``text`` (:func:`answer_term`), as a set, remembered: "What did she
-    sell?" is answered by "I sold my car", though search, measured, ranks better without the folding
-    (docs/benchmarks.md, "Questions a new user asks of the examples")."""
-    return frozenset(answer_term(w) for w in _TERM_RE.findall(text.lower()) if w not in STOPWORDS)

@@ -12,7 +12,7 @@ from conftest import EXAMPLES, run_memcli
 from memcli import __version__
 
 COMMANDS = ["ingest", "remember", "docs", "read", "grep", "search", "init", "status", "embed", "consolidate", "doctor", "ask", "chat", "forget",
-            "kv build", "kv ls", "kv stats", "kv verify", "kv prune", "eval locomo", "mcp", "hook",
+            "kv build", "kv ls", "kv stats", "kv verify", "kv prune", "eval locomo", "eval qa", "mcp", "hook",
             "sync", "log", "undo", "merge-driver", "trust"]
 
 

@@ -50,28 +50,3 @@ def test_scores_equal_rank_bm25_over_the_same_partitions(cli, store_dir):
             else:
                 assert score == 0  # only partitions without a query term are left out
     index.close()
-
-
-
-def test_an_irregular_verbs_past_forms_are_the_verbs_answer_term():
-    """"What did Caroline sell?" is asked of "I sold my hatchback": the suffix rules cannot fold "sold". For
-    the extractive answer the past forms of irregular verbs are their verb's term; a form that is as often
-    another word keeps its own. Search keeps the forms apart (it ranked better so, measured), and the LoCoMo
-    metrics stem as LoCoMo's script does."""
-    from memcli.eval.metrics import answer_tokens
-    from memcli.terms import answer_term_set
-
-    assert answer_term_set("I went there, told my mom and sold the car") \
-        == answer_term_set("go there, tell my mom and sell the car")
-    assert answer_term_set("we have gone going") == {"go"} and answer_term_set("bought, brought") == {"buy", "bring"}
-    assert answer_term_set("turn left at the saw mill") == {"turn", "left", "saw", "mill"}
-    assert terms("I sold it") == ["sold"] and answer_tokens("went sold") == ["went", "sold"]
-
-
-def test_a_sentence_in_another_form_of_an_irregular_verb_holds_the_questions_word(tmp_path):
-    """The extractive answer weighs the share of the question's words a sentence holds: "sold" holds "sell"."""
-    from test_extractive import candidates_of
-
-    found, _ = candidates_of(tmp_path, "What did Ana sell?", [
-        ("Ana", "I sold my hatchback and bought a used minivan on Saturday.", "2024-07-02T20:05")])
-    assert found and all(c.overlap == 1.0 for c in found) and any(c.text == "hatchback" for c in found), found

@@ -293,7 +293,7 @@ class Runner:
             evidence = found.evidence
             read = best_part(found.library, evidence, found.order, self.answer_context,
                              count=self.model.count_tokens)
-            said = respond(self.model, memory.store, qa["question"], read, found.library, found.order, stats,
+            said = respond(self.model, memory.store, qa["question"], read, found.library, stats,
                            answer=memory.answer_style(), keep_evidence=False)
             reply, rounds, abstained = said.text, 0, said.abstained
             counts = {"prompt_tokens": stats.prompt_tokens, "prefilled_tokens": stats.prefilled_tokens,

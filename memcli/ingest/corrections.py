@@ -12,8 +12,7 @@ consolidation in the documents it writes; nothing is deleted (the entry stays, w
 
 This is the one kind of update memcli marks without a model: a later line that only states another value
 of the same kind ("New job alert: Tessel hired me!") is not told apart from two events of one kind by any
-measure tried (docs/benchmarks.md, "Facts that change"); that history is read by the extractive answer's
-chain instead (:func:`memcli.retrieve.extractive.restated`). On the development pair no entry is marked.
+measure tried (docs/benchmarks.md, "Facts that change"). On the development pair no entry is marked.
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ excerpts and the question. Token by token:
 - the question and the template's tokens closing the user message and
   opening the assistant's: prefilled. The composition then checks itself
   (:func:`checked`: an unsure first answer token, and the units are read in
-  full instead), and the answer is the evidence reader's: extractive, its
-  candidates scored as continuations of this context (:func:`composed_answer`),
-  or generated after it.
+  full instead), and the answer is generated after it. With the extractive
+  answer (the ``small`` profile's) no model reads the composition: memcli's
+  trained reader answers from the units' entries (:mod:`memcli.retrieve.reading`).
 
 Units are ranked by the deterministic evidence ranking (their best-ranked
 entry first), by the attention the question's retrieval heads pay their
@@ -34,8 +34,7 @@ from memcli.kv import keeps_blocks
 from memcli.kv.engine import KVEngine, Unit
 from memcli.kv.latent import HEADS, BlockKeys, Summaries, head_scores, kv_heads_of, question_queries, retrieval_heads
 from memcli.kv.units import MemoryUnit, Units, fill
-from memcli.llm.base import CallStats, Completion
-from memcli.retrieve.aligned import align_read
+from memcli.llm.base import CallStats
 from memcli.retrieve.answer import ANSWER_SYSTEM, MAX_ANSWER_TOKENS, UNKNOWN, clean, grounded, speakers
 from memcli.retrieve.ask import AskResult, check_options, respond
 from memcli.retrieve.evidence_reader import DEFAULT, rank_fusion, ranked_entries
@@ -143,7 +142,7 @@ def composed_ask(engine: KVEngine, store, index, question: str, *, budget: int, 
                  select: str = "text", max_tokens: int = MAX_ANSWER_TOKENS, progress=None,
                  answer: str = "generate", check: float = 0.0) -> AskResult:
     """Answer ``question`` from composed memory units (see the module's description), as ``answer``
-    says: ``extract`` (the extractive answer, its candidates scored over the composed context) or
+    says: ``extract`` (memcli's reader answers from the units' entries; nothing is composed) or
     ``generate``; a composition less sure of the answer's first token than ``check`` is repaired first
     (:func:`checked`)."""
     question = question.strip()
@@ -153,7 +152,7 @@ def composed_ask(engine: KVEngine, store, index, question: str, *, budget: int, 
     prompt = ComposedPrompt(engine)
     with store.reading():
         order = ranked_entries(Library(store), index, question, tuning=DEFAULT) \
-            if select != "latent" or answer == "extract" else None  # the extractive answer ranks with it too
+            if select != "latent" else None
         ranked = rank_units(engine, prompt, store, index, question, select, progress=progress, order=order)
         units = fill(ranked, budget, lambda text: len(engine.tokenize(text)))
     result.tool_calls = [{"tool": "select", "by": select, "query": question, "units": [u.label for u in units]}]
@@ -164,26 +163,28 @@ def composed_ask(engine: KVEngine, store, index, question: str, *, budget: int, 
     stats = CallStats()
     if not units:
         result.answer, result.abstained, result.why = UNKNOWN, True, "no evidence"
+    elif answer == "extract":  # memcli's reader answers: no model reads the composition
+        with store.reading():
+            said = respond(None, store, question, result.read, Library(store), stats, answer="extract")
+        result.answer, result.abstained, result.why, result.decided = said.text, said.abstained, said.why, \
+            said.decided or {}
+        result.timings["answer_s"] = round(time.perf_counter() - retrieved, 3)
     else:
         placed = list(reversed(units))  # the best nearest the question
         engine.compose(prompt.prefix, [Unit(u.label, engine.tokenize(u.text)) for u in placed], recompute=recompute)
         whole = engine.context_tokens() + prompt.tail(question)
-        if answer != "extract":  # the extractive answer is not its first token: see checked()
-            result.check = checked(engine, prompt.prefix, whole, check)
+        result.check = checked(engine, prompt.prefix, whole, check)
         composed_s = time.perf_counter() - retrieved
-        if answer == "extract":
-            ttft_s = composed_answer(engine, whole, store, index, question, result, stats, order)
-        else:
-            done = engine.generate(whole, max_tokens=max_tokens, stop=["\n"])
-            stats.calls, stats.prompt_tokens, stats.completion_tokens = 1, done.prompt_tokens, len(done.tokens)
-            ttft_s = done.ttft_s
-            result.answer = clean(done.text, speakers(result.evidence))[:600] or UNKNOWN
-            if result.answer != UNKNOWN and not grounded(result.answer, result.evidence):
-                result.answer, result.why = UNKNOWN, "the model's answer says what the evidence read does not"
-            result.abstained = result.answer == UNKNOWN
-            result.why = result.why or ("the model found no answer" if result.abstained else "written by the model")
-            if done.tokens_per_s is not None:
-                result.timings["answer_tokens_per_s"] = round(done.tokens_per_s, 2)
+        done = engine.generate(whole, max_tokens=max_tokens, stop=["\n"])
+        stats.calls, stats.prompt_tokens, stats.completion_tokens = 1, done.prompt_tokens, len(done.tokens)
+        ttft_s = done.ttft_s
+        result.answer = clean(done.text, speakers(result.evidence))[:600] or UNKNOWN
+        if result.answer != UNKNOWN and not grounded(result.answer, result.evidence):
+            result.answer, result.why = UNKNOWN, "the model's answer says what the evidence read does not"
+        result.abstained = result.answer == UNKNOWN
+        result.why = result.why or ("the model found no answer" if result.abstained else "written by the model")
+        if done.tokens_per_s is not None:
+            result.timings["answer_tokens_per_s"] = round(done.tokens_per_s, 2)
         result.timings.update({"compose_s": round(composed_s, 3), "answer_ttft_s": round(composed_s + ttft_s, 3),
                                "answer_s": round(time.perf_counter() - retrieved, 3)})
     restored = engine.stats.restored - before[0]
@@ -227,51 +228,6 @@ def checked(engine: KVEngine, prefix: Unit, whole: list[int], threshold: float) 
         engine.load_chain([prefix])
         engine.prefill(whole[len(prefix.tokens):])
     return {"margin": round(sure, 4), "repaired": repaired}
-
-
-class _ComposedScorer:
-    """The extractive answer's model (:func:`memcli.retrieve.extractive.extract`) for a composed ask: it
-    scores the candidates as continuations of the composed context (the units as placed, then the
-    question), not of a prompt of its own, so the model reads exactly what the composition holds."""
-
-    def __init__(self, engine: KVEngine, whole: list[int]):
-        self.engine, self.whole = engine, whole
-        self.ttft_s = None  # the first call's: a later one (more candidates) finds the question read
-
-    def count_tokens(self, text: str) -> int:
-        return len(self.engine.tokenize(text))
-
-    def score(self, messages, candidates: list[str], *, shared=None):
-        engine, rt = self.engine, self.engine.rt
-        begin = time.perf_counter()
-        engine.prefill(self.whole[engine.n_tokens:])  # the question, unless the check read it already
-        if self.ttft_s is None:
-            self.ttft_s = time.perf_counter() - begin
-        # the prompt's last token is decoded once more for its logits: one prompt token, counted once
-        scores = rt.continuation_logprobs(self.whole, [rt.tokenize(c)[:rt.n_batch] for c in candidates])
-        return scores, Completion(text="", prompt_tokens=len(self.whole), completion_tokens=0,
-                                  finish_reason="score", seconds=time.perf_counter() - begin,
-                                  prefilled_tokens=None, ttft_s=self.ttft_s)
-
-
-def composed_answer(engine: KVEngine, whole: list[int], store, index, question: str, result: AskResult,
-                    stats: CallStats, order: list[tuple[str, int]] | None = None) -> float:
-    """The extractive answer over the composed context (the evidence reader's, :func:`respond`: the same
-    candidates, alignment and choice; ``order``: the evidence ranking, when known); returns the seconds
-    until the question was read."""
-    library = Library(store)
-    with store.reading():
-        if order is None:
-            order = ranked_entries(library, index, question, tuning=DEFAULT)
-        aligner = index.aligner() if result.read else None
-        aligned = align_read(aligner, library, question, result.read, order, index=index) \
-            if aligner is not None else None
-        scorer = _ComposedScorer(engine, whole)
-        said = respond(scorer, store, question, result.read, library, order, stats, answer="extract",
-                       keep_evidence=False, aligned=aligned)
-    stats.prompt_tokens = len(whole)
-    result.answer, result.abstained, result.why = said.text, said.abstained, said.why
-    return scorer.ttft_s or 0.0
 
 
 def units_context(cfg, answer_context: int | None, answer: str) -> int:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from memcli.config import READERS
 from memcli.dates import Period, moment
@@ -30,9 +29,6 @@ from memcli.llm.base import CallStats, ChatModel
 from memcli.results import Result, hidden, omit_empty
 from memcli.retrieve.evidence import Evidence, best_part, rank
 from memcli.store.lines import Library
-
-if TYPE_CHECKING:
-    from memcli.retrieve.aligned import Aligned
 
 
 @dataclass
@@ -50,6 +46,7 @@ class AskResult(Result):
     abstained: bool = False  # the answer is "I don't know": the evidence does not support one
     why: str | None = None  # how the answer was reached (or why none was given)
     unembedded: int = 0  # entries ranked by their words alone: the background job has not reached them
+    decided: dict = omit_empty(dict)  # the trained reader's answer: the line, the span and the scores that decided it
     check: dict = omit_empty(dict)  # ask --kv-compose: the composition's first-token margin, and whether repaired
     problems: list[str] = hidden(list)  # the model's rejected answers (first few), for -v
     warnings: list[str] = hidden(list)  # e.g. KV blocks refused and rebuilt
@@ -85,30 +82,23 @@ class Said:
     ttft_s: float | None = None
     tokens_per_s: float | None = None
     read: list[Evidence] | None = None  # what the answer read, when only part of the evidence given
+    decided: dict | None = None  # the trained reader's line, span and scores
 
 
-def respond(model: ChatModel, store, question: str, read: list[Evidence], library, order, stats: CallStats, *,
-            answer: str = "generate", keep_evidence: bool = True, aligned: Aligned | None = None) -> Said:
-    """The answer to ``question`` from the evidence ``read`` (ranked by ``order`` when known), written
-    as ``answer`` says: ``extract`` or ``generate`` (see :func:`ask`). ``eval`` answers its baselines
-    (the gold evidence too) with it, so they are scored with the same answer code as ``ask``.
-    ``aligned``: the token-level stage's order of the entries read, and its abstention, which holds
-    for either way of answering (:mod:`memcli.retrieve.aligned`)."""
+def respond(model: ChatModel | None, store, question: str, read: list[Evidence], library, stats: CallStats, *,
+            answer: str = "generate", keep_evidence: bool = True) -> Said:
+    """The answer to ``question`` from the evidence ``read``, as ``answer`` says: ``extract`` (memcli's
+    trained reader picks a span of a line, :mod:`memcli.retrieve.reading`; no chat model) or
+    ``generate`` (the model writes it, checked against the evidence). ``eval`` answers its baselines
+    (the gold evidence too) with it, so they are scored with the same answer code as ``ask``."""
     from memcli.retrieve.answer import UNKNOWN
     from memcli.retrieve.answer import answer as generate
 
-    missing = aligned.missing() if aligned is not None else None
-    if missing is not None:
-        return Said(UNKNOWN, True, f"no line read holds anything like {missing!r} of the question")
     if answer == "extract":
-        from memcli.retrieve.extractive import extract
-        if aligned is not None:
-            first = set(aligned.order)
-            order = aligned.order + [pick for pick in order or [] if pick not in first]
-        picked = extract(model, question, library or Library(store), read, order or [], stats,
-                         keep_evidence=keep_evidence, aligned=aligned)
-        why = f"{picked.reason} ({picked.citation})" if picked.citation else picked.reason
-        return Said(picked.text, picked.abstained, why, ttft_s=picked.ttft_s, read=picked.read)
+        from memcli.retrieve.reading import read_answer
+
+        picked = read_answer(question, library or Library(store), read)
+        return Said(picked.text, picked.abstained, picked.reason, decided=picked.decided())
     written = generate(model, question, read, stats, keep_evidence=keep_evidence)
     if written is None:
         return Said(None, why="the model call failed")
@@ -129,8 +119,8 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
     ``evidence-only``, which needs no model). ``on_step`` sees each round or retrieval step as it
     happens; ``keep_evidence``: the answer's evidence may be kept as a KV block (a local model);
     ``compact``: the evidence readers show entries as their sentences that hold a term of the
-    question (default: the ranking's tuning); ``answer``: ``extract`` (a span of the evidence the model
-    only scores, :mod:`memcli.retrieve.extractive`) or ``generate`` (the model writes it, checked
+    question (default: the ranking's tuning); ``answer``: ``extract`` (a span of the evidence memcli's
+    trained reader picks, :mod:`memcli.retrieve.reading`; no model) or ``generate`` (the model writes it, checked
     against the evidence by :func:`memcli.retrieve.answer.grounded`); ``where``, ``recent``: only
     entries with these signature values, the unranked ones newest first (the evidence readers,
     :func:`memcli.retrieve.evidence_reader.evidence_only`); ``as_of`` (``YYYY-MM-DD``): answered from
@@ -142,7 +132,7 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
         raise UsageError("the question is empty")
     check_options(reader=reader, budget=budget, answer_context=answer_context, max_rounds=max_rounds)
     answering = reader != "evidence-only"
-    if answering and model is None:
+    if answering and model is None and (answer != "extract" or reader in ("agent", "no-agent")):
         raise UsageError(f"the {reader} reader needs a model")
     if answer not in ("extract", "generate"):
         raise UsageError(f"unknown answer style {answer!r} (extract or generate)")
@@ -181,25 +171,18 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
                 on_step(step)
         result.evidence = found.evidence
         rank(result.evidence, getattr(found, "order", None) or [])
-        aligned = None
         if answering:
+            count = model.count_tokens if model is not None else None
             result.read = best_part(found.library, result.evidence, found.order, answer_context,
-                                    count=model.count_tokens)  # what the model reads: whole entries
-            from memcli.retrieve.aligned import DEFAULT as ALIGNED  # numpy: not for every command's start
-            from memcli.retrieve.aligned import align_read
-
-            wanted = answer == "extract" or ALIGNED.floor > 0  # its order, its score term, its abstention
-            aligner = index.aligner() if result.read and wanted else None
-            if aligner is not None:
-                aligned = align_read(aligner, found.library or Library(store), question, result.read,
-                                     found.order or [], index=index)
+                                    **({"count": count} if count else {}))  # what the answer reads: whole entries
     retrieved = time.perf_counter()
     result.timings = {"retrieval_s": round(retrieved - start, 3)}
     retrieval_calls = stats.calls
     if answering:
-        said = respond(model, store, question, result.read, found.library, found.order, stats,
-                       answer=answer, keep_evidence=keep_evidence, aligned=aligned)  # documents loaded already
+        said = respond(model, store, question, result.read, found.library, stats,
+                       answer=answer, keep_evidence=keep_evidence)  # documents loaded already
         result.answer, result.abstained, result.why = said.text, said.abstained, said.why
+        result.decided = said.decided or {}
         result.read = said.read if said.read is not None else result.read
         result.timings["answer_s"] = round(time.perf_counter() - retrieved, 3)
         if said.ttft_s is not None:

@@ -59,7 +59,7 @@ class Tuning:
 # questions (0.7 and under lowered conv-30's gold-first past the guard; docs/benchmarks.md, "... in the past tense").
 # An entry that corrected another ("Correction: the company is Orbital Foods, not Northwind.") is restated by what
 # is close to the entry it corrected too ("New job alert: Tessel hired me!" against "I've been at Northwind ...":
-# the correction says the value, the corrected line what it is the value of; extractive.restated reads them so too).
+# the correction says the value, the corrected line what it is the value of).
 # No constant; it moves no entry of the development pair nor of the update suite's tune half, one current line of
 # its report half (docs/benchmarks.md, "Support by a line's meaning ... a correction's history").
 DEFAULT = Tuning(past_same=0.8, corrected=True)

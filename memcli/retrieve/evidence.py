@@ -69,10 +69,14 @@ def render_entry(entry: Entry, with_time: bool = True, focus: Focus = WHOLE) -> 
 
     ``focus``: when given, the entry is shown as its sentences that matter, the others elided
     (:func:`compact`)."""
-    who = entry.meta.get("speaker") or ("assistant" if entry.meta.get("source") == "AI" else "note")
     text = shown_text(entry)
-    line = f"{who}: {compact(text, focus) if focus else text}"
+    line = f"{speaker_of(entry)}: {compact(text, focus) if focus else text}"
     return time_prefix(entry) + line if with_time else line
+
+
+def speaker_of(entry: Entry) -> str:
+    """Who an entry's line says said it: its speaker, else ``assistant`` or ``note``."""
+    return entry.meta.get("speaker") or ("assistant" if entry.meta.get("source") == "AI" else "note")
 
 
 def time_prefix(entry: Entry) -> str:

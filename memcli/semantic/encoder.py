@@ -140,7 +140,7 @@ class Encoder:
     def token_vectors(self, texts: list[str]) -> list[np.ndarray]:
         """Each text's last-layer token vectors, ``(tokens, 384)`` float32 rows of length 1, ``[CLS]`` and
         ``[SEP]`` included (rows 0 and -1), in the order of :meth:`tokens` (for late interaction: a
-        question's words matched one by one against a line's, :mod:`memcli.semantic.alignment`)."""
+        question's words matched one by one against a line's)."""
         return self.vectors_of([self.tokens(t) for t in texts])
 
     def vectors_of(self, ids: list[list[int]]) -> list[np.ndarray]:
@@ -175,36 +175,50 @@ class Encoder:
     def _hidden(self, batch: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
         """The last layer's vectors of a batch of token ids, ``(count, length, 384)``, and its padding
         mask ``(count, length)``."""
-        w = self.weights
-        count, length = len(batch), max(len(b) for b in batch)
-        ids = np.zeros((count, length), np.int64)
-        mask = np.zeros((count, length), np.float32)
-        for row, seq in enumerate(batch):
-            ids[row, :len(seq)] = seq
-            mask[row, :len(seq)] = 1.0
-        x = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:length]
-             + w["embeddings.token_type_embeddings.weight"][0])
-        x = _layer_norm(x.reshape(count * length, -1), w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
-        head = self.dimensions // HEADS
-        scale = np.float32(1.0 / np.sqrt(head))
-        blocked = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]
+        ids, mask = pad(batch)
+        return transformer(self.weights, ids, mask), mask
 
-        def dense(h: np.ndarray, name: str) -> np.ndarray:
-            return h @ w[f"{name}.weight"].T + w[f"{name}.bias"]
 
-        def heads(h: np.ndarray) -> np.ndarray:
-            return h.reshape(count, length, HEADS, head).transpose(0, 2, 1, 3)
+def pad(batch: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """A batch of token id lists as one ``(count, length)`` int64 array padded with 0, and its mask."""
+    count, length = len(batch), max(len(b) for b in batch)
+    ids = np.zeros((count, length), np.int64)
+    mask = np.zeros((count, length), np.float32)
+    for row, seq in enumerate(batch):
+        ids[row, :len(seq)] = seq
+        mask[row, :len(seq)] = 1.0
+    return ids, mask
 
-        for layer in range(LAYERS):
-            p = f"encoder.layer.{layer}."
-            q, k, v = (heads(dense(x, p + f"attention.self.{n}")) for n in ("query", "key", "value"))
-            scores = (q @ k.transpose(0, 1, 3, 2)) * scale + blocked
-            scores = np.exp(scores - scores.max(-1, keepdims=True))
-            scores /= scores.sum(-1, keepdims=True)
-            attended = (scores @ v).transpose(0, 2, 1, 3).reshape(count * length, self.dimensions)
-            x = _layer_norm(x + dense(attended, p + "attention.output.dense"),
-                            w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"])
-            hidden = dense(_gelu(dense(x, p + "intermediate.dense")), p + "output.dense")
-            x = _layer_norm(x + hidden, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"])
-        return x.reshape(count, length, self.dimensions), mask
 
+def transformer(w: dict[str, np.ndarray], ids: np.ndarray, mask: np.ndarray,
+                types: np.ndarray | None = None) -> np.ndarray:
+    """BERT's last layer ``(count, length, d)`` for padded ``ids`` (and segment ``types``, 0 when
+    None) under the weights ``w`` (the encoder's, or a model fine-tuned from them)."""
+    count, length = ids.shape
+    dimensions = w["embeddings.word_embeddings.weight"].shape[1]
+    segment = w["embeddings.token_type_embeddings.weight"]
+    x = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:length]
+         + (segment[0] if types is None else segment[types]))
+    x = _layer_norm(x.reshape(count * length, -1), w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
+    head = dimensions // HEADS
+    scale = np.float32(1.0 / np.sqrt(head))
+    blocked = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]
+
+    def dense(h: np.ndarray, name: str) -> np.ndarray:
+        return h @ w[f"{name}.weight"].T + w[f"{name}.bias"]
+
+    def heads(h: np.ndarray) -> np.ndarray:
+        return h.reshape(count, length, HEADS, head).transpose(0, 2, 1, 3)
+
+    for layer in range(LAYERS):
+        p = f"encoder.layer.{layer}."
+        q, k, v = (heads(dense(x, p + f"attention.self.{n}")) for n in ("query", "key", "value"))
+        scores = (q @ k.transpose(0, 1, 3, 2)) * scale + blocked
+        scores = np.exp(scores - scores.max(-1, keepdims=True))
+        scores /= scores.sum(-1, keepdims=True)
+        attended = (scores @ v).transpose(0, 2, 1, 3).reshape(count * length, dimensions)
+        x = _layer_norm(x + dense(attended, p + "attention.output.dense"),
+                        w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"])
+        hidden = dense(_gelu(dense(x, p + "intermediate.dense")), p + "output.dense")
+        x = _layer_norm(x + hidden, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"])
+    return x.reshape(count, length, dimensions)

@@ -114,3 +114,51 @@ class WordPiece:
                 break
         return ids[: max_tokens - 1] + [self.sep], words, word_of[: max_tokens - 1] + [-1]
 
+
+
+def words_with_spans(text: str) -> list[tuple[str, int, int]]:
+    """:func:`basic_words` with where each word lies in ``text``: ``(word, start, end)`` character
+    offsets, so a span of tokens maps back to the original characters (an answer quoted exactly)."""
+    out: list[tuple[str, int, int]] = []
+    current: list[str] = []
+    start = end = 0
+    for at, char in enumerate(text):
+        code = ord(char)
+        category = unicodedata.category(char)
+        if char in "\t\n\r" or category == "Zs" or char.isspace():
+            if current:
+                out.append(("".join(current), start, end))
+                current = []
+            continue
+        if code == 0 or code == 0xFFFD or category.startswith("C"):
+            continue
+        folded = "".join(c for c in unicodedata.normalize("NFD", char.lower()) if unicodedata.category(c) != "Mn")
+        if not folded:
+            continue
+        if _is_punctuation(char) or _is_cjk(code):
+            if current:
+                out.append(("".join(current), start, end))
+                current = []
+            out.append((folded, at, at + 1))
+            continue
+        if not current:
+            start = at
+        current.append(folded)
+        end = at + 1
+    if current:
+        out.append(("".join(current), start, end))
+    return out
+
+
+def pieces_with_spans(tokenizer: WordPiece, text: str) -> tuple[list[int], list[int], list[int]]:
+    """The WordPiece ids of ``text`` (no ``[CLS]``/``[SEP]``) and each one's character span in ``text``
+    (the span of the word it is part of): ``(ids, starts, ends)``."""
+    ids: list[int] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    for word, start, end in words_with_spans(text):
+        pieces = tokenizer._pieces(word)
+        ids.extend(pieces)
+        starts.extend([start] * len(pieces))
+        ends.extend([end] * len(pieces))
+    return ids, starts, ends

@@ -78,12 +78,13 @@ def ask(
     get the evidence and answer themselves. The answer comes from the
     best-ranked --answer-context tokens of the evidence (listed as "read"
     in --json). A small model's answer is extractive (--answer extract): a
-    span of those lines, which the model only scores, or for "when" the
-    date of the line. A capable model writes it (--answer generate); an
+    span of those lines that memcli's own reader (a MiniLM trained for
+    question answering, no chat model) picks, or for "when" the date of
+    the line; --json says which line, span and scores decided. A capable model writes it (--answer generate); an
     answer holding a word, name or number the lines do not becomes "I
     don't know". "I don't know" also when the evidence does not support an
     answer (the person asked about never appears, no line holds the
-    question's words, or the model finds no answer likelier than none).
+    question's words, or the reader's no-answer output wins).
     --as-of DAY answers from what had been said by the end of that day;
     --since/--until read only entries of a stretch of time, said then or
     (--clock event) speaking of it.

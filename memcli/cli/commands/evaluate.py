@@ -11,6 +11,7 @@ from memcli.cli.app import app
 from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, output, overrides
 from memcli.cli.output import Output, register
 from memcli.eval.locomo import CATEGORIES, EvalResult, evaluate, parse_categories
+from memcli.eval.qa import QaResult
 
 eval_app = typer.Typer(help="Benchmarks of memory quality and cost.", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
@@ -82,3 +83,56 @@ def _render(result: EvalResult, out: Output) -> None:
                "read tokens", "prompt tokens", "prefilled", "restored", "latency s"], rows)
     if result.out:
         out.info(f"records: {result.out}" + (f" ({result.resumed} from an earlier run)" if result.resumed else ""))
+
+
+@eval_app.command("qa")
+def qa(
+    ctx: typer.Context,
+    files: Annotated[list[Path], typer.Argument(metavar="FILE...", help="QA sets in the SQuAD, FriendsQA or Molweni "
+                                                "format (JSON, or gzipped JSON).")],
+    limit: Annotated[Optional[int], typer.Option(
+        "--limit", metavar="N", help="A seeded sample of at most N questions a file.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="The sample's seed.")] = 0,
+    part: Annotated[Optional[str], typer.Option(
+        "--part", metavar="I/N", help="Only the I-th of N runs of the file's passages (articles, dialogues), "
+                                      "in file order: a split that keeps a passage on one side.")] = None,
+    threshold: Annotated[Optional[float], typer.Option(
+        "--threshold", help="No-answer margin (default: the one the reader was shipped with).")] = None,
+    out_path: Annotated[Optional[Path], typer.Option(
+        "--out", metavar="FILE", help="Write one JSON record per question to FILE (JSONL).")] = None,
+    json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
+) -> None:
+    """Score memcli's reader (the answer of the small profile) on extractive QA sets: EM, F1, no-answer.
+
+    Each question is read with its whole passage or dialogue, in windows with a stride, as ask reads
+    memory; the answer is the best span, or none when the no-answer output wins. Scores are SQuAD's
+    (exact match and token F1 against the best gold answer; a question without one is right when no
+    answer is given). No chat model is loaded; your store is not touched.
+    """
+    import json as json_lib
+
+    from memcli.eval.qa import evaluate as evaluate_qa
+
+    out = output(ctx, json, quiet, verbose)
+    records: list = []
+    with out.stages() as progress:
+        result = evaluate_qa(files, limit=limit, seed=seed, threshold=threshold, part=part, records=records,
+                             progress=lambda name, done, total: progress(f"eval qa {name}", done, total))
+    if out_path is not None:
+        from memcli.store.atomic import atomic_write
+
+        atomic_write(out_path, "".join(json_lib.dumps(r) + "\n" for r in records))
+    out.emit(result)
+
+
+@register(QaResult)
+def _render_qa(result: QaResult, out: Output) -> None:
+    def num(value) -> str:
+        return "-" if value is None else f"{value:.3f}"
+
+    rows = [[Path(f["file"]).name, f["format"], f"{f['questions']}/{f['of']}", num(f["em"]), num(f["f1"]),
+             num(f["has_answer_f1"]), str(f["no_answer"]), num(f["no_answer_right"]), num(f["best_threshold"])]
+            for f in result.files]
+    out.table(f"memcli's reader (no-answer margin {result.threshold:.2f}), {result.seconds:.0f} s",
+              ["file", "format", "questions", "EM", "F1", "answerable F1", "no answer", "no answer right",
+               "best threshold"], rows)

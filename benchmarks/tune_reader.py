@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Choose how ``ask`` answers from the reader's line scores (``reading.Choice``) by cross-validation over the
+LoCoMo development pair: chosen on one conversation, reported on the other, both ways.
+
+    python benchmarks/tune_reader.py ../shared/data/locomo/conv-26.json ../shared/data/locomo/conv-30.json
+    python benchmarks/updates_suite.py /tmp/ku && python benchmarks/tune_reader.py conv-26.json conv-30.json --updates /tmp/ku
+
+Each conversation is ingested into a store of its own (as ``memcli eval locomo`` does, raw turns), its
+vectors computed, and every question of categories 1-5 asked as ``memcli ask`` asks it; the reader scores
+the lines once, and each choice (threshold, subject rule, recency) decides from those scores. A question's
+score is LoCoMo's F1 for categories 1-4, and 1 for "I don't know" on category 5 (adversarial), 0 otherwise;
+a choice is judged by the mean of all of them. With ``--updates SUITE`` (benchmarks/updates_suite.py's format)
+the suite's tune half counts too, as much as a conversation (its questions asked as bench_updates.py asks
+them, right as it judges them); the report half is only reported, with the choice made on everything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+import tempfile
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from memcli import Memory
+from memcli.eval.metrics import category_f1
+from memcli.retrieve import reading
+from memcli.semantic import upkeep
+from memcli.store.lines import Library
+
+THRESHOLDS = [x / 2 for x in range(-4, 13)]
+SUBJECT = [True]  # the choice made, the same without the rule is reported beside it
+WHOSE = [None, 1.0, 2.0, 4.0]
+RECENT = [0.0, 0.5, 1.0, 2.0, 3.0, 5.0]
+STATING = [False, True]
+
+
+class Watch:
+    """``reading.read_answer`` that keeps what the reader scored for the last question."""
+
+    def __init__(self):
+        self.last = None
+        self.original = reading.read_answer
+
+    def __enter__(self):
+        def watching(question, library, read, reader=None, choice=None):
+            reader = reader or reading.shared_reader()
+            lines = reading.score_lines(question, library, read, reader)
+            self.last = (library, lines, reader.threshold)
+            return reading.decide(question, library, lines, reader.threshold, choice or reading.DEFAULT)
+
+        reading.read_answer = watching
+        return self
+
+    def __exit__(self, *exc):
+        reading.read_answer = self.original
+
+
+def capture_updates(suite: Path, root: Path) -> list[dict]:
+    """The update suite's questions with the lines the reader scored for each (``row["right"](said)``)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_updates import UNKNOWN, build, dated, holds
+
+    questions = [json.loads(line) for line in open(suite / "questions.jsonl")]
+    rows = []
+    memories = build(suite, root / "updates", sorted({q["conv"] for q in questions}))
+    with Watch() as watch:
+        for q in questions:
+            watch.last = None
+            result = memories[q["conv"]].ask(q["question"], **dated(q))
+            if watch.last is None:  # answered before the reader read anything
+                library, lines, threshold = None, [], 0.0
+            else:
+                library, lines, threshold = watch.last
+            values = [q["answer"], *q["stale"]] if q["answer"] else []
+
+            def right(said, q=q, values=values):
+                if q["kind"] == "unmentioned":
+                    return said.abstained or said.text.strip() == UNKNOWN
+                return not said.abstained and holds(said.text, q["answer"], values, q.get("keys"))
+
+            rows.append({"conv": "updates-" + q["half"], "question": q["question"], "kind": q["kind"],
+                         "library": library, "lines": lines, "threshold": threshold, "right": right,
+                         "fixed": result if watch.last is None else None})
+    for memory in memories.values():
+        memory.close()
+    return rows
+
+
+def capture(paths: list[Path], root: Path) -> list[dict]:
+    """Every question of the conversations with the lines the reader scored for it (the stores stay in
+    ``root``: the answers are decided from their documents)."""
+    rows = []
+    with Watch() as watch:
+        for path in paths:
+            data = json.loads(path.read_text())
+            with Memory(root / path.stem, create=True) as memory:
+                memory.ingest(path, consolidate=False)
+                upkeep.embed(memory.index)
+                for qa in data["qa"]:
+                    watch.last = None
+                    memory.ask(qa["question"], keep_evidence=False)
+                    if watch.last is None:
+                        continue
+                    library, lines, threshold = watch.last
+                    rows.append({"conv": path.stem, "question": qa["question"], "category": qa["category"],
+                                 "gold": qa.get("answer", qa.get("adversarial_answer")), "library": library,
+                                 "lines": lines, "threshold": threshold})
+                    print(f"\r{path.stem}: {len(rows)} questions", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    return rows
+
+
+def judged(rows: list[dict], choice: reading.Choice) -> dict:
+    if rows and "kind" in rows[0]:
+        return judged_updates(rows, choice)
+    scores, by_category = [], {}
+    for row in rows:
+        said = reading.decide(row["question"], row["library"], row["lines"], row["threshold"], choice)
+        if row["category"] == 5:
+            score = float(said.abstained)
+        else:
+            score = category_f1(None if said.abstained else said.text, row["gold"], row["category"])
+        scores.append(score)
+        by_category.setdefault(row["category"], []).append(score)
+    mean = lambda xs: round(sum(xs) / max(len(xs), 1), 4)  # noqa: E731
+    return {"all": mean(scores), "f1_1_4": mean([s for r, s in zip(rows, scores) if r["category"] != 5]),
+            **{f"cat{c}": mean(v) for c, v in sorted(by_category.items())}}
+
+
+def judged_updates(rows: list[dict], choice: reading.Choice) -> dict:
+    by_kind: dict = {}
+    for row in rows:
+        said = row["fixed"] or reading.decide(row["question"], row["library"], row["lines"], row["threshold"], choice)
+        by_kind.setdefault(row["kind"], []).append(float(row["right"](said)))
+    every = [x for v in by_kind.values() for x in v]
+    return {"all": round(sum(every) / max(len(every), 1), 4),
+            **{kind: round(sum(v) / len(v), 3) for kind, v in sorted(by_kind.items())}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("conversations", type=Path, nargs=2)
+    parser.add_argument("--updates", type=Path, metavar="SUITE", help="the update suite: its tune half counts too")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="tune-reader-") as root:
+        tune(args, Path(root))
+
+
+def memoized() -> None:
+    """What decide() asks of a line or a question, remembered (it does not depend on the choice)."""
+    about, asking, named = reading.about, reading.asking, reading.named_people
+    abouts, asks, names = {}, {}, {}
+
+    def about_(entry, people):
+        key = (id(entry), frozenset(people))
+        if key not in abouts:
+            abouts[key] = about(entry, people)
+        return abouts[key]
+
+    def asking_(text):
+        if text not in asks:
+            asks[text] = asking(text)
+        return asks[text]
+
+    def named_(question, people):
+        key = (question, frozenset(people))
+        if key not in names:
+            names[key] = named(question, people)
+        return names[key]
+
+    reading.about, reading.asking, reading.named_people = about_, asking_, named_
+    speakers, known = Library.speakers, {}
+
+    def speakers_(self):
+        key = (id(self), len(self._docs))
+        if key not in known:
+            known[key] = speakers(self)
+        return known[key]
+
+    Library.speakers = speakers_
+
+
+def tune(args, root: Path) -> None:
+    rows = capture(args.conversations, root)
+    updates = capture_updates(args.updates, root) if args.updates else []
+    tune_half = [r for r in updates if r["conv"] == "updates-tune"]
+    report_half = [r for r in updates if r["conv"] == "updates-report"]
+    memoized()
+    choices = [reading.Choice(threshold=t, subject=s, recent=r, stating=a, whose=w)
+               for t, s, r, a, w in itertools.product(THRESHOLDS, SUBJECT, RECENT, STATING, WHOSE)]
+    convs = sorted({r["conv"] for r in rows})
+
+    def objective(parts: list[list[dict]], choice) -> float:
+        return sum(judged(part, choice)["all"] for part in parts if part) / max(sum(1 for p in parts if p), 1)
+
+    report = {"shipped": {c: judged([r for r in rows if r["conv"] == c], reading.DEFAULT) for c in convs}}
+    if updates:
+        report["shipped"]["updates tune"] = judged(tune_half, reading.DEFAULT)
+        report["shipped"]["updates report"] = judged(report_half, reading.DEFAULT)
+    for tune, other in itertools.permutations(convs):
+        on = [[r for r in rows if r["conv"] == tune], tune_half]
+        best = max(choices, key=lambda c: objective(on, c))
+        report[f"chosen on {tune}" + (" and the updates' tune half" if updates else "")] = {
+            "choice": asdict(best), "tune": judged(on[0], best),
+            "report": judged([r for r in rows if r["conv"] == other], best)}
+    everything = [[r for r in rows if r["conv"] == c] for c in convs] + [tune_half]
+    best = max(choices, key=lambda c: objective(everything, c))
+    report["chosen on both conversations" + (" and the updates' tune half" if updates else "")] = {
+        "choice": asdict(best), **{c: judged([r for r in rows if r["conv"] == c], best) for c in convs},
+        **({"updates tune": judged(tune_half, best), "updates report": judged(report_half, best)} if updates else {})}
+    alone = replace(best, subject=False, whose=None)  # the same choice without the person rule
+    report["the same without the person rule"] = {
+        c: judged([r for r in rows if r["conv"] == c], alone) for c in convs} | (
+        {"updates report": judged(report_half, alone)} if updates else {})
+    print(json.dumps(report, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()

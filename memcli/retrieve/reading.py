@@ -1,0 +1,224 @@
+"""The ``small`` profile's answer: memcli's trained reader (:mod:`memcli.qa.model`) reads the evidence and
+the answer is the span of a line it finds best, or "I don't know" when its no-answer output wins.
+
+What it reads is the best-ranked part of the evidence (``ask.answer_context`` tokens), range by range
+in document order, each range as memcli shows memory (``[time] speaker: text`` lines); a range longer
+than the reader's window is read in several windows. Every line gets a score (its best span's margin
+over the no-answer output of the window it was read in); the answer is the best line's span, and it
+is "I don't know" when that margin is under the reader's threshold (chosen on a held-out split at
+training: docs/reader.md). A question that asks when is answered with the date the chosen line
+writes out or says relative to its entry (:func:`memcli.retrieve.when.dated`), else the entry's day.
+No chat model is loaded.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+
+from memcli.clauses import asking
+from memcli.retrieve.answer import UNKNOWN
+from memcli.retrieve.evidence import Evidence, render_entry, speaker_of, time_prefix
+from memcli.retrieve.when import asks_weekday, asks_when, dated
+from memcli.store.lines import Library
+
+_EDGES = " \t\n.,;:!?\"'()[]{}-–—"
+
+_loaded: dict[str, object] = {}
+_lock = threading.Lock()
+
+
+def shared_reader(encoder=None):
+    """The process's reader (loaded once: the encoder's weights are memory-mapped, the reader's
+    layers read from package data)."""
+    with _lock:
+        if "reader" not in _loaded:
+            from memcli.qa.model import Reader
+
+            _loaded["reader"] = Reader(encoder)
+        return _loaded["reader"]
+
+
+@dataclass
+class Line:
+    """A line read, and the reader's best span in it."""
+
+    doc: str
+    line: int
+    span: str
+    margin: float  # the span's score less the no-answer score (above the threshold: it answers)
+
+    @property
+    def citation(self) -> str:
+        return f"{self.doc}:{self.line}"
+
+
+@dataclass
+class Reading:
+    text: str  # the answer, or UNKNOWN
+    abstained: bool
+    reason: str
+    citation: str | None = None
+    span: str | None = None  # the span the reader chose (a when-question's answer is the date it speaks of)
+    margin: float | None = None
+    threshold: float = 0.0
+    lines: list[Line] = field(default_factory=list)  # every line read, best first
+
+    def decided(self) -> dict:
+        """What ``ask --json`` says decided the answer: the line, the span, the scores."""
+        return {"by": "reader", "line": self.citation, "span": self.span,
+                "margin": None if self.margin is None else round(self.margin, 3),
+                "threshold": round(self.threshold, 3),
+                "lines": [{"line": x.citation, "span": x.span, "margin": round(x.margin, 3)} for x in self.lines[:5]]}
+
+
+def passages(library: Library, read: list[Evidence]):
+    """The ranges read as the reader reads them (``[time] speaker: text`` lines, the time shown where it
+    changes), the parts of each a span may come from (a line's speaker, or its text: never the time,
+    nor across the label), and the (document, line) of each part."""
+    texts, parts, owners = [], [], []
+    for e in read:
+        doc = library.doc(e.doc)
+        lines = [n for n in doc.lines if e.start_line <= n <= e.end_line]
+        if not lines:
+            continue
+        rendered, ranges, whose, at, shown = [], [], [], 0, None
+        for n in lines:
+            for before in library.history((e.doc, n)):  # what it replaced: read as context, never answered from
+                line = render_entry(before, with_time=shown is None or before.time != shown.time)
+                rendered.append(line)
+                at += len(line) + 1
+                shown = before
+            entry = doc.entries[n]
+            with_time = shown is None or entry.time != shown.time
+            line = render_entry(entry, with_time=with_time)
+            who = at + (len(time_prefix(entry)) if with_time else 0)
+            name = speaker_of(entry)
+            ranges += [(who, who + len(name)), (who + len(name) + 2, at + len(line))]
+            whose += [(e.doc, n), (e.doc, n)]
+            rendered.append(line)
+            at += len(line) + 1
+            shown = entry
+        texts.append("\n".join(rendered))
+        parts.append(ranges)
+        owners.append(whose)
+    return texts, parts, owners
+
+
+_WORD = re.compile(r"[^\W\d_][\w'\u2019-]*")
+
+
+def _bare(word: str) -> str:
+    return re.sub(r"['\u2019]s$", "", word)
+
+
+def named_people(question: str, people: set[str]) -> set[str]:
+    """The people memory knows (its speakers) that a question names, by name or a short form ("Mel")."""
+    named = set()
+    for match in _WORD.finditer(question):
+        bare = _bare(match.group())
+        if len(bare) >= 3 and bare[0].isupper():
+            named.update(p for p in people if p.lower().startswith(bare.lower()))
+    return named
+
+
+def about(entry, people: set[str]) -> bool:
+    """Whether an entry is one of ``people``'s or speaks of one of them (a name that only addresses them,
+    "Thanks, Ana!", does not count)."""
+    if entry.meta.get("speaker") in people:
+        return True
+    text = entry.text
+    for match in _WORD.finditer(text):
+        word = _bare(match.group())
+        if len(word) < 3 or not word[0].isupper() or not any(p.lower().startswith(word.lower()) for p in people):
+            continue
+        before = re.split(r"[.!?,;:]", text[:match.start()])[-1].split()
+        after = text[match.end():].lstrip()
+        if not (len(before) <= 1 and (not after or after[0] in ",.!?;:")):
+            return True
+    return False
+
+
+def latest(library: Library, lines: list[Line], threshold: float, within: float) -> Line:
+    """The best line, or when others answer nearly as well (a margin within ``within`` of the best's, and
+    over the threshold) the latest said of them: a fact that changed is answered with its current value."""
+    best = lines[0]
+    if within <= 0 or best.margin < threshold:
+        return best
+    close = [x for x in lines if x.margin >= max(threshold, best.margin - within)]
+
+    def said(x: Line):
+        entry = library.doc(x.doc).entries[x.line]
+        return entry.time or "", entry.seq or 0
+
+    return max(close, key=said)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """How the answer is chosen from the lines' scores (docs/reader.md: each chosen by cross-validation)."""
+
+    threshold: float | None = None  # the margin under which it is "I don't know" (None: the reader's own)
+    subject: bool = True  # a question naming a person memory knows reads only their lines and lines about them
+    recent: float = 0.0  # lines within this margin of the best answer as well: the latest said is the answer
+    stating: bool = False  # a line that asks ("Should I learn piano?") answers only when no line that states does
+    whose: float | None = None  # "I don't know" when someone else's line answers better than the person's by more
+
+
+def score_lines(question: str, library: Library, read: list[Evidence], reader=None) -> list[Line]:
+    """Every line read with the reader's best span in it and its margin, best first."""
+    reader = reader or shared_reader()
+    texts, parts, owners = passages(library, read)
+    best_of: dict[tuple[str, int], Line] = {}
+    for p, spans in enumerate(reader.by_part(question, texts, parts) if texts else []):
+        for k, span in enumerate(spans):
+            if span is None:
+                continue
+            line = Line(*owners[p][k], span.text.strip(_EDGES) or span.text.strip(), span.margin)
+            if owners[p][k] not in best_of or line.margin > best_of[owners[p][k]].margin:
+                best_of[owners[p][k]] = line
+    return sorted(best_of.values(), key=lambda line: -line.margin)
+
+
+def decide(question: str, library: Library, lines: list[Line], threshold: float, choice: Choice = Choice()) -> Reading:
+    """The answer from the scored lines (:func:`score_lines`)."""
+    threshold = threshold if choice.threshold is None else choice.threshold
+    if not lines:
+        return Reading(UNKNOWN, True, "no evidence", threshold=threshold)
+    named = named_people(question, library.speakers()) if choice.subject else set()
+    pool, whom = lines, ""
+    if named:  # a question about someone is answered from their lines or lines about them
+        pool = [x for x in lines if about(library.doc(x.doc).entries[x.line], named)]
+        other, whom = lines[0], " or ".join(sorted(named))
+        if not pool or (choice.whose is not None and other not in pool and other.margin - pool[0].margin > choice.whose):
+            return Reading(UNKNOWN, True, f"the lines that answer are someone else's, not {whom}'s nor about them "
+                           f"(best {other.citation}: {other.span!r})", other.citation, other.span, other.margin,
+                           threshold, lines)
+    if choice.stating:
+        states = [x for x in pool if not asking(library.doc(x.doc).entries[x.line].text)]
+        if states and states[0].margin >= threshold:
+            pool = states
+    best = latest(library, pool, threshold, choice.recent)
+    if best.margin < threshold:
+        return Reading(UNKNOWN, True, f"the reader finds no answer in the lines read{' of or about ' + whom if named else ''} (best margin "
+                       f"{best.margin:.2f} < {threshold:.2f}, {best.citation})", best.citation, best.span,
+                       best.margin, threshold, lines)
+    answer, why = best.span, "the reader's best span"
+    if asks_when(question):
+        entry = library.doc(best.doc).entries[best.line]
+        answer = dated(best.span, entry.time, asks_weekday(question), entry.text) or best.span
+        why = "the date the reader's best line speaks of"
+    return Reading(answer, False, f"{why} ({best.citation})", best.citation, best.span, best.margin, threshold,
+                   [best] + [x for x in lines if x is not best])
+
+
+def read_answer(question: str, library: Library, read: list[Evidence], reader=None,
+                choice: Choice | None = None) -> Reading:
+    """The answer to ``question`` from the evidence ranges ``read`` (see the module's text)."""
+    reader = reader or shared_reader()
+    return decide(question, library, score_lines(question, library, read, reader), reader.threshold,
+                  choice or DEFAULT)
+
+
+DEFAULT = Choice()

@@ -1,0 +1,76 @@
+"""How ask's extractive answer is decided from the reader's line scores (memcli/retrieve/reading.py): the
+threshold, whose lines a question about someone reads, the latest of lines that answer as well, and the
+date a "when" question is answered with. The scores are set here (what the reader would give), so nothing
+hangs on a processor's rounding; tests/test_reader.py runs the real reader."""
+
+from __future__ import annotations
+
+import pytest
+
+from memcli import Memory
+from memcli.retrieve.answer import UNKNOWN
+from memcli.retrieve.reading import Choice, Line, about, decide, named_people
+from memcli.store.lines import Library
+
+
+@pytest.fixture
+def library(tmp_path):
+    memory = Memory(tmp_path / "store", create=True)
+    said = [("Caroline", "I decided to apply to Open Door.", "2024-04-21T10:00"),
+            ("Priya", "Thanks, Caroline! My cousin adopted in Portland.", "2024-04-21T10:05"),
+            ("Priya", "I drive a Honda Civic.", "2024-05-01T09:00"),
+            ("Priya", "I sold the Civic and bought a Subaru Outback.", "2024-06-01T09:00"),
+            ("Caroline", "I passed the home study last week!", "2024-07-02T18:00")]
+    for speaker, text, when in said:
+        memory.remember(text, speaker=speaker, time=when)
+    library = Library(memory.store)
+    lines = {library.doc("CURRENT").entries[n].text: n for n in library.doc("CURRENT").lines}
+    yield library, lines
+    memory.close()
+
+
+def line(lines, text, span, margin):
+    return Line("CURRENT", lines[text], span, margin)
+
+
+def test_the_best_line_answers_above_the_threshold_and_none_below_it(library):
+    library, lines = library
+    scored = [line(lines, "I decided to apply to Open Door.", "Open Door", 3.0),
+              line(lines, "I drive a Honda Civic.", "Honda Civic", 1.0)]
+    said = decide("Which agency did she choose?", library, scored, 2.0, Choice(subject=False))
+    assert (said.text, said.abstained, said.citation) == ("Open Door", False, f"CURRENT:{scored[0].line}")
+    assert said.decided()["margin"] == 3.0 and said.decided()["threshold"] == 2.0
+    refused = decide("Which agency did she choose?", library, scored, 3.5, Choice(subject=False))
+    assert refused.text == UNKNOWN and refused.abstained and "no answer" in refused.reason
+
+
+def test_a_question_about_someone_reads_their_lines_and_lines_about_them(library):
+    library, lines = library
+    assert named_people("Which agency did Caroline apply to?", library.speakers()) == {"Caroline"}
+    assert named_people("What did Caro say?", library.speakers()) == {"Caroline"}  # a short form
+    thanks = library.doc("CURRENT").entries[lines["Thanks, Caroline! My cousin adopted in Portland."]]
+    assert not about(thanks, {"Caroline"})  # a name that only addresses her
+    scored = [line(lines, "I decided to apply to Open Door.", "Open Door", 4.0)]
+    swapped = decide("Which agency did Priya apply to?", library, scored, 0.0)
+    assert swapped.abstained and "someone else's, not Priya's" in swapped.reason  # Caroline applied, not Priya
+    assert decide("Which agency did Caroline apply to?", library, scored, 0.0).text == "Open Door"
+    assert decide("Which agency did Priya apply to?", library, scored, 0.0, Choice(subject=False)).text == "Open Door"
+
+
+def test_of_lines_that_answer_as_well_the_latest_said_is_the_answer(library):
+    library, lines = library
+    scored = [line(lines, "I drive a Honda Civic.", "Honda Civic", 5.0),
+              line(lines, "I sold the Civic and bought a Subaru Outback.", "Subaru Outback", 4.5)]
+    assert decide("What car does Priya drive?", library, scored, 0.0).text == "Honda Civic"  # recency off
+    assert decide("What car does Priya drive?", library, scored, 0.0, Choice(recent=1.0)).text == "Subaru Outback"
+    assert decide("What car does Priya drive?", library, scored, 0.0, Choice(recent=0.4)).text == "Honda Civic"
+    # a later line under the threshold is not an answer, however close
+    assert decide("What car does Priya drive?", library, scored, 4.8, Choice(recent=1.0)).text == "Honda Civic"
+
+
+def test_a_question_that_asks_when_is_answered_with_the_date_the_line_speaks_of(library):
+    library, lines = library
+    scored = [line(lines, "I passed the home study last week!", "home study", 2.0)]
+    said = decide("When did Caroline pass the home study?", library, scored, 0.0)
+    assert said.text == "the week before 2 July 2024" and said.span == "home study"
+    assert decide("When did Caroline pass?", library, [], 0.0).text == UNKNOWN  # nothing read

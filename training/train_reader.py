@@ -1,0 +1,454 @@
+"""Train memcli's reader (``memcli/qa/reader.safetensors``) from the public QA sets in ../shared/data/qa/.
+
+    pip install -e '.[train]'          # torch, for training only: memcli never imports it
+    python training/train_reader.py    # seeded; the shipped weights are what this writes
+
+The recipe (docs/reader.md, the model card, says why each part and what it measured):
+
+- all-MiniLM-L6-v2 (the weights memcli installs) with a start/end head on its last layer; "no
+  answer" is the [CLS] position (SQuAD 2.0 style);
+- the embeddings and the lowest ``--frozen`` layers are not trained (run without gradients), so only
+  the layers above them and the head are shipped;
+- windows shaped as memcli reads memory: SQuAD answers in their sentence with 0-1 neighbours each
+  side, and a share of no-answer windows of the same passage's far sentences; Molweni dialogues
+  whole, as ``speaker: text`` lines (its unanswerable questions kept); FriendsQA answers in a run
+  of the scene's lines around them, and no-answer runs far from them; dialogue lines dated
+  ``[YYYY-MM-DD HH:MM]`` at random, as memcli shows a session's first line;
+- AdamW with warm-up and linear decay, batches of similar length.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import re
+import struct
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from memcli.qa import features  # noqa: E402
+from memcli.qa.sets import Example, load  # noqa: E402
+from memcli.semantic.encoder import EPSILON, HEADS, model_files, read_safetensors  # noqa: E402
+from memcli.semantic.wordpiece import WordPiece  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data" / "qa"
+OUT = ROOT / "memcli" / "qa" / "reader.safetensors"
+FIXTURE = ROOT / "tests" / "fixtures" / "reader_outputs.json"
+
+
+# ---------------------------------------------------------------------------- the model, BERT's names
+
+class Linear(nn.Linear):
+    pass
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.query, self.key, self.value = Linear(d, d), Linear(d, d), Linear(d, d)
+
+
+class DenseNorm(nn.Module):
+    def __init__(self, d_in, d):
+        super().__init__()
+        self.dense = Linear(d_in, d)
+        self.LayerNorm = nn.LayerNorm(d, eps=EPSILON)
+
+
+class Attention(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.self = SelfAttention(d)
+        self.output = DenseNorm(d, d)
+
+
+class Intermediate(nn.Module):
+    def __init__(self, d, inner):
+        super().__init__()
+        self.dense = Linear(d, inner)
+
+
+class Layer(nn.Module):
+    def __init__(self, d, inner):
+        super().__init__()
+        self.attention = Attention(d)
+        self.intermediate = Intermediate(d, inner)
+        self.output = DenseNorm(inner, d)
+
+    def forward(self, x, blocked):
+        n, length, d = x.shape
+        head = d // HEADS
+        a = self.attention.self
+
+        def split(h):
+            return h.view(n, length, HEADS, head).transpose(1, 2)
+
+        q, k, v = split(a.query(x)), split(a.key(x)), split(a.value(x))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(head) + blocked
+        attended = (scores.softmax(-1) @ v).transpose(1, 2).reshape(n, length, d)
+        o = self.attention.output
+        x = o.LayerNorm(x + o.dense(attended))
+        hidden = self.output.dense(F.gelu(self.intermediate.dense(x), approximate="tanh"))
+        return self.output.LayerNorm(x + hidden)
+
+
+class Embeddings(nn.Module):
+    def __init__(self, vocab, positions, types, d):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocab, d)
+        self.position_embeddings = nn.Embedding(positions, d)
+        self.token_type_embeddings = nn.Embedding(types, d)
+        self.LayerNorm = nn.LayerNorm(d, eps=EPSILON)
+
+
+class Encoder(nn.Module):
+    def __init__(self, layers, d, inner):
+        super().__init__()
+        self.layer = nn.ModuleList(Layer(d, inner) for _ in range(layers))
+
+
+class Reader(nn.Module):
+    def __init__(self, shapes: dict):
+        super().__init__()
+        vocab, d = shapes["embeddings.word_embeddings.weight"]
+        positions = shapes["embeddings.position_embeddings.weight"][0]
+        types = shapes["embeddings.token_type_embeddings.weight"][0]
+        inner = shapes["encoder.layer.0.intermediate.dense.weight"][0]
+        layers = 1 + max(int(k.split(".")[2]) for k in shapes if k.startswith("encoder.layer."))
+        self.embeddings = Embeddings(vocab, positions, types, d)
+        self.encoder = Encoder(layers, d, inner)
+        self.qa_outputs = Linear(d, 2)
+
+    def bottom(self, ids, types, mask, frozen):
+        e = self.embeddings
+        positions = torch.arange(ids.shape[1])
+        x = e.LayerNorm(e.word_embeddings(ids) + e.position_embeddings(positions)[None]
+                        + e.token_type_embeddings(types))
+        blocked = ((1.0 - mask) * -1e9)[:, None, None, :]
+        for layer in self.encoder.layer[:frozen]:
+            x = layer(x, blocked)
+        return x
+
+    def top(self, x, mask, frozen):
+        blocked = ((1.0 - mask) * -1e9)[:, None, None, :]
+        for layer in self.encoder.layer[frozen:]:
+            x = layer(x, blocked)
+        logits = self.qa_outputs(x)
+        return logits[..., 0], logits[..., 1]
+
+    def forward(self, ids, types, mask, frozen=0):
+        return self.top(self.bottom(ids, types, mask, frozen), mask, frozen)
+
+
+def base_reader() -> tuple[Reader, dict[str, np.ndarray]]:
+    weights = {k: np.array(v, dtype=np.float32) for k, v in read_safetensors(model_files() / "model.safetensors").items()
+               if not k.startswith("pooler.") and "position_ids" not in k}
+    reader = Reader({k: v.shape for k, v in weights.items()})
+    state = reader.state_dict()
+    missing = set(state) - set(weights) - {"qa_outputs.weight", "qa_outputs.bias"}
+    assert not missing, missing
+    reader.load_state_dict({**state, **{k: torch.from_numpy(v) for k, v in weights.items() if k in state}})
+    nn.init.normal_(reader.qa_outputs.weight, std=0.02)
+    nn.init.zeros_(reader.qa_outputs.bias)
+    return reader, weights
+
+
+# ---------------------------------------------------------------------------- the training windows
+
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+
+
+def sentences(text: str) -> list[tuple[int, int]]:
+    spans, at = [], 0
+    for m in SENTENCE_END.finditer(text):
+        spans.append((at, m.start()))
+        at = m.end()
+    spans.append((at, len(text)))
+    return [s for s in spans if s[1] > s[0]]
+
+
+def date_lines(text: str, rng: random.Random) -> tuple[str, list[int]]:
+    """``text``'s lines with ``[YYYY-MM-DD HH:MM] `` before the first (and now and then another), and the
+    characters added before each original offset (a map for moving answer offsets)."""
+    lines = text.split("\n")
+    out, shift = [], []
+    added = 0
+    for i, line in enumerate(lines):
+        if i == 0 or rng.random() < 0.1:
+            stamp = f"[{rng.randint(2019, 2026)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d} " \
+                    f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}] "
+            added += len(stamp)
+            out.append(stamp + line)
+        else:
+            out.append(line)
+        shift.append(added)
+    return "\n".join(out), shift
+
+
+def moved(text: str, shift: list[int], offset: int) -> int:
+    return offset + shift[text.count("\n", 0, offset)]
+
+
+def labelled(tokenizer, question, passage, answer: tuple[int, int] | None, window=features.WINDOW):
+    """The windows of a passage with their labels: ``(ids, first, start, end)``; 0, 0 for no answer."""
+    out = []
+    for w in features.windows(tokenizer, question, passage, window=window):
+        span = w.token_span(*answer) if answer else None
+        if span and span[1] - span[0] >= features.MAX_ANSWER:
+            continue
+        out.append((w.ids, w.first, *(span or (0, 0))))
+    return out
+
+
+def squad_windows(tokenizer, examples: list[Example], rng, no_answer_share):
+    out = []
+    for ex in examples:
+        spans = sentences(ex.context)
+        start, text = ex.starts[0], ex.answers[0]
+        end = start + len(text)
+        first = next((i for i, (s, e) in enumerate(spans) if e > start), 0)
+        last = next((i for i, (s, e) in enumerate(spans) if e >= end), len(spans) - 1)
+        lo, hi = max(first - rng.randint(0, 1), 0), min(last + rng.randint(0, 1), len(spans) - 1)
+        base = spans[lo][0]
+        passage = ex.context[base:spans[hi][1]]
+        out += labelled(tokenizer, ex.question, passage, (start - base, end - base))[:1]
+        far = [i for i in range(len(spans)) if i < first - 2 or i > last + 2]
+        if far and rng.random() < no_answer_share:
+            i = rng.choice(far)
+            lo, hi = i, min(i + rng.randint(0, 2), len(spans) - 1)
+            passage = ex.context[spans[lo][0]:spans[hi][1]]
+            if text.lower() not in passage.lower():
+                out += labelled(tokenizer, ex.question, passage, None)[:1]
+    return out
+
+
+def dialogue_windows(tokenizer, examples: list[Example], rng, no_answer_share, around: tuple[int, int] | None):
+    """Dialogue questions: whole (``around`` None) or the run of lines ``around`` the answer's (a random
+    number of lines each side between the two), and no-answer runs far from it."""
+    out = []
+    for ex in examples:
+        context, shift = date_lines(ex.context, rng) if rng.random() < 0.5 else (ex.context, None)
+        offsets = [(ex.starts[0], ex.starts[0] + len(ex.answers[0]))] if ex.answers else []
+        if shift is not None:
+            offsets = [(moved(ex.context, shift, s), moved(ex.context, shift, e - 1) + 1) for s, e in offsets]
+        if around is None:
+            out += labelled(tokenizer, ex.question, context, offsets[0] if offsets else None)
+            continue
+        lines, at = [], 0
+        for line in context.split("\n"):
+            lines.append((at, at + len(line)))
+            at += len(line) + 1
+        if not offsets:
+            continue
+        s, e = offsets[0]
+        first = next(i for i, (a, b) in enumerate(lines) if b >= s)
+        last = next(i for i, (a, b) in enumerate(lines) if b >= e - 1)
+        lo = max(first - rng.randint(*around), 0)
+        hi = min(last + rng.randint(*around), len(lines) - 1)
+        base = lines[lo][0]
+        out += labelled(tokenizer, ex.question, context[base:lines[hi][1]], (s - base, e - base))[:1]
+        span = around[1]
+        far = [i for i in range(len(lines) - span) if i + span < first - 1 or i > last + 1]
+        if far and rng.random() < no_answer_share:
+            i = rng.choice(far)
+            passage = context[lines[i][0]:lines[i + rng.randint(*around)][1]]
+            if all(a.lower() not in passage.lower() for a in ex.answers):
+                out += labelled(tokenizer, ex.question, passage, None)[:1]
+    return out
+
+
+def training_windows(tokenizer, args, rng):
+    sets = {name: load(DATA / f"{name}.json.gz")[1] for name in
+            ("squad_v1.1_train", "molweni_train", "friendsqa_trn")}
+    out = {}
+    squad = [e for e in sets["squad_v1.1_train"] if e.answers]
+    rng.shuffle(squad)
+    out["squad"] = squad_windows(tokenizer, squad[:args.squad], rng, args.no_answer)
+    molweni = sets["molweni_train"]
+    rng.shuffle(molweni)
+    out["molweni"] = dialogue_windows(tokenizer, molweni[:args.molweni], rng, 0.0, None)
+    friends = sets["friendsqa_trn"]
+    rng.shuffle(friends)
+    out["friendsqa"] = dialogue_windows(tokenizer, friends[:args.friendsqa], rng, args.no_answer, (1, 6))
+    for name, rows in out.items():
+        none = sum(1 for r in rows if r[2] == 0)
+        print(f"{name}: {len(rows)} windows ({none} no answer), "
+              f"{sum(len(r[0]) for r in rows) / max(len(rows), 1):.0f} tokens on average", flush=True)
+    return [r for rows in out.values() for r in rows]
+
+
+def batches(rows, size, rng):
+    """Batches of rows of similar length, in random order."""
+    order = list(range(len(rows)))
+    rng.shuffle(order)
+    pool = size * 64
+    out = []
+    for at in range(0, len(order), pool):
+        chunk = sorted(order[at:at + pool], key=lambda i: len(rows[i][0]))
+        out += [chunk[k:k + size] for k in range(0, len(chunk), size)]
+    rng.shuffle(out)
+    return out
+
+
+def tensors(rows, picks):
+    length = max(len(rows[i][0]) for i in picks)
+    ids = torch.zeros((len(picks), length), dtype=torch.long)
+    types = torch.zeros_like(ids)
+    mask = torch.zeros((len(picks), length))
+    for r, i in enumerate(picks):
+        seq, first = rows[i][0], rows[i][1]
+        ids[r, :len(seq)] = torch.tensor(seq)
+        types[r, first:len(seq)] = 1
+        mask[r, :len(seq)] = 1
+    starts = torch.tensor([rows[i][2] for i in picks])
+    ends = torch.tensor([rows[i][3] for i in picks])
+    return ids, types, mask, starts, ends
+
+
+# ---------------------------------------------------------------------------- export
+
+def write_safetensors(path: Path, tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> None:
+    header, blobs, at = {"__metadata__": metadata}, [], 0
+    kinds = {np.dtype(np.float16): "F16", np.dtype(np.float32): "F32"}
+    for name in sorted(tensors):
+        blob = np.ascontiguousarray(tensors[name]).tobytes()
+        header[name] = {"dtype": kinds[tensors[name].dtype], "shape": list(tensors[name].shape),
+                        "data_offsets": [at, at + len(blob)]}
+        blobs.append(blob)
+        at += len(blob)
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    temp = path.with_suffix(".tmp")
+    temp.write_bytes(struct.pack("<Q", len(raw)) + raw + b"".join(blobs))
+    temp.replace(path)
+
+
+FIXTURE_INPUTS = [
+    ("Who offered to help?", "[2024-03-03 18:40] Priya: I can take the kids on Friday.\nCaroline: Thanks!"),
+    ("What colour is the sky?", "The sky is blue on a clear day, and grey when it rains."),
+    ("Where did she go?", "Dalia: I play tennis now.\nMarco: Nice."),
+]
+
+
+def shipped_weights(reader: Reader, frozen: int) -> dict[str, np.ndarray]:
+    return {k: v.detach().numpy().astype(np.float16) for k, v in reader.state_dict().items()
+            if k.startswith("qa_outputs.") or (k.startswith("encoder.layer.") and int(k.split(".")[2]) >= frozen)}
+
+
+def metadata(frozen: int, args, seconds: float) -> dict[str, str]:
+    return {"frozen_layers": str(frozen), "base": "all-MiniLM-L6-v2", "seed": str(args.seed),
+            "recipe": json.dumps({k: v for k, v in vars(args).items() if k != "checkpoint_every"}, sort_keys=True),
+            "train_seconds": f"{seconds:.0f}"}
+
+
+def export(reader: Reader, frozen: int, args, seconds: float) -> None:
+    shipped = shipped_weights(reader, frozen)
+    write_safetensors(OUT, shipped, metadata(frozen, args, seconds))
+    # what the shipped (fp16) weights give in torch, for the test that numpy gives the same
+    state = reader.state_dict()
+    reader.load_state_dict({**state, **{k: torch.from_numpy(v.astype(np.float32)) for k, v in shipped.items()}})
+    tokenizer = WordPiece.from_file(model_files() / "tokenizer.json")
+    cases = []
+    with torch.no_grad():
+        for question, passage in FIXTURE_INPUTS:
+            w = features.windows(tokenizer, question, passage)[0]
+            ids = torch.tensor([w.ids])
+            types = torch.tensor([w.types])
+            start, end = reader(ids, types, torch.ones(ids.shape), 0)
+            cases.append({"question": question, "passage": passage, "ids": w.ids,
+                          "start": [round(float(x), 5) for x in start[0]],
+                          "end": [round(float(x), 5) for x in end[0]]})
+    FIXTURE.parent.mkdir(parents=True, exist_ok=True)
+    FIXTURE.write_text(json.dumps({"weights_sha256": sha256(OUT), "cases": cases}, indent=1) + "\n")
+
+
+def sha256(path: Path) -> str:
+    import hashlib
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# ---------------------------------------------------------------------------- main
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--squad", type=int, default=24000, help="SQuAD 1.1 train questions")
+    parser.add_argument("--molweni", type=int, default=20000, help="Molweni train questions")
+    parser.add_argument("--friendsqa", type=int, default=9874, help="FriendsQA train questions")
+    parser.add_argument("--no-answer", type=float, default=0.33, help="share of questions with a no-answer window")
+    parser.add_argument("--frozen", type=int, default=2, help="lowest layers not trained")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--epochs", type=float, default=1.0)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--checkpoint-every", type=int, default=0, help="write training/checkpoint.safetensors")
+    parser.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: all)")
+    args = parser.parse_args()
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+    rng = random.Random(args.seed)
+    tokenizer = WordPiece.from_file(model_files() / "tokenizer.json")
+    rows = training_windows(tokenizer, args, rng)
+    reader, _ = base_reader()
+    for name, p in reader.named_parameters():
+        p.requires_grad = name.startswith("qa_outputs.") or (
+            name.startswith("encoder.layer.") and int(name.split(".")[2]) >= args.frozen)
+    plan = []
+    whole = int(args.epochs)
+    for _ in range(max(whole, 1)):
+        plan += batches(rows, args.batch, rng)
+    if args.epochs != whole:
+        plan = plan[:int(len(batches(rows, args.batch, rng)) * args.epochs)] if whole == 0 else \
+            plan + batches(rows, args.batch, rng)[:int(len(plan) / whole * (args.epochs - whole))]
+    if args.max_steps:
+        plan = plan[:args.max_steps]
+    params = [p for p in reader.parameters() if p.requires_grad]
+    decay = [p for p in params if p.dim() > 1]
+    rest = [p for p in params if p.dim() <= 1]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}],
+                                  lr=args.lr)
+    warm = max(len(plan) // 16, 1)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min((s + 1) / warm, max(len(plan) - s, 0) / max(len(plan) - warm, 1)))
+    print(f"{len(rows)} windows, {len(plan)} steps", flush=True)
+    began = time.time()
+    reader.train()
+    shown = 0.0
+    for step, picks in enumerate(plan):
+        ids, types, mask, starts, ends = tensors(rows, picks)
+        with torch.no_grad():
+            bottom = reader.bottom(ids, types, mask, args.frozen)
+        start_logits, end_logits = reader.top(bottom, mask, args.frozen)
+        blocked = (1.0 - mask) * -1e4
+        loss = (F.cross_entropy(start_logits + blocked, starts) + F.cross_entropy(end_logits + blocked, ends)) / 2
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        schedule.step()
+        shown = 0.98 * shown + 0.02 * loss.item() if step else loss.item()
+        if args.checkpoint_every and step and step % args.checkpoint_every == 0:
+            write_safetensors(ROOT / "training" / "checkpoint.safetensors", shipped_weights(reader, args.frozen),
+                              metadata(args.frozen, args, time.time() - began) | {"step": str(step)})
+        if step % 50 == 0 or step == len(plan) - 1:
+            spent = time.time() - began
+            print(f"step {step + 1}/{len(plan)} loss {shown:.3f} {spent / (step + 1):.2f} s/step "
+                  f"eta {spent / (step + 1) * (len(plan) - step - 1) / 60:.0f} min", flush=True)
+    reader.eval()
+    export(reader, args.frozen, args, time.time() - began)
+    print(f"wrote {OUT} ({OUT.stat().st_size / 1e6:.1f} MB) and {FIXTURE}; {time.time() - began:.0f} s training")
+
+
+if __name__ == "__main__":
+    main()
