@@ -33,6 +33,7 @@ from memcli.store.lines import Library
 THRESHOLDS = [x / 2 for x in range(-4, 13)]
 SUBJECT = [True]  # the choice made, the same without the rule is reported beside it
 WHOSE = [None, 1.0, 2.0, 4.0]
+TIE = 1 / 150  # about one question of a development conversation
 RECENT = [0.0, 0.5, 1.0, 2.0, 3.0, 5.0]
 STATING = [False, True]
 
@@ -116,7 +117,7 @@ def capture(paths: list[Path], root: Path) -> list[dict]:
 def judged(rows: list[dict], choice: reading.Choice) -> dict:
     if rows and "kind" in rows[0]:
         return judged_updates(rows, choice)
-    scores, by_category = [], {}
+    scores, answered, by_category = [], [], {}
     for row in rows:
         said = reading.decide(row["question"], row["library"], row["lines"], row["threshold"], choice)
         if row["category"] == 5:
@@ -124,19 +125,23 @@ def judged(rows: list[dict], choice: reading.Choice) -> dict:
         else:
             score = category_f1(None if said.abstained else said.text, row["gold"], row["category"])
         scores.append(score)
+        answered.append(not said.abstained)
         by_category.setdefault(row["category"], []).append(score)
     mean = lambda xs: round(sum(xs) / max(len(xs), 1), 4)  # noqa: E731
-    return {"all": mean(scores), "f1_1_4": mean([s for r, s in zip(rows, scores) if r["category"] != 5]),
+    return {"all": mean(scores), "answered": mean(answered),
+            "f1_1_4": mean([s for r, s in zip(rows, scores) if r["category"] != 5]),
             **{f"cat{c}": mean(v) for c, v in sorted(by_category.items())}}
 
 
 def judged_updates(rows: list[dict], choice: reading.Choice) -> dict:
     by_kind: dict = {}
+    answered: list[bool] = []
     for row in rows:
         said = row["fixed"] or reading.decide(row["question"], row["library"], row["lines"], row["threshold"], choice)
         by_kind.setdefault(row["kind"], []).append(float(row["right"](said)))
+        answered.append(not said.abstained)
     every = [x for v in by_kind.values() for x in v]
-    return {"all": round(sum(every) / max(len(every), 1), 4),
+    return {"all": round(sum(every) / max(len(every), 1), 4), "answered": round(sum(answered) / max(len(answered), 1), 4),
             **{kind: round(sum(v) / len(v), 3) for kind, v in sorted(by_kind.items())}}
 
 
@@ -197,21 +202,36 @@ def tune(args, root: Path) -> None:
     def objective(parts: list[list[dict]], choice) -> float:
         return sum(judged(part, choice)["all"] for part in parts if part) / max(sum(1 for p in parts if p), 1)
 
+    def chosen(parts: list[list[dict]]) -> reading.Choice:
+        """The best choice; those within TIE of it are ties, and of them the one that answers most wins
+        (a difference of less than a question a conversation is no reason to say "I don't know" more)."""
+        scored = [(objective(parts, c), c) for c in choices]
+        top = max(score for score, _ in scored)
+        tied = [c for score, c in scored if score >= top - TIE]
+        return max(tied, key=lambda c: (sum(judged(p, c)["answered"] for p in parts if p),
+                                         objective(parts, c)))
+
     report = {"shipped": {c: judged([r for r in rows if r["conv"] == c], reading.DEFAULT) for c in convs}}
     if updates:
         report["shipped"]["updates tune"] = judged(tune_half, reading.DEFAULT)
         report["shipped"]["updates report"] = judged(report_half, reading.DEFAULT)
     for tune, other in itertools.permutations(convs):
         on = [[r for r in rows if r["conv"] == tune], tune_half]
-        best = max(choices, key=lambda c: objective(on, c))
+        best = chosen(on)
         report[f"chosen on {tune}" + (" and the updates' tune half" if updates else "")] = {
             "choice": asdict(best), "tune": judged(on[0], best),
             "report": judged([r for r in rows if r["conv"] == other], best)}
     everything = [[r for r in rows if r["conv"] == c] for c in convs] + [tune_half]
-    best = max(choices, key=lambda c: objective(everything, c))
+    best = chosen(everything)
     report["chosen on both conversations" + (" and the updates' tune half" if updates else "")] = {
         "choice": asdict(best), **{c: judged([r for r in rows if r["conv"] == c], best) for c in convs},
         **({"updates tune": judged(tune_half, best), "updates report": judged(report_half, best)} if updates else {})}
+    for whose in WHOSE:  # the choice with each value of the whose rule beside it
+        other = replace(best, whose=whose)
+        report[f"the same with whose={whose}"] = {
+            c: judged([r for r in rows if r["conv"] == c], other) for c in convs} | (
+            {"updates tune": judged(tune_half, other), "objective": round(objective(everything, other), 4)}
+            if updates else {"objective": round(objective(everything, other), 4)})
     alone = replace(best, subject=False, whose=None)  # the same choice without the person rule
     report["the same without the person rule"] = {
         c: judged([r for r in rows if r["conv"] == c], alone) for c in convs} | (
