@@ -89,23 +89,9 @@ class Reader:
             at = end
         return out
 
-    def read(self, question: str, passages: list[str], *, window: int = features.WINDOW,
-             stride: int = features.STRIDE) -> list[Span | None]:
+    def read(self, question: str, passages: list[str]) -> list[Span | None]:
         """Each passage's best span (None for an empty passage), every window of it read."""
-        q = features.question_ids(self.tokenizer, question)
-        windows = [(p, w) for p, passage in enumerate(passages)
-                   for w in features.windows(self.tokenizer, q, passage, window=window, stride=stride)]
-        logits = self.logits([w.ids for _, w in windows], [w.first for _, w in windows])
-        best: list[Span | None] = [None] * len(passages)
-        for (p, w), (start, end) in zip(windows, logits):
-            found = best_span(start, end, w.first, len(w.ids) - 1)
-            if found is None:
-                continue
-            i, j, score = found
-            if best[p] is None or score - float(start[0] + end[0]) > best[p].margin:
-                s, e = w.char_span(i, j)
-                best[p] = Span(p, s, e, passages[p][s:e], score, float(start[0] + end[0]))
-        return best
+        return [spans[0] for spans in self.by_part(question, passages, [[(0, len(p))] for p in passages])]
 
     def by_part(self, question: str, passages: list[str],
                 parts: list[list[tuple[int, int]]] | None = None) -> list[list[Span | None]]:
