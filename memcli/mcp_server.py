@@ -17,9 +17,9 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from memcli import __version__
+from memcli import __version__, deadline
 from memcli.errors import MemcliError, NotFound, UsageError
-from memcli.llm import deadline, priority
+from memcli.llm import priority
 from memcli.mcp_start import HANDOFF
 from memcli.memory import Memory
 from memcli.paths import store_cache_dir

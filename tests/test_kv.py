@@ -358,8 +358,9 @@ def test_shared_prompt_prefixes_restore_exactly_in_a_fresh_context(tmp_path):
 
 
 @pytest.mark.slow
-def test_ask_restores_its_prompt_prefixes_from_blocks(cli, store_dir):
+def test_ask_restores_its_prompt_prefixes_from_blocks(cli, store_dir, monkeypatch):
     cli("ingest", str(EXAMPLES / "caroline-and-priya.json"), "--no-auto")
+    monkeypatch.setenv("MEMCLI_ASK_ANSWER", "generate")  # the chat model answers (the reader has no prompt)
     question = "Which adoption agency did Caroline apply to?"  # answered: the model is called (and its prefixes kept)
     first = json.loads(cli("ask", question, "--json", "--max-rounds", "1").stdout)
     second = json.loads(cli("ask", question, "--json", "--max-rounds", "1").stdout)  # a new model context

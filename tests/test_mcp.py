@@ -55,7 +55,7 @@ def store(tmp_path):
 
 
 @pytest.mark.slow  # a fast-tier budget of 5 minutes (the other real-client tests stay fast); CI runs it
-def test_every_tool_over_a_real_client(store):
+def test_every_tool_over_a_real_client(store, monkeypatch):
     async def main():
         async with session(store) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
@@ -104,13 +104,22 @@ def test_every_tool_over_a_real_client(store):
             dated = data(await client.call_tool("grep", {"pattern": "adopt", "until": "2024-03-10", "clock": "event"}))
             assert dated["count"] >= 1 and all("2024-03-1" not in m["text"] for m in dated["matches"])
             composed = {"question": "Which adoption agency did Caroline apply to?", "kv_compose": True}
+            read = data(await client.call_tool("ask", composed))  # the small profile's reader: nothing composed
+            assert read["answer"] == answered["answer"] and read["tokens"] == dict.fromkeys(read["tokens"], 0)
+            assert "tokens" not in answered
+
+    async def generated():  # the chat model writes the answer: it reads the units' blocks
+        async with session(store) as client:
+            composed = {"question": "Which adoption agency did Caroline apply to?", "kv_compose": True}
             first = data(await client.call_tool("ask", composed))  # makes the units' blocks
             again = data(await client.call_tool("ask", composed))  # places them
-            assert again["answer"] and again["citations"] == first["citations"] and "tokens" not in answered
+            assert again["answer"] and again["citations"] == first["citations"]
             assert first["tokens"]["composed"] == 0 < first["tokens"]["prefilled"]
             assert again["tokens"]["composed"] > 0 and 0 < again["tokens"]["prefilled"] < 40
 
     anyio.run(main)
+    monkeypatch.setenv("MEMCLI_ASK_ANSWER", "generate")
+    anyio.run(generated)
     assert set(seq_counts(store).values()) == {1} and len(seq_counts(store)) == 26
 
 

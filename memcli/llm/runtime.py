@@ -28,8 +28,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from memcli import deadline
 from memcli.errors import ConfigError
-from memcli.llm import deadline, priority
+from memcli.llm import priority
 from memcli.llm.probes import AttentionProbes, as_float
 
 PENALTY_LAST_N = 64  # tokens the repeat penalty looks back over (llama-cpp-python's default)

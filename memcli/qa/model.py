@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from memcli import deadline
 from memcli.qa import features
 from memcli.semantic.encoder import Encoder, EncoderMissing, pad, read_safetensors, transformer
 
@@ -77,6 +78,7 @@ class Reader:
             while end < len(order) and (end - at + 1) * len(batch[order[end]]) <= BATCH_TOKENS:
                 end += 1
             picks = order[at:end]
+            deadline.check()
             ids, mask = pad([batch[i] for i in picks])
             types = np.zeros_like(ids)
             for row, i in enumerate(picks):

@@ -1,6 +1,6 @@
-"""A time limit on the local model's work in this thread: ``within(seconds)`` around a call; the
-runtime checks it before each batch it decodes and stops with :class:`DeadlineExceeded` once it has
-passed (the model's state stays consistent: no batch is left half done). Used where a caller must
+"""A time limit on the local models' work in this thread: ``within(seconds)`` around a call; the chat
+model's runtime and memcli's reader check it before each batch they run and stop with
+:class:`DeadlineExceeded` once it has passed (no batch is left half done). Used where a caller must
 answer in time (an MCP host times a tool call out)."""
 
 from __future__ import annotations
