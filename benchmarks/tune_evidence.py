@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Choose the evidence ranking's constants by cross-validation over the LoCoMo development pair.
 
-    python benchmarks/tune_evidence.py [--budgets 500,2000,4000] [--choose-budget 2000] [--json OUT]
+    python benchmarks/tune_evidence.py [--budgets 500,2000,4000] [--choose-budget 500,2000,4000] [--json OUT]
 
 Both conversations are ingested (raw memory) and consolidated deterministically (consolidated
 memory) in temporary stores. For every candidate :class:`memcli.retrieve.evidence_reader.Tuning` in the
 grid (every combination of the alternatives of each axis), all-evidence recall is measured per
-conversation at ``--choose-budget`` (categories 1-4, both memories together). Cross-validation:
+conversation at ``--choose-budget`` (the mean over those budgets; categories 1-4, both memories together). Cross-validation:
 the tuning with the best recall on one conversation is chosen and scored on the other, both
 ways (ties go to the simpler ranking); the printout gives both directions, with their recall at
 every budget, the grid's best and words alone (``semantic_weight`` 0, no coverage rule).
@@ -35,7 +35,7 @@ from memcli.eval.locomo import CATEGORIES, load_conversations, select
 from memcli.eval.metrics import evidence_recall, gold_dialog_ids
 from memcli.memory import Memory
 from memcli.retrieve.evidence import WHOLE, assemble
-from memcli.retrieve.evidence_reader import DEFAULT, Tuning, dedupe, focus, fuse, lexical_scores, order
+from memcli.retrieve.evidence_reader import DEFAULT, Tuning, dedupe, focus, lexical_scores, rank_candidates
 from memcli.store.lines import Library
 from memcli.tokens import count_tokens
 
@@ -56,13 +56,21 @@ GRID = {  # each axis: alternatives, every combination is tried
                          {"session_decay": 0.7, "session_free": 4}],
     "compact evidence": [{"compact": False}, {"compact": True},
                          {"compact": True, "closest_sentence": True}],
+    "set selection": [{"diversity": 0.0}, {"diversity": 0.35, "diversity_pool": 100},
+                      {"diversity": 0.75, "diversity_pool": 100}, {"diversity": 1.0, "diversity_pool": 100}],
+    "vector feedback": [{"feedback_entries": 0}, {"feedback_entries": 5, "feedback_weight": 0.5},
+                        {"feedback_entries": 5, "feedback_weight": 1.0}, {"feedback_entries": 10, "feedback_weight": 0.5}],
 }
 
 
-def grid() -> list[tuple[tuple[int, ...], Tuning]]:
-    """Every combination: (the alternative taken on each axis, the tuning)."""
+def grid(vary: set[str] | None = None) -> list[tuple[tuple[int, ...], Tuning]]:
+    """Every combination: (the alternative taken on each axis, the tuning); ``vary``: only these axes take
+    each of their alternatives, the others what ships."""
+    axes = [list(enumerate(axis)) if vary is None or name in vary
+            else [(alternative_of(DEFAULT, axis), axis[alternative_of(DEFAULT, axis)])]
+            for name, axis in GRID.items()]
     return [(tuple(at for at, _ in parts), Tuning(**{k: v for _, part in parts for k, v in part.items()}))
-            for parts in itertools.product(*(list(enumerate(axis)) for axis in GRID.values()))]
+            for parts in itertools.product(*axes)]
 
 
 def alternative_of(tuning: Tuning, axis: list[dict]) -> int:
@@ -105,7 +113,7 @@ def recall(questions: list[dict], tuning: Tuning, budget: int, category: int | N
     for q in questions:
         if category is not None and q["category"] != category:
             continue
-        picks = dedupe(order(q["library"], fuse(q["lexical"], q["similar"], tuning), q["similar"], tuning))
+        picks = dedupe(rank_candidates(q["library"], q["lexical"], q["similar"], tuning)[0])
         shown = focus(q["index"], q["question"], tuning) if tuning.compact else WHOLE
         evidence = assemble(q["library"], picks, budget, count, shown)
         hits += evidence_recall(q["gold"], {r for e in evidence for r in e.refs})[0]
@@ -116,8 +124,11 @@ def recall(questions: list[dict], tuning: Tuning, budget: int, category: int | N
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--budgets", default="500,2000,4000")
-    parser.add_argument("--choose-budget", type=int, default=2000, help="the budget the choice is made at")
+    parser.add_argument("--choose-budget", default="500,2000,4000",
+                        help="the budgets the choice is made at (the mean of their recalls)")
     parser.add_argument("--json", type=Path, help="write every tuning's recalls here")
+    parser.add_argument("--vary", action="append", choices=list(GRID),
+                        help="only this axis takes each of its alternatives (repeatable; default: every axis)")
     args = parser.parse_args()
     budgets = [int(b) for b in args.budgets.split(",")]
     conversations = load_conversations(FILES, None)
@@ -135,11 +146,13 @@ def main() -> None:
                       f"{time.perf_counter() - started:.1f} s", file=sys.stderr)
         names = list(data)
         table = []
-        choose = args.choose_budget
-        for choice, tuning in grid():
+        chooses = [int(b) for b in args.choose_budget.split(",")]
+        choose = "/".join(map(str, chooses))
+        for choice, tuning in grid(set(args.vary) if args.vary else None):
             row = {"tuning": tuning.__dict__, "choice": choice}
             for name in names:
-                row[f"{name}@{choose}"] = recall(data[name]["raw"] + data[name]["consolidated"], tuning, choose)
+                both = data[name]["raw"] + data[name]["consolidated"]
+                row[f"{name}@{choose}"] = sum(recall(both, tuning, b) for b in chooses) / len(chooses)
             table.append(row)
 
         def complete(row: dict) -> dict:
@@ -154,19 +167,22 @@ def main() -> None:
                             if category <= 4:
                                 row[f"{name}/{kind}/{label}@{budget}"] = recall(data[name][kind], tuning, budget, category)
                         row[f"{name}/{kind}/all@{budget}"] = recall(data[name][kind], tuning, budget)
+                row[f"{name}@{choose}"] = sum(row[f"{name}@{b}"] if b in budgets else
+                                              recall(data[name]["raw"] + data[name]["consolidated"], tuning, b)
+                                              for b in chooses) / len(chooses)
             return row
 
         def best_on(chosen: list[str]) -> dict:
             return max(table, key=lambda r: (round(sum(r[f"{n}@{choose}"] for n in chosen), 9),
                                              -r["tuning"]["semantic_weight"], r["tuning"]["session_decay"],
-                                             -r["tuning"]["compact"], -r["tuning"]["closest_sentence"]))  # ties: the simpler
+                                             -r["tuning"]["compact"], -r["tuning"]["closest_sentence"],
+                                             -r["tuning"]["diversity"], -r["tuning"]["feedback_entries"]))  # ties: the simpler
 
         def at(row: dict, name: str) -> str:
             return "/".join(f"{row[f'{name}@{b}']:.3f}" for b in budgets)
 
         report = {"budgets": budgets, "choose_budget": choose, "grid": GRID, "directions": [], "table": table}
-        words = complete(next(r for r in table if r["tuning"]["semantic_weight"] == 0
-                              and r["tuning"]["session_decay"] == 1 and not r["tuning"]["compact"]))
+        words = complete({"tuning": Tuning().__dict__})  # the words alone, no rule
         print(f"\nall-evidence recall, raw and consolidated memory together; chosen at {choose} tokens; "
               f"figures at {'/'.join(map(str, budgets))}")
         print("words alone: " + ", ".join(f"{n} {at(words, n)}" for n in names))

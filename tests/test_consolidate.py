@@ -61,6 +61,7 @@ def cfg_for(store: Store, **overrides) -> Settings:
     return Settings.load(store.root, overrides)
 
 
+@pytest.mark.slow  # 4-6 s: the fast tier keeps within 5 minutes
 @needs_locomo
 def test_deterministic_consolidation_of_conv26_conserves_everything(cli, store_dir):
     ingest(cli, LOCOMO / "conv-26.json")

@@ -56,6 +56,7 @@ def test_a_correction_supersedes_the_nearest_earlier_entry_of_the_same_speaker_t
     assert corrections([fixed], [entry(9, "Olek", "Northwind called again.", "2024-03-05T10:00")]) == {}
 
 
+@pytest.mark.slow  # a measured failure of the reader, kept out of the fast tier
 @pytest.mark.xfail(strict=True, reason="memcli's reader (issue 77): the correction's value scores under the threshold (margin 0.28 < 0.5)")
 def test_ingest_marks_the_corrected_entry_in_current_and_ask_reads_it_only_before_the_correction(tmp_path):
     """The real command: the corrected line stays where it is, with superseded_by; the evidence after the

@@ -121,6 +121,7 @@ def test_a_newer_line_restates_a_correction_through_the_line_it_corrected(store_
         assert texts.index(fix) < texts.index(new)
 
 
+@pytest.mark.slow  # a measured failure of the reader, kept out of the fast tier
 @pytest.mark.xfail(strict=True, reason="memcli's reader (issue 77): the pet question is answered from a line about something else")
 def test_ask_answers_from_a_line_about_what_is_asked_though_it_holds_none_of_its_words(store_dir, tmp_path, cli):
     """Through the command and memcli's reader: the car question is answered from the line about the new car,
@@ -150,6 +151,7 @@ def test_ask_answers_a_value_that_changed_though_the_model_finds_i_dont_know_lik
     assert done.code == 0 and "tennis" in said["answer"], said
 
 
+@pytest.mark.slow  # a measured failure of the reader, kept out of the fast tier
 @pytest.mark.xfail(strict=True, reason="memcli's reader (issue 77): a day is answered for a meeting no line mentions")
 def test_ask_which_day_of_something_never_mentioned_is_i_dont_know_not_the_day_a_line_was_said(store_dir, tmp_path,
                                                                                                   cli):
@@ -278,6 +280,7 @@ def test_ingest_keeps_the_day_a_line_speaks_of(store_dir, moved):
     assert "time=2024-03-05T10:00,when=2024-02," in line
 
 
+@pytest.mark.slow  # a measured failure of the reader, kept out of the fast tier
 @pytest.mark.xfail(strict=True, reason="memcli's reader (issue 77): the stale value ('a Honda Civic') scores more than 3 above the update")
 def test_ask_answers_a_changed_fact_from_the_later_line_that_restates_it(tmp_path):
     """The README's own commands and memcli's reader: the stale line says the slot in the question's words, the
@@ -297,6 +300,7 @@ def test_ask_answers_a_changed_fact_from_the_later_line_that_restates_it(tmp_pat
     assert "Subaru Outback" in answer["answer"] and "Honda" not in answer["answer"], answer
 
 
+@pytest.mark.slow  # a measured failure of the reader, kept out of the fast tier
 @pytest.mark.xfail(strict=True, reason="memcli's reader (issue 77): the deployment is answered with the earlier 'Nomad'")
 def test_ask_on_the_shipped_chat_knows_which_part_of_a_fact_changed(tmp_path):
     """examples/chat-messages.json through the README's commands with the real default model: ledgerd "runs on
@@ -317,6 +321,7 @@ def test_ask_on_the_shipped_chat_knows_which_part_of_a_fact_changed(tmp_path):
     assert "Kubernetes" in answers["How is ledgerd deployed?"], answers
 
 
+@pytest.mark.slow  # a measured failure of the reader, kept out of the fast tier
 @pytest.mark.xfail(strict=True, reason="memcli's reader (issue 77): the update's new value scores under the threshold, or the question's 'piano' is the answer")
 @pytest.mark.parametrize("lines, question, right, wrong, may_abstain", [
     ((("I use an iPhone 13.", "2023-05-27T13:03"),
@@ -365,6 +370,7 @@ def test_ask_when_answers_with_the_date_the_sentence_writes_out(tmp_path):
     assert answer["answer"] == "June 12" and "August" not in answer["answer"], answer
 
 
+@pytest.mark.slow  # a measured failure of the reader, kept out of the fast tier
 @pytest.mark.xfail(strict=True, reason="memcli's reader (issue 77): the earlier date ('March 3') scores more than 3 above the moved one")
 def test_ask_when_answers_with_the_date_a_later_line_moved_it_to(tmp_path):
     """The real command and memcli's reader: a deadline pushed later is answered with the later line's date,
@@ -387,6 +393,7 @@ def test_ask_when_answers_with_the_date_a_later_line_moved_it_to(tmp_path):
                "--as-of", "2023-05-01") == "March 3"
 
 
+@pytest.mark.slow  # a measured failure of the reader, kept out of the fast tier
 @pytest.mark.xfail(strict=True, reason="memcli's reader (issue 77): 'every Friday' scores 3.09 above 'Sunday' (the recency window is 3)")
 def test_ask_which_day_answers_with_the_day_a_later_line_moved_it_to(tmp_path):
     """The real command and memcli's reader: a weekly meeting moved to another day is answered with that day."""
@@ -403,6 +410,7 @@ def test_ask_which_day_answers_with_the_day_a_later_line_moved_it_to(tmp_path):
     assert json.loads(said.stdout)["answer"] == "Sunday", said.stdout
 
 
+@pytest.mark.slow  # a measured failure of the reader, kept out of the fast tier
 @pytest.mark.xfail(strict=True, reason="memcli's reader (issue 77): the job question is not answered with either company")
 def test_ask_ranks_the_persons_job_above_their_small_talk_and_answers_past_a_label(tmp_path):
     """The real command and memcli's reader: the question's vector without "Vera" (evidence_reader.meaning) puts

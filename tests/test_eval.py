@@ -28,6 +28,7 @@ def test_evidence_only_needs_no_model_and_writes_records(cli, tmp_path, monkeypa
     assert not (tmp_path / "store").exists()  # no store of the user's was made or touched
 
 
+@pytest.mark.slow  # 4-6 s: the fast tier keeps within 5 minutes
 def test_refuses_to_overwrite_and_resumes(cli, tmp_path, monkeypatch):
     out = tmp_path / "r.jsonl"
     args = ("eval", "locomo", EXAMPLE, "--mode", "evidence-only", "--out", out)
@@ -86,6 +87,7 @@ def test_the_answer_context_is_recorded_and_part_of_the_resume_key(cli, monkeypa
     assert json.loads(out.read_text().splitlines()[1])["read_tokens"] == record["evidence_tokens"]
 
 
+@pytest.mark.slow  # 4-6 s: the fast tier keeps within 5 minutes
 def test_the_i_dont_know_rate_is_reported_by_category(cli, monkeypatch, tmp_path):
     """Category 5 (questions about what was never said) is scored by how often the answer is I don't know; an
     answer that names what the evidence never says is one (it is not grounded)."""

@@ -264,6 +264,7 @@ def test_kv_commands_without_blocks_and_without_a_local_model(cli):
     assert cli("--base-url", "http://127.0.0.1:9/v1", "chat", stdin=b"hi\n").code == 3
 
 
+@pytest.mark.slow  # 4-6 s: the fast tier keeps within 5 minutes
 def test_kv_verify_catches_a_wrong_state_with_a_valid_checksum(tmp_path):
     from memcli.kv.engine import Unit
 

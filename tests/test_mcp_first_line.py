@@ -129,6 +129,7 @@ def _compare(name: str, store: Path, env: dict) -> None:
         assert fast.result() == alone.result(), (name, fast.result(), alone.result())
 
 
+@pytest.mark.slow  # 4-6 s: the fast tier keeps within 5 minutes
 def test_odd_first_messages_get_the_sdks_own_bytes(server):
     store, env = server
     for name in QUICK:

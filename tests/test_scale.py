@@ -52,6 +52,7 @@ def crowded(tmp_path) -> Memory:
     return memory
 
 
+@pytest.mark.slow  # 4-6 s: the fast tier keeps within 5 minutes
 def test_a_question_naming_a_person_is_answered_from_their_conversations(crowded, monkeypatch):
     question = "What did Tomas name the dogs?"
     asked = crowded.ask(question, reader="evidence-only", budget=400)

@@ -16,7 +16,7 @@ from memcli.retrieve import evidence_reader as policy
 from memcli.retrieve.evidence import Focus, assemble, compact, render_entry
 from memcli.semantic import encoder as encoder_module
 from memcli.semantic.encoder import Encoder
-from memcli.semantic.vectors import entry_text
+from memcli.semantic.vectors import Similarities, entry_text
 from memcli.semantic.wordpiece import WordPiece, basic_words
 from memcli.store import Store
 from memcli.store.format import Entry
@@ -337,3 +337,37 @@ def test_the_line_that_answers_ranks_above_the_persons_small_talk(tmp_path):
     job = [key for key in named if found.library.doc(key[0]).entries[key[1]].text.startswith("I handed")][0]
     assert max(named[k] for k in named) > named[job] and max(plain[k] for k in plain) == plain[job]  # the name hid it
     memory.close()
+
+
+# ------------------------------------------------------------------ evidence as a set
+
+def similarities_of(texts: list[str], question: str):
+    """Real sentence vectors of ``texts`` (keys ("doc", 1), ("doc", 2), ...) against ``question``."""
+    encoder = Encoder()
+    matrix, (asked,) = encoder.encode(texts), encoder.encode([question])
+    keys = [("doc", n) for n in range(1, len(texts) + 1)]
+    return keys, Similarities(keys, {key: row for row, key in enumerate(keys)}, matrix @ asked,
+                              {"doc": np.arange(len(keys))}, matrix, asked)
+
+
+def test_a_second_fact_is_taken_before_a_restatement_of_the_first():
+    keys, similar = similarities_of(["Mira: I go climbing at the gym every Saturday.",
+                                     "Mira: Saturdays I am always at the climbing gym.",
+                                     "Mira: I also play volleyball on Tuesdays."], "What sports does Mira do?")
+    assert similar.pairwise(keys)[0, 1] > similar.pairwise(keys)[0, 2] + 0.2  # the restatement is nearer
+    scores = {keys[0]: 10.0, keys[1]: 9.5, keys[2]: 8.0}
+    one_by_one = sorted(keys, key=lambda key: -scores[key])
+    assert policy.diverse(one_by_one, scores, similar, 0.0, 3) == one_by_one
+    assert policy.diverse(one_by_one, scores, similar, 0.75, 3) == [keys[0], keys[2], keys[1]]
+    assert policy.diverse(one_by_one, scores, similar, 0.75, 2) == one_by_one  # outside the pool: as ranked
+
+
+def test_feedback_moves_the_question_toward_what_the_best_entries_say():
+    keys, similar = similarities_of(["Mira: We went camping by the lake with the kids.",
+                                     "Mira: The children and I spent Sunday hiking in the woods.",
+                                     "Mira: The printer at work is jammed again."], "What does Mira do outdoors?")
+    moved = similar.toward([keys[0]], 1.0)
+    assert moved[keys[1]] - similar[keys[1]] > moved[keys[2]] - similar[keys[2]]  # the line like the best gains more
+    assert similar.toward([], 1.0) is similar and similar.toward([keys[0]], 0.0) is similar
+    within = similar.within({"doc"})
+    assert within.toward([keys[0]], 1.0)[keys[1]] == pytest.approx(moved[keys[1]], abs=1e-6)

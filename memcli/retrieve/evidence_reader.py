@@ -28,7 +28,10 @@
    candidates come the ``SEMANTIC_TAIL`` other entries nearest by similarity, for a budget the
    candidates do not fill. Without the model (or with ``search.semantic``
    off) the words rank alone.
-6. Entries are taken best first (with ``context`` entries before each) until
+6. The best ``diversity_pool`` entries are taken again as a set (maximal marginal relevance,
+   :func:`diverse`): each next one by its score less its likeness in meaning to the nearest entry
+   already taken, so a second fact comes before a restatement of the first.
+7. Entries are taken best first (with ``context`` entries before each) until
    the token budget is full; the evidence readers show each entry as its
    sentences that hold a term of the question, or, in an entry that holds
    none, as its sentence nearest the question in meaning (``ask.compact``),
@@ -82,7 +85,12 @@ class Tuning:
     ``compact``: entries shown as their sentences that hold a term of the question
     (:func:`memcli.retrieve.evidence.compact`); ``closest_sentence``: with ``compact``, an entry of
     which no sentence holds one is shown as its sentence nearest the question in meaning (the
-    semantic signal's model; without it such an entry is shown whole).
+    semantic signal's model; without it such an entry is shown whole); ``diversity``: the
+    ``diversity_pool`` best entries are taken again as a set (:func:`diverse`), each next one by its
+    score less ``diversity`` times its likeness to the nearest entry already taken (0: one by one);
+    ``feedback_entries``, ``feedback_weight``: the question's vector is moved toward the mean of the
+    vectors of the ``feedback_entries`` best entries by ``feedback_weight`` and the entries' similarities
+    taken again with it (step 5 with relevance feedback; 0: the question's own).
     """
 
     region_weight: float = REGION_WEIGHT
@@ -93,10 +101,14 @@ class Tuning:
     fusion: str = "score"
     compact: bool = False
     closest_sentence: bool = False
+    diversity: float = 0.0
+    diversity_pool: int = 0
+    feedback_entries: int = 0
+    feedback_weight: float = 0.0
 
 
-DEFAULT = Tuning(semantic_weight=0.75, semantic_pool=30, compact=True,
-                 closest_sentence=True)  # benchmarks/tune_evidence.py (docs/benchmarks.md)
+DEFAULT = Tuning(semantic_weight=0.75, semantic_pool=30, compact=True, closest_sentence=True,
+                 diversity=1.0, diversity_pool=100)  # benchmarks/tune_evidence.py (docs/benchmarks.md)
 
 
 @dataclass
@@ -121,8 +133,8 @@ def ranked_entries(library: Library, index: LibraryIndex, question: str, *, part
         similar = within(similar, named)
     if library.as_of is not None:  # only the entries said by then
         similar = {key: value for key, value in similar.items() if key[1] in library.doc(key[0]).entries}
-    ranked = newer_first(library, index, order(library, fuse(scores, similar, tuning), similar, tuning), similar,
-                         question=question)
+    picks, similar = rank_candidates(library, scores, similar, tuning)
+    ranked = newer_first(library, index, picks, similar, question=question)
     if context <= 0:
         return dedupe(ranked)  # no document is read for the entries a budget will never reach
     picks: list[tuple[str, int]] = []
@@ -192,6 +204,18 @@ def _short_names(question: str) -> tuple[str, ...]:
     return tuple({w.lower() for w in words if len(w) >= SHORT_NAME and w[0].isupper() and w[1:].islower()})
 
 
+def rank_candidates(library: Library, scores: dict[tuple[str, int], float], similar: Mapping[tuple[str, int], float],
+                    tuning: Tuning = DEFAULT) -> tuple[list[tuple[str, int]], Mapping[tuple[str, int], float]]:
+    """Steps 5-6: the lexical ``scores`` fused with the semantic signal (with relevance feedback when the
+    tuning asks for it) and ordered (:func:`order`); returns the entries best first and the similarities
+    they were ranked by."""
+    fused = fuse(scores, similar, tuning)
+    if tuning.feedback_entries > 0 and hasattr(similar, "toward"):
+        similar = similar.toward(top_keys(fused, tuning.feedback_entries), tuning.feedback_weight)
+        fused = fuse(scores, similar, tuning)
+    return order(library, fused, similar, tuning), similar
+
+
 def order(library: Library, scores: dict[tuple[str, int], float], similar: dict[tuple[str, int], float],
           tuning: Tuning = DEFAULT) -> list[tuple[str, int]]:
     """Entries best first: the candidates by their scores (with the coverage rule), then, with the
@@ -199,9 +223,37 @@ def order(library: Library, scores: dict[tuple[str, int], float], similar: dict[
     a budget the candidates do not fill is filled with the entries nearest the question in meaning
     (a question none of whose words is in memory has no candidates, and so still no evidence)."""
     ranked = cover_sessions(library, scores, tuning.session_decay, tuning.session_free)
+    if tuning.diversity > 0 and tuning.diversity_pool > 1 and hasattr(similar, "pairwise"):
+        ranked = diverse(ranked, scores, similar, tuning.diversity, tuning.diversity_pool)
     if scores and similar and tuning.semantic_weight > 0:
         ranked += top_similar(similar, SEMANTIC_TAIL, exclude=scores)
     return ranked
+
+
+def diverse(ranked: list[tuple[str, int]], scores: Mapping[tuple[str, int], float], similar,
+            weight: float, pool: int) -> list[tuple[str, int]]:
+    """The first ``pool`` of ``ranked`` in the order maximal marginal relevance takes them (Carbonell and
+    Goldstein): each next entry the one whose score, relative to the best, less ``weight`` times its
+    cosine similarity with the nearest entry already taken, is highest (ties: the better ranked), so a
+    second fact comes before a restatement of the first; the rest of ``ranked`` after them as it was."""
+    head = ranked[:pool]
+    if len(head) < 2:
+        return ranked
+    import numpy as np  # only with the semantic signal, which has loaded it (the CLI's start does not)
+
+    likeness = similar.pairwise(head)
+    value = np.array([scores.get(key, 0.0) for key in head], dtype=np.float64)
+    value /= max(float(value.max()), 1e-12)
+    nearest = np.zeros(len(head))
+    left = np.ones(len(head), dtype=bool)
+    out = []
+    for _ in head:
+        gain = np.where(left, value - weight * nearest, -np.inf)
+        pick = int(np.argmax(gain))
+        out.append(head[pick])
+        left[pick] = False
+        nearest = np.maximum(nearest, likeness[pick])
+    return out + ranked[pool:]
 
 
 def lexical_scores(library: Library, index: LibraryIndex, question: str, *, partitions: int = 40,
@@ -292,6 +344,11 @@ def fuse_ranks(lexical: dict[tuple[str, int], float], similar: dict[tuple[str, i
     pool = set(near[:tuning.semantic_pool])
     return rank_fusion(sorted(lexical, key=lambda key: (-lexical[key], key)), near, RANK_OFFSET,
                        tuning.semantic_weight, admit=pool.__contains__)
+
+
+def top_keys(scores: Mapping[tuple[str, int], float], n: int) -> list[tuple[str, int]]:
+    """The ``n`` keys with the highest scores, highest first (ties by key)."""
+    return heapq.nsmallest(n, scores, key=lambda key: (-scores[key], key))
 
 
 def top_similar(similar: Mapping[tuple[str, int], float], n: int, exclude=frozenset()) -> list[tuple[str, int]]:

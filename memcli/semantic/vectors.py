@@ -51,10 +51,34 @@ class Similarities(Mapping):
     entries a Python sort of them all costs more than the rest of a question)."""
 
     def __init__(self, keys: list[tuple[str, int]], position: dict[tuple[str, int], int], values: np.ndarray,
-                 doc_rows: dict[str, np.ndarray] | None = None):
-        """``doc_rows``: each document's rows of ``values`` (what :meth:`within` reads)."""
+                 doc_rows: dict[str, np.ndarray] | None = None, matrix: np.ndarray | None = None,
+                 question: np.ndarray | None = None):
+        """``doc_rows``: each document's rows of ``values`` (what :meth:`within` reads); ``matrix``: the
+        entries' vectors, a row each, and ``question`` the vector ``values`` measure them against (what
+        :meth:`pairwise` and :meth:`toward` read)."""
         self._keys, self._position, self.values = keys, position, values
         self._doc_rows = doc_rows or {}
+        self._matrix, self._question = matrix, question
+
+    def toward(self, keys: list[tuple[str, int]], weight: float) -> Similarities:
+        """The similarities with the question moved toward what ``keys`` say (Rocchio's relevance
+        feedback, in vector space): the question's vector plus ``weight`` times the mean of theirs,
+        normalised. Itself when it has no vectors or none of ``keys`` has one."""
+        rows = [self._position[key] for key in keys if key in self._position]
+        if self._matrix is None or self._question is None or not rows or weight <= 0:
+            return self
+        moved = self._question + weight * self._matrix[rows].mean(axis=0)
+        moved /= max(float(np.linalg.norm(moved)), 1e-12)
+        return Similarities(self._keys, self._position, self._matrix @ moved, self._doc_rows, self._matrix, moved)
+
+    def pairwise(self, keys: list[tuple[str, int]]) -> np.ndarray:
+        """The cosine similarity of each two of ``keys`` (a key without a vector: 0 with every other)."""
+        n = len(keys)
+        if self._matrix is None or not n:
+            return np.zeros((n, n), np.float32)
+        rows = [self._position.get(key, -1) for key in keys]
+        vectors = self._matrix[[max(r, 0) for r in rows]] * (np.asarray(rows) >= 0)[:, None]
+        return vectors @ vectors.T
 
     def __getitem__(self, key: tuple[str, int]) -> float:
         return float(self.values[self._position[key]])
@@ -74,7 +98,8 @@ class Similarities(Mapping):
         kept = [d for d in sorted(docs) if d in self._doc_rows]
         rows = np.concatenate([self._doc_rows[d] for d in kept]) if kept else np.zeros(0, np.int64)
         keys, doc_rows, position = row_index((d, [self._keys[i][1] for i in self._doc_rows[d]]) for d in kept)
-        return Similarities(keys, position, self.values[rows], doc_rows)
+        return Similarities(keys, position, self.values[rows], doc_rows,
+                            None if self._matrix is None else self._matrix[rows], self._question)
 
     def median(self) -> float:
         """The upper median (the value a sorted list holds at ``len // 2``)."""
@@ -435,7 +460,8 @@ class EntryVectors:
         self.refresh(compute=self.inline)
         if not self._keys:
             return Similarities([], {}, np.zeros(0, np.float32))
-        return Similarities(self._keys, self._position, self._matrix @ self.question(text), self._doc_rows)
+        vector = self.question(text)
+        return Similarities(self._keys, self._position, self._matrix @ vector, self._doc_rows, self._matrix, vector)
 
     def of(self, entries: dict[tuple[str, int], Entry]) -> dict[tuple[str, int], np.ndarray]:
         """The vectors of these entries, by (document, line): the stored ones (loaded by
