@@ -11,7 +11,9 @@ together. Reported:
   share a speaker (a session's user and assistant count as one party, the store's owner);
 - evidence locality: for the development questions whose gold turns are two or more, the mean number of
   documents holding them, against the number of sessions they come from (one document per session);
-- titles: how many are a comma list of single words; the share whose every phrase (split at "and" and
+- titles: how many are a comma list of single words; the share whose every phrase is a noun phrase by
+  memcli's tagger (it ends in a noun and holds no verb nor pronoun); the most documents of the same
+  people whose titles begin with the same phrase; the file names that end in a piece of a word; the share whose every phrase (split at "and" and
   commas, the people in parentheses aside) occurs in the document's text; the share holding a content word
   beyond the people's names (and no markup); and title-only retrieval: for each development question
   (categories 1-4) whose gold turns are all in one document, every document ranked by the MiniLM cosine
@@ -30,6 +32,7 @@ import statistics
 import sys
 import tempfile
 import time
+import unicodedata
 from pathlib import Path
 
 from memcli.memory import Memory
@@ -86,6 +89,43 @@ def keyword_list(doc: dict) -> bool:
     """A title that is a comma list of single words ("Learn, bye, wait")."""
     parts, _ = title_parts(doc)
     return len(parts) > 1 and "," in doc["title"] and all(len(p.split()) == 1 for p in parts)
+
+
+def noun_phrase(text: str) -> bool:
+    """The tagger's reading of a phrase alone (memcli/tagging): it ends in a noun or proper noun and holds no
+    verb, auxiliary or pronoun (a possessive "'s" may join two nouns)."""
+    from memcli.tagging.tagger import tagged, upos
+
+    tags = [upos(tag) for _, tag in tagged(text)]
+    return bool(tags) and tags[-1] in {"NOUN", "PROPN"} and not {"VERB", "AUX", "PRON"} & set(tags)
+
+
+def noun_phrases(doc: dict) -> bool:
+    """Every phrase of the title (the people in parentheses aside) is a noun phrase (:func:`noun_phrase`)."""
+    parts, _ = title_parts(doc)
+    return bool(parts) and all(noun_phrase(p) for p in parts)
+
+
+def heads(docs: dict[str, dict]) -> tuple[int, str]:
+    """The most documents of the same people whose title begins with the same phrase, and that phrase."""
+    counts: dict[tuple[str, tuple[str, ...]], int] = {}
+    for doc in docs.values():
+        parts, _ = title_parts(doc)
+        people = tuple(sorted({party(e.meta.get("speaker")) or "" for e in doc["entries"]}))
+        if parts:
+            key = (re.sub(r"^\w+['\u2019]s ", "", parts[0].lower()), people)
+            counts[key] = counts.get(key, 0) + 1
+    (phrase, _), most = max(counts.items(), key=lambda item: item[1], default=(("", ()), 0))
+    return most, phrase
+
+
+def cut_name(doc_id: str, doc: dict) -> bool:
+    """The file name (its six-letter id suffix aside) ends in a piece of a word: no word of the title nor of
+    the document's text (a document keeps the name its first title gave it)."""
+    words = re.findall(r"[a-z0-9]+", doc_id.rsplit("-", 1)[0])
+    text = " ".join([doc["title"], *(f"{e.meta.get('speaker', '')} {e.text}" for e in doc["entries"])])
+    known = set(re.findall(r"[a-z0-9]+", unicodedata.normalize("NFKD", text).lower().encode("ascii", "ignore").decode()))
+    return bool(words) and words[-1] not in known
 
 
 def occurs(doc: dict) -> bool:
@@ -175,6 +215,9 @@ def main() -> int:
             "titles": {"keyword_lists": sum(keyword_list(d) for d in docs.values()),
                        "phrases_occur": round(sum(occurs(d) for d in docs.values()) / len(docs), 3),
                        "content_beyond_names": round(sum(names_more(d) for d in docs.values()) / len(docs), 3),
+                       "noun_phrases": round(sum(noun_phrases(d) for d in docs.values()) / len(docs), 3),
+                       "most_documents_one_head": dict(zip(("documents", "phrase"), heads(docs))),
+                       "file_names_cutting_a_word": sum(cut_name(i, d) for i, d in docs.items()),
                        "by_title": by_title(docs, single)},
             "summary_faithfulness": round(sum(faithful(d) for d in docs.values()) / len(docs), 3),
             "size_tokens": {"median": statistics.median(sizes), "max": max(sizes)},

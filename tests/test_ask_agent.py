@@ -21,6 +21,7 @@ def use_model(monkeypatch, responder) -> ScriptedModel:
     model = ScriptedModel(responder)
     monkeypatch.setattr("memcli.llm.open_model", lambda *_, **__: model)  # the one model seam
     monkeypatch.setenv("MEMCLI_MODEL_PROFILE", "capable")  # these tests are about the agent: a capable model's reader
+    monkeypatch.setenv("MEMCLI_SEMANTIC", "false")  # the agent loop, not the ranking: no vectors to compute per test
     return model
 
 

@@ -261,6 +261,7 @@ def test_guard_catches_every_kind_of_damage():
 
 
 @needs_locomo
+@pytest.mark.slow  # 4-6 s: the fast tier keeps within 5 minutes
 def test_split_and_merge(cli, store_dir):
     ingest(cli, LOCOMO / "conv-30.json")
     store = open_store(store_dir)

@@ -102,6 +102,7 @@ def test_stdout_is_data_only(tmp_path):
     assert all(":" in line for line in grep.stdout.splitlines())
 
 
+@pytest.mark.slow  # 4-6 s: the fast tier keeps within 5 minutes
 def test_doctor_checks_the_real_default_model(tmp_path):
     result = run_memcli("--store", tmp_path / "s", "doctor", "--json")
     assert result.code == 0, result.stdout + result.stderr

@@ -13,7 +13,7 @@ LAYERS = [
     ("base", {"errors", "results", "where", "regular", "paths", "trust", "config", "config_files", "store_state",
               "tokens", "terms", "clauses", "dates", "joblock", "deadline", "__init__"}),
     ("storage", {"store/", "cache"}),
-    ("indexing", {"semantic/", "qa/", "partitions", "index", "read_tools"}),
+    ("indexing", {"semantic/", "qa/", "tagging/", "partitions", "index", "read_tools"}),
     ("models", {"llm/"}),
     ("pipelines", {"ingest/", "retrieve/", "consolidate/", "kv/", "forget", "share/"}),
     ("application", {"memory", "reports", "chat", "doctor", "eval/"}),

@@ -313,6 +313,7 @@ def test_resources_list_every_document_a_page_at_a_time(store):
     anyio.run(main)
 
 
+@pytest.mark.slow  # 4-6 s: the fast tier keeps within 5 minutes
 def test_memory_search_returns_evidence_best_first_with_its_rank(store):
     Memory(store).consolidate(llm=False)  # evidence from several documents
 

@@ -356,6 +356,7 @@ def test_a_document_removed_in_one_clone_and_grown_in_the_other_keeps_every_entr
 
 
 @needs_locomo
+@pytest.mark.slow  # 4-6 s: the fast tier keeps within 5 minutes
 def test_an_entry_edited_differently_in_two_clones_is_kept_twice_marked_and_doctor_says_so(tmp_path):
     a, b, _ = two_clones(tmp_path)
     turns = sessions(1)[0]

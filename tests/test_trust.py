@@ -329,6 +329,7 @@ def test_the_mcp_forget_tool_refuses_a_match_everything_pattern(tmp_path):
             tools.forget(grep=pattern)
 
 
+@pytest.mark.slow  # 4-6 s: the fast tier keeps within 5 minutes
 def test_a_citation_that_moved_since_the_dry_run_is_refused(tmp_path):
     from memcli.store.census import seq_counts
 
@@ -501,6 +502,8 @@ def test_ctrl_c_while_memcli_starts_is_exit_130_without_a_traceback(tmp_path):
         _, err = proc.communicate()
         if proc.returncode == 0 or proc.returncode == 1:
             continue  # it finished (or said there is no store) before the signal
+        if proc.returncode == -signal.SIGINT and b"memcli" not in err:
+            continue  # Python's own start-up (site, runpy) was interrupted, before any code of memcli's ran
         assert proc.returncode == 130 and b"Traceback" not in err, (delay, proc.returncode, err[-500:])
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal  # here, not in main(): a Ctrl-C while it loads is caught by memcli/__main__.py
 import sys
 
 
@@ -13,8 +14,6 @@ def _wants_json(argv: list[str]) -> bool:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``memcli`` console script; maps every failure to an exit code (Ctrl-C while
     it starts, before the commands are loaded, is 130 too)."""
-    import signal
-
     code: int | str | None = None  # a Ctrl-C before the command sets its code is an interruption
     try:
         try:

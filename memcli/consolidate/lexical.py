@@ -68,11 +68,16 @@ def normalized(text: str) -> str:
     return " ".join(re.findall(r"[^\W_]+", folded))
 
 
-def slug(title: str, max_len: int = 40) -> str:
-    """A file-name-safe slug (ASCII letters, digits, hyphens) made from any text."""
+def slug(title: str, max_len: int = 48) -> str:
+    """A file-name-safe slug (ASCII letters, digits, hyphens) made from any text: its whole words while they
+    fit in ``max_len`` characters (a first word longer than that alone is cut)."""
     ascii_text = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
     words = re.findall(r"[a-z0-9]+", ascii_text.lower())
-    out = "-".join(words)[:max_len].strip("-")
+    out = words[0][:max_len] if words else ""
+    for word in words[1:]:
+        if len(out) + 1 + len(word) > max_len:
+            break
+        out += "-" + word
     return out or "topic"
 
 

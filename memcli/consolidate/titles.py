@@ -1,17 +1,19 @@
-"""Titles and headings a person would write: phrases of the document's own text, not keyword lists.
+"""Titles and headings a person would write: noun phrases of the document's own text, not keyword lists.
 
-A phrase is a run of words of one clause of an entry, with no function word inside it and none, nor
-filler ("really", "thanks") nor a speaker's name, at its edges: "LGBTQ support group", "adoption
-agency", "Python project". Each is scored by how central it is to the entries it names: the sum of its
-words' weights (a word's library rarity, idf, times how many of these entries hold it, on a log
-scale) over the square root of its length, times how many entries hold the phrase itself (on a log
-scale); phrases of ``MIN_WORDS`` words or more come first. A document's title is its best phrase and
-up to two more that share no word with those before and score at least ``SECOND`` of the first, within
-``TITLE_CHARS``, then the people who speak in it: "Home study, adoption agencies and charity race
-(Caroline, Melanie)". A section heading is its date and its block's phrases chosen the same way, within
-``HEADING_CHARS``. Every phrase occurs in the text as written (the casing most used there). Three phrases
-rather than two (for titles: title-only retrieval; for headings: consolidated evidence recall) were
-chosen on the development pair (benchmarks/bench_topics.py; docs/benchmarks.md, "Titles").
+A phrase is up to ``MAX_WORDS`` words of a noun phrase as memcli's tagger reads the entry
+(:func:`memcli.tagging.tagger.noun_phrases`: adjectives, nouns and numbers ending in a noun, never a verb,
+pronoun, determiner, nor a noun used as an adverb, "last week"), ending in a noun, with no filler
+("really", "thanks") nor a speaker's name at its edges: "LGBTQ support group", "adoption agency", "Python
+project". Each is scored by how central it is to the entries it names: the sum of its words' weights (a
+word's library rarity, idf, times how many of these entries hold it, on a log scale) over the square root
+of its length, times how many entries hold the phrase itself (on a log scale); phrases of ``MIN_WORDS``
+words or more come first. A document's title is its best phrase and up to two more that share no word
+with those before and score at least ``SECOND`` of the first, within ``TITLE_CHARS``, then the people who
+speak in it: "Home study, adoption agencies and charity race (Caroline, Melanie)". A section heading is
+its date and its block's phrases chosen the same way, within ``HEADING_CHARS``. Every phrase occurs in the
+text as written (the casing most used there). Three phrases rather than two (for titles: title-only
+retrieval; for headings: consolidated evidence recall) were chosen on the development pair
+(benchmarks/bench_topics.py; docs/benchmarks.md, "Titles").
 
 What consolidation compares when it files a block or merges documents is each title's and heading's
 *signature* (:func:`title_signature`, :func:`heading_signature`: the entries' most salient words), never
@@ -25,12 +27,14 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from math import log, sqrt
 
 from memcli.consolidate.lexical import salient_words
 from memcli.ingest.turns import ROLES
 from memcli.store.format import Entry
-from memcli.terms import EDGE_STOP, STOPWORDS, stem
+from memcli.tagging.tagger import NOUNS, noun_phrases
+from memcli.terms import EDGE_STOP, stem
 
 Idf = Callable[[str], float]
 
@@ -41,8 +45,6 @@ TITLE_CHARS = 80  # a document title's length at most
 PHRASES = 3  # phrases in a title or heading at most
 HEADING_CHARS = 60  # a section heading's length at most
 
-_BREAK = re.compile(r"[^\w\s'\u2019-]+|_+|\s-+\s|-{2,}|\s['\u2019]|['\u2019](?:\s|$)")  # what a phrase never spans
-_WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
 
 
 @dataclass
@@ -57,23 +59,11 @@ def _bare(word: str) -> str:
     return re.sub(r"['\u2019]s$", "", word.lower())
 
 
-def _runs(text: str, names: set[str]) -> Iterable[list[re.Match]]:
-    """Runs of words of one clause of ``text`` (words apart only by spaces or a hyphen) with no function
-    word inside and nothing dull at their edges."""
-    for clause in _BREAK.split(" ".join(text.split())):
-        run: list[re.Match] = []
-        for found in [*_WORD.finditer(clause), None]:
-            word = found.group().lower() if found is not None else None
-            if word is not None and word not in STOPWORDS and re.sub(r"['\u2019]\w+$", "", word) not in STOPWORDS:
-                run.append(found)
-                continue
-            while run and _dull(run[0].group(), names):
-                run.pop(0)
-            while run and _dull(run[-1].group(), names):
-                run.pop()
-            if run:
-                yield run
-            run = []
+@lru_cache(maxsize=1 << 16)
+def _chunks(text: str) -> tuple[tuple[tuple[int, int, str, str], ...], ...]:
+    """The noun phrases of ``text`` as the tagger reads them (:func:`memcli.tagging.tagger.noun_phrases`):
+    each a run of (start, end, word, tag); remembered, as consolidation titles the same entries again."""
+    return tuple(tuple((m.start(), m.end(), m.group(), tag) for m, tag in run) for run in noun_phrases(text))
 
 
 def _dull(word: str, names: set[str]) -> bool:
@@ -82,21 +72,24 @@ def _dull(word: str, names: set[str]) -> bool:
 
 
 def phrases(texts: list[str], idf: Idf, names: Iterable[str] = ()) -> list[Phrase]:
-    """Every phrase of ``texts`` (up to ``MAX_WORDS`` words, holding a word that is not a name), best first."""
+    """Every phrase of ``texts`` (see the module: up to ``MAX_WORDS`` words of a noun phrase, ending in its
+    noun, holding a word that is not a name), best first."""
     lowered = {n.lower() for n in names if n}
     held: Counter = Counter()  # a term: how many texts hold it
     holding: Counter = Counter()  # a phrase (its words, lower case): how many texts hold it
     surface: dict[tuple[str, ...], Counter] = {}
     for text in texts:
+        text = " ".join(text.split())
         seen: set[tuple[str, ...]] = set()
-        for run in _runs(text, lowered):
-            for size in range(1, min(MAX_WORDS, len(run)) + 1):
-                for start in range(len(run) - size + 1):
-                    first, last = run[start], run[start + size - 1]
-                    if _dull(first.group(), lowered) or _dull(last.group(), lowered):
+        for run in _chunks(text):
+            for last in range(len(run)):
+                if run[last][3] not in NOUNS or _dull(run[last][2], lowered):
+                    continue
+                for first in range(max(0, last - MAX_WORDS + 1), last + 1):
+                    if run[first][3] == "NUM" or _dull(run[first][2], lowered):
                         continue
-                    key = tuple(m.group().lower() for m in run[start:start + size])
-                    surface.setdefault(key, Counter())[first.string[first.start():last.end()]] += 1
+                    key = tuple(word.lower() for _, _, word, _ in run[first:last + 1])
+                    surface.setdefault(key, Counter())[text[run[first][0]:run[last][1]]] += 1
                     seen.add(key)
         holding.update(seen)
         held.update({stem(_bare(w)) for key in seen for w in key})

@@ -1,0 +1,159 @@
+"""An averaged-perceptron part-of-speech tagger (Collins 2002; the feature set of Honnibal's "A good POS
+tagger in about 200 lines of Python"), trained on the Universal Dependencies English Web Treebank by
+``training/train_tagger.py``; its weights ship as package data (``tagger.json.gz``) and its card is
+docs/tagger.md. It tags words with universal parts of speech (NOUN, PROPN, VERB, ADJ, ...), greedily left
+to right, in pure Python: memcli's titles are read off its noun phrases (:func:`noun_phrases`).
+
+The features and the tokenizer live here, so that training and tagging cannot disagree.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import threading
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+START = ("-START-", "-START2-")
+END = ("-END-", "-END2-")
+
+# words as the treebank splits them ("don't" -> "do" "n't", "Caroline's" -> "Caroline" "'s"), but a word
+# joined by hyphens is one ("self-care": the treebank's parts are joined so at training)
+_TOKEN = re.compile(r"\w+(?=n['\u2019]t\b)|n['\u2019]t\b|['\u2019](?:s|re|ve|ll|d|m)\b"
+                    r"|\w+(?=['\u2019](?:s|re|ve|ll|d|m)\b)|\w+(?:[-.'\u2019]\w+)*|[^\w\s]", re.IGNORECASE)
+ADVERBIAL = "NOUN-ADV"  # a noun used as an adverb of time or measure ("last week", "a lot"): the treebank's
+# obl:unmarked and nmod:unmarked nouns, learnt as a tag of their own; its part of speech is NOUN (upos())
+NOUNS = {"NOUN", "PROPN"}
+INSIDE = {"NOUN", "PROPN", "ADJ", "NUM"}  # what a noun phrase's words before its noun may be
+
+
+def upos(tag: str) -> str:
+    """The universal part of speech of a tag (an adverbial noun is a NOUN)."""
+    return "NOUN" if tag == ADVERBIAL else tag
+
+
+def tokens(text: str) -> list[re.Match]:
+    """The words and punctuation of ``text`` as the treebank splits them (matches: their offsets kept)."""
+    return list(_TOKEN.finditer(text))
+
+
+def normal(word: str) -> str:
+    """The form a word's features use: lower case, numbers and years as one symbol each."""
+    if word.isdigit() and len(word) == 4:
+        return "!YEAR"
+    if word[:1].isdigit():
+        return "!DIGITS"
+    return word.lower()
+
+
+def shape(word: str) -> str:
+    """``Xx``, ``x``, ``X``, ``d`` or ``o``: its first character's kind, and whether the rest is lower."""
+    first = word[:1]
+    if first.isupper():
+        return "X" if word.isupper() and len(word) > 1 else "Xx"
+    if first.islower():
+        return "x"
+    return "d" if first.isdigit() else "o"
+
+
+def features(i: int, word: str, context: list[str], words: list[str], prev: str, prev2: str) -> list[str]:
+    """The features of the ``i``-th word (``context``: the normal forms with two start and end symbols
+    either side; ``words``: the words as written, likewise padded; ``prev``/``prev2``: the tags before)."""
+    i += len(START)
+    return ["bias", "i suffix " + word[-3:], "i pref1 " + word[:1], "i shape " + shape(words[i]),
+            "i-1 tag " + prev, "i-2 tag " + prev2, "i tag+i-2 tag " + prev + " " + prev2,
+            "i word " + context[i], "i-1 tag+i word " + prev + " " + context[i],
+            "i-1 word " + context[i - 1], "i-1 suffix " + context[i - 1][-3:], "i-2 word " + context[i - 2],
+            "i+1 word " + context[i + 1], "i+1 suffix " + context[i + 1][-3:], "i+2 word " + context[i + 2],
+            "i+1 shape " + shape(words[i + 1]), "i-1 shape " + shape(words[i - 1])]
+
+
+def padded(words: list[str]) -> tuple[list[str], list[str]]:
+    """(the normal forms, the words) each with the start and end symbols around them."""
+    return [*START, *(normal(w) for w in words), *END], [*START, *words, *END]
+
+
+class TaggerMissing(Exception):
+    """The tagger's weights are not installed."""
+
+
+def weights_path() -> Path:
+    return Path(str(resources.files("memcli.tagging") / "tagger.json.gz"))
+
+
+@dataclass
+class Tagger:
+    """The trained tagger: ``weights[feature][tag]``, the ``tagdict`` of words that always take one tag."""
+
+    weights: dict[str, dict[str, float]]
+    tagdict: dict[str, str]
+    classes: list[str]
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> Tagger:
+        path = path or weights_path()
+        try:
+            data = json.loads(gzip.decompress(path.read_bytes()))
+        except (OSError, ValueError) as exc:
+            raise TaggerMissing(f"memcli's tagger weights cannot be read ({path}): {exc}") from exc
+        return cls(data["weights"], data["tagdict"], data["classes"])
+
+    def predict(self, feats: list[str]) -> str:
+        scores: dict[str, float] = {}
+        for feat in feats:
+            for tag, weight in self.weights.get(feat, {}).items():
+                scores[tag] = scores.get(tag, 0.0) + weight
+        return max(self.classes, key=lambda tag: (scores.get(tag, 0.0), tag))
+
+    def tag(self, words: list[str]) -> list[str]:
+        """The universal part of speech of each word."""
+        context, written = padded(words)
+        prev, prev2 = START
+        out = []
+        for i, word in enumerate(words):
+            tag = self.tagdict.get(word) or self.predict(features(i, word, context, written, prev, prev2))
+            out.append(tag)
+            prev2, prev = prev, tag
+        return out
+
+
+_loaded: dict[str, Tagger] = {}
+_lock = threading.Lock()
+
+
+def shared() -> Tagger:
+    """The process's tagger, loaded once."""
+    with _lock:
+        if "tagger" not in _loaded:
+            _loaded["tagger"] = Tagger.load()
+        return _loaded["tagger"]
+
+
+def tagged(text: str, tagger: Tagger | None = None) -> list[tuple[re.Match, str]]:
+    """Each token of ``text`` with its tag."""
+    found = tokens(text)
+    return list(zip(found, (tagger or shared()).tag([m.group() for m in found])))
+
+
+def noun_phrases(text: str, tagger: Tagger | None = None) -> list[list[tuple[re.Match, str]]]:
+    """The noun phrases of ``text``, each the run of tagged tokens the tagger reads as adjectives, nouns,
+    proper nouns or numbers, from its first word that is not a number to its last noun or proper noun.
+    No determiner, pronoun, verb or possessive mark is inside: a possessive's owner ends a phrase of its
+    own ("Caroline" of "Caroline's adoption agency")."""
+    out = []
+    run: list[tuple[re.Match, str]] = []
+    for item in [*tagged(text, tagger), None]:
+        if item is not None and item[1] in INSIDE and item[0].group()[:1].isalnum():
+            run.append(item)
+            continue
+        while run and run[-1][1] not in NOUNS:
+            run.pop()
+        while run and run[0][1] == "NUM":
+            run.pop(0)
+        if run:
+            out.append(run)
+        run = []
+    return out
