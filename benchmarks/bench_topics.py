@@ -119,13 +119,16 @@ def heads(docs: dict[str, dict]) -> tuple[int, str]:
     return most, phrase
 
 
-def cut_name(doc_id: str, doc: dict) -> bool:
-    """The file name (its six-letter id suffix aside) ends in a piece of a word: no word of the title nor of
-    the document's text (a document keeps the name its first title gave it)."""
+def words_of(text: str) -> set[str]:
+    return set(re.findall(r"[a-z0-9]+", unicodedata.normalize("NFKD", text).lower().encode("ascii", "ignore").decode()))
+
+
+def cut_name(doc_id: str, known: set[str]) -> bool:
+    """The file name (its six-letter id suffix aside) ends in a piece of a word: no word of any title or
+    entry of the store (a document keeps the name its first title gave it, from entries since moved), nor
+    "continued" (a split's new part: memcli/consolidate/reshape.py)."""
     words = re.findall(r"[a-z0-9]+", doc_id.rsplit("-", 1)[0])
-    text = " ".join([doc["title"], *(f"{e.meta.get('speaker', '')} {e.text}" for e in doc["entries"])])
-    known = set(re.findall(r"[a-z0-9]+", unicodedata.normalize("NFKD", text).lower().encode("ascii", "ignore").decode()))
-    return bool(words) and words[-1] not in known
+    return bool(words) and words[-1] not in known | {"continued"}
 
 
 def occurs(doc: dict) -> bool:
@@ -207,6 +210,8 @@ def main() -> int:
                     located.append(len(held))
                     sessions.append(len({g.split(":")[0] for g in gold}))
         sizes = [doc["tokens"] for doc in docs.values()]
+        known = set().union(*(words_of(" ".join([d["title"], *(f"{e.meta.get('speaker', '')} {e.text}"
+                                                              for e in d["entries"])])) for d in docs.values()))
         report = {
             "documents": len(docs), "consolidation_s": round(took, 2),
             "scope_purity": round(sum(pure(d) for d in docs.values()) / len(docs), 3),
@@ -217,7 +222,7 @@ def main() -> int:
                        "content_beyond_names": round(sum(names_more(d) for d in docs.values()) / len(docs), 3),
                        "noun_phrases": round(sum(noun_phrases(d) for d in docs.values()) / len(docs), 3),
                        "most_documents_one_head": dict(zip(("documents", "phrase"), heads(docs))),
-                       "file_names_cutting_a_word": sum(cut_name(i, d) for i, d in docs.items()),
+                       "file_names_cutting_a_word": sum(cut_name(i, known) for i in docs),
                        "by_title": by_title(docs, single)},
             "summary_faithfulness": round(sum(faithful(d) for d in docs.values()) / len(docs), 3),
             "size_tokens": {"median": statistics.median(sizes), "max": max(sizes)},
