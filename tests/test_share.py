@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -15,6 +16,7 @@ from memcli.memory import Memory
 from memcli.share.merge import merge_document, merge_lines, merge_state
 from memcli.store.format import Entry, parse_document
 from memcli.store.identity import ORIGINS, origin_of
+from memcli.terms import STOPWORDS
 
 
 def git(where: Path, *args: str) -> str:
@@ -199,7 +201,8 @@ def test_two_clones_ingest_consolidate_and_sync_in_random_orders(tmp_path, trial
         status = run_memcli("--store", store, "status", "--json")
         assert status.code == 0, status.stderr
         assert status.json["entries"] > 0
-        word = max(Clone(last / name).entries()[0].text.split(), key=len)
+        words = re.findall(r"[^\W\d_]+", Clone(last / name).entries()[0].text)
+        word = max((w for w in words if w.lower() not in STOPWORDS), key=len)  # a word memory is searched by
         asked = run_memcli("--store", store, "ask", "--evidence-only", f"what about {word}?", "--json")
         assert asked.code == 0 and word in json.dumps(asked.json["evidence"], ensure_ascii=False), asked.stderr
         assert run_memcli("--store", store, "docs", "--json").code == 0
