@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from memcli.errors import ConfigError
+
 START = ("-START-", "-START2-")
 END = ("-END-", "-END2-")
 
@@ -76,8 +78,8 @@ def padded(words: list[str]) -> tuple[list[str], list[str]]:
     return [*START, *(normal(w) for w in words), *END], [*START, *words, *END]
 
 
-class TaggerMissing(Exception):
-    """The tagger's weights are not installed."""
+class TaggerMissing(ConfigError):
+    """The tagger's weights are not installed (a broken installation: they are package data)."""
 
 
 def weights_path() -> Path:
@@ -98,7 +100,7 @@ class Tagger:
         try:
             data = json.loads(gzip.decompress(path.read_bytes()))
         except (OSError, ValueError) as exc:
-            raise TaggerMissing(f"memcli's tagger weights cannot be read ({path}): {exc}") from exc
+            raise TaggerMissing(f"memcli's tagger weights cannot be read ({path}): {exc}; reinstall memcli") from exc
         return cls(data["weights"], data["tagdict"], data["classes"])
 
     def predict(self, feats: list[str]) -> str:
