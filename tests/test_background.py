@@ -126,6 +126,7 @@ def test_an_ingest_during_a_background_consolidation_is_kept(tmp_path):
     assert "late note 3" in " ".join(e.text for e in memory.ask("blue kettle shelf 3", reader="evidence-only").evidence)
 
 
+@pytest.mark.slow  # 3-4 s: the fast tier keeps within 5 minutes
 def test_stop_keeps_what_was_committed_and_the_rest_in_current(tmp_path):
     root = tmp_path / "store"
     env = {"MEMCLI_CONSOLIDATE_TOKENS": "300", "MEMCLI_CONSOLIDATE_BACKGROUND": "always", **hold(tmp_path, 2)}

@@ -293,6 +293,7 @@ def test_reads_use_the_committed_state_when_a_pending_transaction_cannot_be_fini
     assert not atomic.pending(root) and "zeppelin" in (root / "CURRENT.md").read_text()
 
 
+@pytest.mark.slow  # 3-4 s: the fast tier keeps within 5 minutes
 def test_a_read_only_store_with_a_pending_transaction_still_answers(template, tmp_path, cli, monkeypatch):
     with small_disk(tmp_path, "2m") as disk:
         root = disk / "store"

@@ -201,6 +201,7 @@ def test_print_config_is_a_file_the_host_reads_as_it_is(cli, store_dir, agent):
     assert cli("mcp", "--print-config", "emacs").code == 2
 
 
+@pytest.mark.slow  # 3-4 s: the fast tier keeps within 5 minutes
 def test_a_project_store_is_registered_portably_and_codex_toml_holds_any_path(tmp_path):
     """A file kept in the project names no absolute path (it works on every clone); TOML is valid for a
     store whose path has a character outside the Basic Multilingual Plane, a quote and a backslash."""

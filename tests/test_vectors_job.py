@@ -82,6 +82,7 @@ def test_a_killed_job_resumes_from_its_last_chunk(tmp_path):
     assert run_memcli("--store", store, "status", "--json", env=BACKGROUND).json["vectors"]["missing"] == 0
 
 
+@pytest.mark.slow  # 3-4 s: the fast tier keeps within 5 minutes
 def test_a_few_new_texts_are_embedded_by_the_question_itself(tmp_path):
     """A short session leaves few texts to embed: the question computes them (no ranking by words alone)."""
     store = tmp_path / "s"
