@@ -207,10 +207,9 @@ def main() -> None:
         print(f"iteration {iteration + 1}: train accuracy {right / total:.4f} "
               f"({time.perf_counter() - started:.0f} s)", file=sys.stderr)
     weights = model.averaged(args.prune)
-    tagger = Tagger(weights, tagdict, classes)
+    tagger = Tagger.from_weights(weights, tagdict, classes)
     dev_accuracy = accuracy(tagger, dev)
-    blob = gzip.compress(json.dumps({"weights": weights, "tagdict": tagdict, "classes": classes},
-                                    separators=(",", ":"), sort_keys=True).encode(), mtime=0)
+    blob = tagger.save()
     args.out.write_bytes(blob)
     dev_fragments = fragments(dev)
     report = {"dev": dev_accuracy, "dev_words": sum(map(len, dev)),

@@ -13,7 +13,7 @@ import gzip
 import json
 import re
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -88,25 +88,49 @@ def weights_path() -> Path:
 
 @dataclass
 class Tagger:
-    """The trained tagger: ``weights[feature][tag]``, the ``tagdict`` of words that always take one tag."""
+    """The trained tagger: each feature's weights as stored (``rows``: "tag index:weight ..."), read into
+    numbers the first time a word has the feature (a process that titles a few documents reads a fraction
+    of them: loading parses one string a feature, not a dictionary), and the ``tagdict`` of words that
+    always take one tag."""
 
-    weights: dict[str, dict[str, float]]
+    rows: dict[str, str]
     tagdict: dict[str, str]
     classes: list[str]
+    _read: dict[str, list[tuple[str, float]]] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_weights(cls, weights: dict[str, dict[str, float]], tagdict: dict[str, str], classes: list[str]) -> Tagger:
+        """From ``weights[feature][tag]`` (what training makes)."""
+        at = {tag: i for i, tag in enumerate(classes)}
+        return cls({feat: " ".join(f"{at[tag]}:{weight!r}" for tag, weight in row.items())
+                    for feat, row in weights.items()}, tagdict, classes)
 
     @classmethod
     def load(cls, path: Path | None = None) -> Tagger:
         path = path or weights_path()
         try:
             data = json.loads(gzip.decompress(path.read_bytes()))
-        except (OSError, ValueError) as exc:
+            return cls(data["rows"], data["tagdict"], data["classes"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
             raise TaggerMissing(f"memcli's tagger weights cannot be read ({path}): {exc}; reinstall memcli") from exc
-        return cls(data["weights"], data["tagdict"], data["classes"])
+
+    def save(self) -> bytes:
+        """The weights file (gzip'd JSON, the same bytes for the same weights)."""
+        return gzip.compress(json.dumps({"rows": self.rows, "tagdict": self.tagdict, "classes": self.classes},
+                                        separators=(",", ":"), sort_keys=True).encode(), mtime=0)
+
+    def row(self, feat: str) -> list[tuple[str, float]]:
+        read = self._read.get(feat)
+        if read is None:
+            stored = self.rows.get(feat, "")
+            read = [(self.classes[int(i)], float(w)) for i, w in (part.split(":") for part in stored.split())]
+            self._read[feat] = read
+        return read
 
     def predict(self, feats: list[str]) -> str:
         scores: dict[str, float] = {}
         for feat in feats:
-            for tag, weight in self.weights.get(feat, {}).items():
+            for tag, weight in self.row(feat):
                 scores[tag] = scores.get(tag, 0.0) + weight
         return max(self.classes, key=lambda tag: (scores.get(tag, 0.0), tag))
 
