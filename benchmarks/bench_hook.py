@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""How long Claude Code waits for `memcli hook claude-code` at the end of a session.
+"""How long an agent waits for `memcli hook AGENT` at the end of a session (or a Codex turn).
 
-    python benchmarks/bench_hook.py [--runs 10] [--session FILE]
+    python benchmarks/bench_hook.py [--runs 10] [--agent claude-code|codex|gemini] [--session FILE]
 
-Each run copies the session file (default: tests/samples/claude-code-session.jsonl, grown to
-``--turns`` turns) and sends a ``SessionEnd`` event naming it to a fresh process, on a store that
+Each run copies the session file (default: the agent's real sample in tests/samples/; Claude Code's
+grown to ``--turns`` turns) and sends the agent's save event (``SessionEnd``; Codex: ``Stop``)
+naming it to a fresh process, on a store that
 already holds the session (the common case: the hook fires again and again) and on an empty one.
 It measures the wall time until the hook process exits: the default (a detached ingest; the hook
 answers at once) against ``--wait`` (the ingest before answering, what the hook did before), side by
@@ -26,7 +27,10 @@ import time
 from pathlib import Path
 
 PYTHON = [sys.executable]  # --python
-SAMPLE = Path(__file__).resolve().parent.parent / "tests" / "samples" / "claude-code-session.jsonl"
+SAMPLES = Path(__file__).resolve().parent.parent / "tests" / "samples"
+AGENTS = {"claude-code": ("claude-code-session.jsonl", "SessionEnd"), "codex": ("codex-0.125-codemie.jsonl", "Stop"),
+          "gemini": ("gemini-cli-yoavf.json", "SessionEnd")}
+AGENT = ["claude-code"]  # --agent
 
 
 def grown(sample: Path, turns: int, out: Path) -> Path:
@@ -46,17 +50,19 @@ def grown(sample: Path, turns: int, out: Path) -> Path:
     return out
 
 
-def run_hook(store: Path, session: Path, wait: bool, env: dict, name: str = "SessionEnd") -> float:
+def run_hook(store: Path, session: Path, wait: bool, env: dict, name: str | None = None) -> float:
+    name = name or AGENTS[AGENT[0]][1]
     event = json.dumps({"session_id": "bench", "transcript_path": str(session), "cwd": str(store.parent),
                         "hook_event_name": name}).encode()
-    command = [PYTHON[0], "-m", "memcli", "--store", str(store), "hook", "claude-code",
-               *(["--json"] if name == "SessionEnd" else []), *(["--wait"] if wait else [])]
+    saving = name != "SessionStart"
+    command = [PYTHON[0], "-m", "memcli", "--store", str(store), "hook", AGENT[0],
+               *(["--json"] if saving else []), *(["--wait"] if wait else [])]
     start = time.perf_counter()
     done = subprocess.run(command, input=event, capture_output=True, env=env)
     elapsed = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"hook failed: {done.stderr.decode()[-500:]}")
-    reply = json.loads(done.stdout) if name == "SessionEnd" else {}
+    reply = json.loads(done.stdout) if saving else {}
     if reply.get("pid"):  # wait for the detached ingest before the next run
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -72,15 +78,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--turns", type=int, default=200)
-    parser.add_argument("--session", type=Path, default=SAMPLE)
+    parser.add_argument("--agent", choices=sorted(AGENTS), default="claude-code")
+    parser.add_argument("--session", type=Path, default=None, help="default: the agent's sample")
     parser.add_argument("--python", default=sys.executable,
                         help="the interpreter of the memcli to measure (an installed, not editable, package)")
     args = parser.parse_args()
-    PYTHON[0] = args.python
+    PYTHON[0], AGENT[0] = args.python, args.agent
+    sample = args.session or SAMPLES / AGENTS[args.agent][0]
     work = Path(tempfile.mkdtemp(prefix="memcli-bench-hook-"))
     env = {**os.environ, "XDG_CACHE_HOME": str(work / "cache"), "XDG_DATA_HOME": str(work / "data"),
            "MEMCLI_AUTO_CONSOLIDATE": "false"}
-    session = grown(args.session, args.turns, work / "session.jsonl")
+    if args.agent == "claude-code":
+        session = grown(sample, args.turns, work / "session.jsonl")
+    else:
+        session = work / sample.name
+        shutil.copy(sample, session)
     times: dict[tuple[str, str], list[float]] = {}
     try:
         for run in range(args.runs):
@@ -97,7 +109,8 @@ def main() -> None:
         for _ in range(args.runs):  # the session's start: what memory holds about the project, printed
             times.setdefault(("SessionStart", "known session"), []).append(
                 run_hook(known, session, False, env, "SessionStart"))
-        print(f"Claude Code hooks, {args.turns}-turn session, {args.runs} runs each (seconds until the hook exits)")
+        size = f"{args.turns}-turn session" if args.agent == "claude-code" else sample.name
+        print(f"{args.agent} hooks, {size}, {args.runs} runs each (seconds until the hook exits)")
         print(f"{'mode':<10} {'case':<14} {'median':>8} {'9th/10':>8} {'worst':>8} {'<=0.1 s':>8}")
         for (mode, case), values in sorted(times.items()):
             ninth = sorted(values)[max(0, int(len(values) * 0.9) - 1)]

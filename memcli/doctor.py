@@ -42,6 +42,7 @@ class DoctorResult(Result):
     paths: dict
     model: dict
     checks: list[Check] = field(default_factory=list)
+    hosts: list = field(default_factory=list)  # memcli.wiring.Host: which agents here have memcli wired in
 
     @property
     def exit_code(self) -> int:
@@ -101,7 +102,9 @@ def diagnose(store: str | None = None, overrides: dict | None = None, *, verbose
         model = _model_checks(cfg, checks, verbose)
     except MemcliError as err:
         checks.append(Check("configuration", False, err.message))
-    return DoctorResult(all(c.ok for c in checks), versions, paths, model, checks)
+    from memcli.wiring import hosts
+
+    return DoctorResult(all(c.ok for c in checks), versions, paths, model, checks, hosts())
 
 
 def _sharing_check(store) -> Check | None:

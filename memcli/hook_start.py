@@ -1,7 +1,7 @@
 """The session-end hook's fast path, with nothing but the standard library's ``os`` and ``json``.
 
-Claude Code waits for a ``SessionEnd`` hook, and gives it little time. ``memcli hook claude-code``
-therefore reads the event, chooses the store (:func:`store_for`) and starts the ingest of the
+An agent waits for a ``SessionEnd`` (or ``Stop``) hook, and gives it little time. ``memcli hook
+AGENT`` therefore reads the event, chooses the store (:func:`store_for`) and starts the ingest of the
 transcript as a process of its own session (``posix_spawn``, no ``subprocess``), then answers:
 before Typer, Rich, pathlib, dataclasses or the store code are imported. Anything it cannot settle
 (a bad event, another event) goes to the full command (:mod:`memcli.hooks`), which says why.
@@ -17,7 +17,19 @@ import sys
 from memcli import where
 from memcli.errors import MemcliError
 
-SAVE_EVENTS = ("SessionEnd", "PreCompact", "Stop")
+# The agents whose lifecycle hooks memcli answers: the format of the transcript their events name,
+# the events that save it, and whether the host reads a hook's stdout as JSON only (Codex, Gemini CLI:
+# a session start's context goes in ``hookSpecificOutput.additionalContext``) or as text (Claude Code).
+HOSTS = {
+    "claude-code": {"label": "Claude Code", "format": "claude-code", "save": ("SessionEnd", "PreCompact", "Stop"),
+                    "json_output": False, "null_transcript": False},
+    # Codex: Stop ends each turn (no SessionEnd); transcript_path is null for a session it keeps no rollout of
+    "codex": {"label": "Codex", "format": "codex", "save": ("Stop", "PreCompact"),
+              "json_output": True, "null_transcript": True},
+    "gemini": {"label": "Gemini CLI", "format": "gemini", "save": ("SessionEnd", "PreCompress"),
+               "json_output": True, "null_transcript": False},
+}
+SAVE_EVENTS = HOSTS["claude-code"]["save"]
 LOG = "hooks.log"  # the detached ingests' output, in the cache folder
 _FLAGS = ("--json", "-q", "--quiet")
 
@@ -89,13 +101,13 @@ def store_for(cwd: str | None, flag: str | None) -> tuple[str, str, str | None]:
     return path, why, project_root(cwd)
 
 
-def start_saving(name: str, transcript: str, store: str, project: str | None) -> dict:
+def start_saving(name: str, transcript: str, store: str, project: str | None, format: str = "claude-code") -> dict:
     """``memcli ingest`` of the transcript started in its own session (no standard input, output
     appended to the private log, never through a link); returns at once ``{event, action, pid, log}``."""
     folder = where.cache()[0]
     os.makedirs(folder, mode=0o700, exist_ok=True)
     log = os.path.join(folder, LOG)
-    args = [sys.executable, "-m", "memcli", "--store", store, "ingest", transcript, "--format", "claude-code",
+    args = [sys.executable, "-m", "memcli", "--store", store, "ingest", transcript, "--format", format,
             "--json", *(["--project", project] if project else [])]
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
@@ -113,14 +125,15 @@ def quick(argv: list[str], raw: str) -> int | None:
     args, flag = list(argv), None
     if args[:1] == ["--store"] and len(args) >= 2:
         flag, args = args[1], args[2:]
-    if args[:2] != ["hook", "claude-code"] or any(a not in _FLAGS for a in args[2:]):
+    if args[:1] != ["hook"] or len(args) < 2 or args[1] not in HOSTS or any(a not in _FLAGS for a in args[2:]):
         return None
+    host = HOSTS[args[1]]
     try:
         event = json.loads(raw)
     except (ValueError, RecursionError):
         return None
     name = event.get("hook_event_name") if isinstance(event, dict) else None
-    transcript, cwd = (event.get("transcript_path"), event.get("cwd")) if name in SAVE_EVENTS else (None, None)
+    transcript, cwd = (event.get("transcript_path"), event.get("cwd")) if name in host["save"] else (None, None)
     if not isinstance(transcript, str) or not transcript or usable(transcript) or (
             cwd is not None and (not isinstance(cwd, str) or usable(cwd))):
         return None
@@ -129,7 +142,7 @@ def quick(argv: list[str], raw: str) -> int | None:
         return None  # said properly by the full command
     try:
         store, _why, project = store_for(os.path.expanduser(cwd) if cwd else None, flag)
-        done = start_saving(name, transcript, store, project)
+        done = start_saving(name, transcript, store, project, host["format"])
     except (OSError, ValueError, MemcliError):
         return None  # said properly by the full command
     if "--json" in args:

@@ -1,13 +1,17 @@
-"""Claude Code's hooks: a session saved to memory when it ends, the project recalled when one starts.
+"""Agents' lifecycle hooks: a session saved to memory when it ends, the project recalled when one starts.
 
-Claude Code runs ``memcli hook claude-code`` with one event as JSON on stdin.
+Claude Code, Codex and Gemini CLI run ``memcli hook AGENT`` with one event as JSON on stdin
+(:data:`memcli.hook_start.HOSTS`: each one's transcript format and save events).
 
-* ``SessionEnd``, ``PreCompact``, ``Stop``: the transcript the event names is ingested by a detached
-  ``memcli ingest`` (new turns only; the usual automatic consolidation follows), so the hook answers
-  at once: Claude Code gives these hooks a short budget. ``--wait`` ingests before answering.
+* The save events (Claude Code ``SessionEnd``, ``PreCompact``, ``Stop``; Codex ``Stop``, the end of
+  each turn, and ``PreCompact``; Gemini CLI ``SessionEnd``, ``PreCompress``): the transcript the
+  event names is ingested by a detached ``memcli ingest`` (new turns only; the usual automatic
+  consolidation follows), so the hook answers at once: hosts give these hooks a short budget.
+  ``--wait`` ingests before answering.
 * ``SessionStart``: what memory holds about the project, ranked, within :data:`DIGEST_BUDGET`
-  tokens, printed for Claude Code to add to the session's context; nothing when memory holds
-  nothing about it.
+  tokens, for the host to add to the session's context (:func:`start_output`: text for Claude
+  Code, ``hookSpecificOutput.additionalContext`` for the hosts that read a hook's stdout as JSON);
+  nothing when memory holds nothing about it.
 
 Which store: ``--store`` or ``$MEMCLI_STORE`` when given, else the nearest ``.memcli/`` above the
 event's ``cwd`` (a project store: everything in it is the project's), else the user store, where
@@ -22,13 +26,13 @@ from pathlib import Path
 
 from memcli import hook_start
 from memcli.errors import InputError
-from memcli.hook_start import LOG, SAVE_EVENTS  # noqa: F401  (the hook's own names, said once)
+from memcli.hook_start import HOSTS, LOG, SAVE_EVENTS  # noqa: F401  (the hook's own names, said once)
 from memcli.paths import Resolved
 
 DIGEST_BUDGET = 600  # tokens of evidence a session start gets
 
 
-def read_hook_event(raw: str) -> dict:
+def read_hook_event(raw: str, agent: str = "claude-code") -> dict:
     """The hook's JSON object, checked."""
     try:
         event = json.loads(raw)
@@ -37,7 +41,7 @@ def read_hook_event(raw: str) -> dict:
     except RecursionError:
         raise InputError("<hook stdin>", "not a hook event: JSON nested too deeply") from None
     if not isinstance(event, dict) or not isinstance(event.get("hook_event_name"), str):
-        raise InputError("<hook stdin>", "not a Claude Code hook event (no hook_event_name)")
+        raise InputError("<hook stdin>", f"not a {HOSTS[agent]['label']} hook event (no hook_event_name)")
     return event
 
 
@@ -79,14 +83,21 @@ def transcript(event: dict) -> Path:
     return Path(resolved)
 
 
-def start_saving(event: dict, store: Path, project: str | None) -> dict:
+def nothing_to_save(event: dict, agent: str) -> bool:
+    """A save event of a host that keeps no transcript of this session (Codex: ``transcript_path``
+    null): answered with nothing saved, not as a bad event."""
+    return HOSTS[agent]["null_transcript"] and "transcript_path" in event and event["transcript_path"] is None
+
+
+def start_saving(event: dict, store: Path, project: str | None, agent: str = "claude-code") -> dict:
     """Ingest the event's transcript in a detached process; returns at once ``{event, action, pid, log}``."""
-    return hook_start.start_saving(event["hook_event_name"], str(transcript(event)), str(store), project)
+    return hook_start.start_saving(event["hook_event_name"], str(transcript(event)), str(store), project,
+                                   HOSTS[agent]["format"])
 
 
-def save(memory, event: dict, project: str | None) -> dict:
+def save(memory, event: dict, project: str | None, agent: str = "claude-code") -> dict:
     """Ingest the event's transcript now (``--wait``)."""
-    done = memory.ingest(transcript(event), format="claude-code", project=project)
+    done = memory.ingest(transcript(event), format=HOSTS[agent]["format"], project=project)
     return {"event": event["hook_event_name"], "action": "ingested", "store": str(memory.root), "project": project,
             "added": done.added, "skipped": done.skipped, "consolidation": done.consolidation}
 
@@ -108,3 +119,13 @@ def digest(memory, event: dict, project: str | None) -> dict:
              "memory_search tool):"]
     lines += [f"{e.citation}\n{e.text}" for e in sorted(evidence, key=lambda e: e.rank or 0)]
     return {"event": name, "action": "digest", "digest": "\n".join(lines)}
+
+
+def start_output(agent: str, digest_text: str) -> str:
+    """What a session start prints for ``agent`` to add to the session: the digest itself (Claude
+    Code), or the host's JSON with it as ``additionalContext`` (Codex, Gemini CLI: their stdout must
+    be JSON alone)."""
+    if not HOSTS[agent]["json_output"]:
+        return digest_text
+    return json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": digest_text}},
+                      ensure_ascii=False)

@@ -21,11 +21,18 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-AGENTS = ("claude-code", "claude-code-hooks", "cursor", "vscode", "claude-desktop", "gemini", "opencode", "codex")
-HOOK_TIMEOUTS = {"SessionStart": 30, "PreCompact": 10, "SessionEnd": 10}  # seconds Claude Code waits at most
+AGENTS = ("claude-code", "claude-code-hooks", "cursor", "vscode", "claude-desktop", "gemini", "gemini-hooks", "opencode",
+          "codex", "codex-hooks")
+# the events each host's hook entries name, and how long the host waits for each (seconds; Gemini CLI's
+# file counts in milliseconds): the session start's recall, the saves' detached ingest
+HOOK_TIMEOUTS = {
+    "claude-code": {"SessionStart": 30, "PreCompact": 10, "SessionEnd": 10},
+    "codex": {"SessionStart": 30, "Stop": 10, "PreCompact": 10},
+    "gemini": {"SessionStart": 30, "SessionEnd": 10, "PreCompress": 10},
+}
 STARTUP_SECONDS = 30  # a host's limit on the server's start (Codex: startup_timeout_sec, default 10)
 TOOL_SECONDS = 60  # a host's limit on one tool call (Codex tool_timeout_sec, Gemini timeout; past ask's 20 s)
-PORTABLE = ("claude-code", "claude-code-hooks", "cursor", "vscode", "gemini", "opencode")  # files kept in a project
+PORTABLE = ("claude-code", "claude-code-hooks", "cursor", "vscode", "gemini", "gemini-hooks", "opencode", "codex-hooks")  # files kept in a project
 WORKSPACE = {"cursor": "${workspaceFolder}", "vscode": "${workspaceFolder}"}  # the project, as the host names it
 
 
@@ -51,10 +58,20 @@ def server_command(store: Path | None, read_only: bool = False, *, portable: str
     return [sys.executable, "-m", "memcli", "--store", str(store), "mcp", *flags]
 
 
-def hook_command(store: Path | None, *, portable: bool = False) -> str:
+def hook_command(store: Path | None, *, portable: bool = False, host: str = "claude-code") -> str:
     """The hook's command: on ``store``, or (None) on the store of each session's project."""
     python = ["memcli"] if portable else [sys.executable, "-m", "memcli"]
-    return shlex.join([*python, *(["--store", str(store)] if store else []), "hook", "claude-code"])
+    return shlex.join([*python, *(["--store", str(store)] if store else []), "hook", host])
+
+
+def hook_entries(host: str, command: str) -> dict:
+    """The ``hooks`` object of ``host``'s settings: one command hook an event (Claude Code's and
+    Codex's shape; Gemini CLI's the same with a name and milliseconds)."""
+    def one(event: str, limit: int) -> dict:
+        if host == "gemini":
+            return {"name": f"memcli-{event}", "type": "command", "command": command, "timeout": limit * 1000}
+        return {"type": "command", "command": command, "timeout": limit}
+    return {event: [{"hooks": [one(event, limit)]}] for event, limit in HOOK_TIMEOUTS[host].items()}
 
 
 def toml_string(value: str) -> str:
@@ -92,11 +109,15 @@ def registration(agent: str, store: Path, *, read_only: bool = False, pinned: bo
         }[agent] + kept
         server = {**stdio, "timeout": TOOL_SECONDS * 1000} if agent == "gemini" else stdio  # milliseconds
         data = {"mcpServers": {"memcli": server}}
-    elif agent == "claude-code-hooks":
-        where = ".claude/settings.json in the project (or ~/.claude/settings.json); merge with what is there" + kept
-        command = hook_command(store if pinned else None, portable=portable)
-        data = {"hooks": {event: [{"hooks": [{"type": "command", "command": command, "timeout": limit}]}]
-                          for event, limit in HOOK_TIMEOUTS.items()}}
+    elif agent.endswith("-hooks"):
+        host = agent.removesuffix("-hooks")
+        where = {
+            "claude-code": ".claude/settings.json in the project (or ~/.claude/settings.json); merge with what is there",
+            "codex": ".codex/hooks.json in the project (or ~/.codex/hooks.json); Codex asks you to trust new hooks",
+            "gemini": ".gemini/settings.json in the project (or ~/.gemini/settings.json); merge with what is there; "
+                      "hooks must be on (/settings: Enable Hooks System)",
+        }[host] + kept
+        data = {"hooks": hook_entries(host, hook_command(store if pinned else None, portable=portable, host=host))}
     elif agent == "vscode":
         where = ".vscode/mcp.json in the workspace" + kept
         data = {"servers": {"memcli": {"type": "stdio", **stdio}}}

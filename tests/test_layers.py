@@ -11,12 +11,12 @@ from conftest import REPO
 # lowest first; a room is a folder (``store/``) or a top-level module (``config``)
 LAYERS = [
     ("base", {"errors", "results", "where", "regular", "paths", "trust", "config", "config_files", "store_state",
-              "tokens", "terms", "clauses", "dates", "joblock", "deadline", "__init__"}),
+              "tokens", "terms", "clauses", "dates", "joblock", "deadline", "skill", "__init__"}),
     ("storage", {"store/", "cache"}),
     ("indexing", {"semantic/", "qa/", "tagging/", "partitions", "index", "read_tools"}),
     ("models", {"llm/"}),
     ("pipelines", {"ingest/", "retrieve/", "consolidate/", "kv/", "forget", "share/"}),
-    ("application", {"memory", "reports", "chat", "doctor", "eval/"}),
+    ("application", {"memory", "reports", "chat", "doctor", "wiring", "eval/"}),
     ("faces", {"cli/", "mcp_server", "mcp_start", "hooks", "hook_start", "registrations", "__main__"}),
 ]
 LEVEL = {room: level for level, (_, rooms) in enumerate(LAYERS) for room in rooms}

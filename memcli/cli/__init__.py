@@ -61,17 +61,18 @@ def _main(argv: list[str] | None) -> None:
 
         print(f"memcli {__version__}")
         sys.exit(0)
-    if (argv[:2] == ["hook", "claude-code"] or argv[2:4] == ["hook", "claude-code"] and argv[0] == "--store") \
-            and not sys.stdin.isatty():  # fast path: a session-end hook answers at once, without Typer
-        from memcli.hook_start import quick
+    at = 0 if argv[:1] == ["hook"] else 2 if argv[2:3] == ["hook"] and argv[0] == "--store" else None
+    if at is not None and len(argv) > at + 1 and not sys.stdin.isatty():
+        from memcli.hook_start import HOSTS, quick  # fast path: a session-end hook answers at once, without Typer
 
-        raw = sys.stdin.read()
-        code = quick(argv, raw)
-        if code is not None:
-            sys.exit(code)
-        import io
+        if argv[at + 1] in HOSTS:
+            raw = sys.stdin.read()
+            code = quick(argv, raw)
+            if code is not None:
+                sys.exit(code)
+            import io
 
-        sys.stdin = io.StringIO(raw)  # the full command reads the same event
+            sys.stdin = io.StringIO(raw)  # the full command reads the same event
     if "mcp" in argv[:3] and not sys.stdin.isatty():  # only `[--store S] mcp ...` pays for the module
         from memcli.mcp_start import begin, serves
 

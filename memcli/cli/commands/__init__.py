@@ -13,5 +13,6 @@ from memcli.cli.commands import (  # noqa: F401
     mcp,
     read,
     share,
+    skill,
     store,
 )

@@ -17,7 +17,9 @@ def doctor(
                                 "else made from the store), counters past every entry."),
     json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
 ) -> None:
-    """Check the installation: versions, paths and where they came from, the model, GPU offload.
+    """Check the installation: versions, paths and where they came from, the model, GPU offload,
+    and which agents here (Claude Code, Codex, Gemini CLI, Cursor) have memcli's hooks, MCP server or
+    plugin wired in.
 
     Loads the configured model and generates one token. --repair puts back a
     damaged state.json (a teammate's commit, a hand edit). Exits 0 when every
@@ -46,3 +48,12 @@ def _render(result: DoctorResult, out: Output) -> None:
         out.write(f"{'model':12} {model['model']} at {model['base_url']}")
     for check in result.checks:
         out.write(f"{'ok ' if check.ok else 'FAIL'} {check.name}: {check.detail}")
+    for host in result.hosts:
+        parts = [p for p, on in (("plugin", host.plugin), ("hooks", host.hooks), ("MCP server", host.mcp)) if on]
+        state = "wired in: " + ", ".join(parts) if parts else "not wired in"
+        if host.present or parts:
+            hint = "" if host.wired else f"  (memcli mcp --print-config {host.host}" + \
+                ("" if host.host == "cursor" else f", {host.host}-hooks") + ")"
+            out.write(f"{'host':12} {host.host}: {state}{hint}")
+        for path in host.unreadable:
+            out.write(f"{'host':12} {host.host}: {path} could not be read as settings")

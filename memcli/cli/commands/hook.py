@@ -11,13 +11,13 @@ import typer
 from memcli.cli.app import app
 from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, memory, output, state
 from memcli.errors import UsageError
-from memcli.hooks import SAVE_EVENTS, digest, hook_store, read_hook_event, save, start_saving
+from memcli.hooks import HOSTS, digest, hook_store, nothing_to_save, read_hook_event, save, start_output, start_saving
 
 
 @app.command()
 def hook(
     ctx: typer.Context,
-    agent: Annotated[str, typer.Argument(metavar="AGENT", help="The agent sending the event: claude-code.")],
+    agent: Annotated[str, typer.Argument(metavar="AGENT", help="The agent sending the event: claude-code, codex or gemini.")],
     wait: Annotated[bool, typer.Option(
         "--wait", help="Save the session before answering (default: a detached ingest, the hook answers at once).")
     ] = False,
@@ -25,36 +25,41 @@ def hook(
 ) -> None:
     """Handle one hook event an agent sends as JSON on stdin.
 
-    claude-code: SessionEnd, PreCompact and Stop save the session transcript
-    the event names (only turns not saved before; the usual automatic
-    consolidation follows) in a detached ingest, so the hook answers at once
-    (--wait: before answering). SessionStart prints what memory holds about
-    the event's project, best first, within 600 tokens (nothing when memory
-    holds nothing about it); Claude Code adds it to the session's context.
-    The store: --store or $MEMCLI_STORE, else the nearest .memcli/ above the
-    event's cwd, else your user store, with each entry tagged with its
-    project. Other events are ignored. `memcli mcp --print-config
-    claude-code-hooks` prints the hook entries.
+    The save events (claude-code: SessionEnd, PreCompact, Stop; codex: Stop,
+    the end of each turn, and PreCompact; gemini: SessionEnd, PreCompress)
+    save the session transcript the event names (only turns not saved
+    before; the usual automatic consolidation follows) in a detached ingest,
+    so the hook answers at once (--wait: before answering). SessionStart
+    prints what memory holds about the event's project, best first, within
+    600 tokens (nothing when memory holds nothing about it), as the agent
+    reads it: text for Claude Code, the hosts' JSON (additionalContext) for
+    Codex and Gemini CLI. The store: --store or $MEMCLI_STORE, else the
+    nearest .memcli/ above the event's cwd, else your user store, with each
+    entry tagged with its project. Other events are ignored. `memcli mcp
+    --print-config claude-code-hooks` (codex-hooks, gemini-hooks) prints the
+    hook entries.
     """
     out = output(ctx, json, quiet, verbose)
-    if agent != "claude-code":
-        raise UsageError(f"unknown agent {agent!r} (agents with hooks: claude-code)")
-    event = read_hook_event(sys.stdin.read())
+    if agent not in HOSTS:
+        raise UsageError(f"unknown agent {agent!r} (agents with hooks: {', '.join(HOSTS)})")
+    event = read_hook_event(sys.stdin.read(), agent)
     name = event["hook_event_name"]
-    if name not in (*SAVE_EVENTS, "SessionStart"):
+    if name not in (*HOSTS[agent]["save"], "SessionStart"):
         done = {"event": name, "action": "ignored"}
+    elif name != "SessionStart" and nothing_to_save(event, agent):
+        done = {"event": name, "action": "nothing to save", "why": "the event names no transcript"}
     else:
         where, project = hook_store(event, state(ctx).store)
         if name == "SessionStart":
             done = digest(memory(ctx, create=True, where=where), event, project)
         elif wait:
-            done = save(memory(ctx, create=True, where=where), event, project)
+            done = save(memory(ctx, create=True, where=where), event, project, agent)
         else:
-            done = start_saving(event, where.path, project)
+            done = start_saving(event, where.path, project, agent)
     if out.json:
         typer.echo(jsonlib.dumps(done, ensure_ascii=False))
     elif done.get("digest"):
-        out.write(done["digest"])
+        out.write(start_output(agent, done["digest"]))
     elif done["action"] == "ingested":
         out.info(f"memcli: {done['added']} new turns of the session saved to memory ({done['store']})")
     elif done["action"] == "saving":

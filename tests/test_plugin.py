@@ -1,0 +1,109 @@
+"""The Claude Code plugin and marketplace in this repository (.claude-plugin/, plugins/memcli/) and the
+skill (`memcli skill`). Claude Code's own validator and installer run where its CLI is found
+(`claude` on PATH, or `$MEMCLI_CLAUDE_CLI`; `npm install @anthropic-ai/claude-code`); the rest
+needs nothing but memcli."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import run_memcli
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGIN = ROOT / "plugins" / "memcli"
+CLAUDE = os.environ.get("MEMCLI_CLAUDE_CLI") or shutil.which("claude")
+
+
+def test_memcli_skill_prints_the_shipped_skill_and_the_plugin_ships_the_same():
+    done = run_memcli("skill")
+    assert done.code == 0
+    shipped = (ROOT / "memcli" / "skill" / "SKILL.md").read_text()
+    assert done.stdout == shipped
+    assert (PLUGIN / "skills" / "memcli" / "SKILL.md").read_text() == shipped  # one text, two places it is read
+    as_json = run_memcli("skill", "--json")
+    assert as_json.code == 0 and as_json.json["name"] == "memcli" and as_json.json["text"] == shipped
+    assert len(as_json.json["description"]) <= 1024 and len(shipped.splitlines()) < 300
+
+
+def test_every_command_and_flag_the_skill_names_is_one_memcli_has():
+    """The skill tells agents to run commands: each `memcli COMMAND ... --flag` in it must exist."""
+    shipped = (ROOT / "memcli" / "skill" / "SKILL.md").read_text()
+    uses: dict[str, set[str]] = {}
+    commands = re.findall(r"`(memcli [^`]+)`", shipped) + re.findall(r"^ {4}(memcli .+?)(?:\s+#.*)?$", shipped, re.M)
+    for line in commands:
+        words = line.split()
+        if len(words) > 1 and words[1].isalpha():
+            uses.setdefault(words[1], set()).update(w.rstrip(",.:)") for w in words[2:] if w.startswith("--"))
+    assert {"ask", "grep", "search", "read", "docs", "remember", "forget", "status", "doctor", "ingest"} <= set(uses)
+    for command, flags in uses.items():
+        if command == "COMMAND":
+            continue
+        helped = run_memcli(command, "--help", env={"COLUMNS": "200"})
+        assert helped.code == 0, (command, helped.stderr)
+        for flag in flags - {"--help"}:
+            assert flag.split("/")[0] in helped.stdout, (command, flag)
+
+
+def test_the_plugin_files_say_what_the_hooks_command_and_the_mcp_server_are():
+    from memcli.registrations import HOOK_TIMEOUTS
+
+    market = json.loads((ROOT / ".claude-plugin" / "marketplace.json").read_text())
+    (entry,) = market["plugins"]
+    assert (entry["name"], market["name"]) == ("memcli", "memcli")  # claude plugin install memcli@memcli
+    assert (ROOT / entry["source"]).resolve() == PLUGIN
+    manifest = json.loads((PLUGIN / ".claude-plugin" / "plugin.json").read_text())
+    from memcli import __version__
+    assert manifest["name"] == "memcli" and manifest["version"] == entry["version"] == __version__
+    hooks = json.loads((PLUGIN / "hooks" / "hooks.json").read_text())["hooks"]
+    assert {e: g[0]["hooks"][0]["timeout"] for e, g in hooks.items()} == HOOK_TIMEOUTS["claude-code"]
+    assert all(g[0]["hooks"][0]["command"].endswith("/bin/memcli-on-path\" hook claude-code") for g in hooks.values())
+    server = json.loads((PLUGIN / ".mcp.json").read_text())["mcpServers"]["memcli"]
+    assert server == {"command": "${CLAUDE_PLUGIN_ROOT}/bin/memcli-on-path", "args": ["mcp"]}
+    assert os.access(PLUGIN / "bin" / "memcli-on-path", os.X_OK)
+
+
+def test_without_memcli_on_path_the_plugin_says_how_to_install_it(tmp_path):
+    done = subprocess.run([str(PLUGIN / "bin" / "memcli-on-path"), "hook", "claude-code"], input=b"{}",
+                          capture_output=True, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert done.returncode == 1 and done.stdout == b""
+    assert b"not on PATH" in done.stderr and b"pipx install" in done.stderr
+
+
+def test_with_memcli_on_path_the_plugin_runs_it(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "memcli").write_text(f"#!/bin/sh\nexec {sys.executable} -m memcli \"$@\"\n")
+    (bin_dir / "memcli").chmod(0o755)
+    done = subprocess.run([str(PLUGIN / "bin" / "memcli-on-path"), "--version"], capture_output=True, text=True,
+                          env={**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin"})
+    assert done.returncode == 0 and done.stdout.startswith("memcli ")
+
+
+@pytest.mark.skipif(not CLAUDE, reason="Claude Code's CLI is not installed (npm install @anthropic-ai/claude-code)")
+@pytest.mark.slow  # Claude Code's CLI starts in 2-5 s a command
+def test_claude_code_validates_installs_and_connects_the_plugin(tmp_path):
+    env = {**os.environ, "CLAUDE_CONFIG_DIR": str(tmp_path / "claude"), "HOME": str(tmp_path),
+           "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}", "MEMCLI_STORE": str(tmp_path / "s")}
+
+    def claude(*args: str) -> str:
+        done = subprocess.run([CLAUDE, *args], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+        return done.stdout + done.stderr
+
+    assert "Validation passed" in claude("plugin", "validate", str(ROOT))
+    assert "Validation passed" in claude("plugin", "validate", str(PLUGIN))
+    claude("plugin", "marketplace", "add", str(ROOT))
+    claude("plugin", "install", "memcli@memcli")
+    (listed,) = [p for p in json.loads(claude("plugin", "list", "--json")) if p["id"] == "memcli@memcli"]
+    assert listed["enabled"] and "memcli" in listed["mcpServers"]
+    details = claude("plugin", "details", "memcli@memcli")
+    assert re.search(r"Hooks \(3\)\s+SessionStart, PreCompact, SessionEnd", details)
+    assert re.search(r"Skills \(1\)\s+memcli", details) and re.search(r"MCP servers \(1\)\s+memcli", details)
+    assert re.search(r"plugin:memcli:memcli: .*memcli-on-path mcp - . Connected", claude("mcp", "list"))
