@@ -13,7 +13,7 @@ from memcli import __version__
 
 COMMANDS = ["ingest", "remember", "docs", "read", "grep", "search", "init", "status", "embed", "consolidate", "doctor", "ask", "chat", "forget",
             "kv build", "kv ls", "kv stats", "kv verify", "kv prune", "eval locomo", "eval qa", "mcp", "hook",
-            "sync", "log", "undo", "merge-driver", "trust"]
+            "sync", "log", "undo", "merge-driver", "trust", "skill"]
 
 
 def test_the_list_names_every_registered_command():
@@ -58,7 +58,7 @@ def test_json_output_of_every_command_parses(tmp_path):
     assert run_memcli(*base, "ingest", EXAMPLES / "caroline-and-priya.json", "--json").code == 0
     for args in (["docs"], ["read", "CURRENT", "--lines", "1-5"], ["grep", "Priya"],
                  ["search", "minivan"], ["status"], ["trust"], ["init", tmp_path / "proj"], ["ask", "minivan", "--evidence-only"],
-                 ["remember", "the build uses make"]):
+                 ["remember", "the build uses make"], ["skill"]):
         result = run_memcli(*base, *args, "--json")
         assert result.code == 0, (args, result.stderr)
         json.loads(result.stdout)

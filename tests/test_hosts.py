@@ -146,6 +146,7 @@ def test_the_hosts_independent_counts_are_the_samples_own():
     assert gemini_turns(GEMINI) == 19
 
 
+@pytest.mark.slow  # 4 s each: four processes
 @pytest.mark.parametrize("host", sorted(HOSTS))
 def test_a_bad_payload_is_exit_4_with_a_clear_message_and_other_events_are_ignored(tmp_path, host):
     _sample, payload, _independent, _cut, (save, _compact) = HOSTS[host]

@@ -32,6 +32,7 @@ def test_memcli_skill_prints_the_shipped_skill_and_the_plugin_ships_the_same():
     assert len(as_json.json["description"]) <= 1024 and len(shipped.splitlines()) < 300
 
 
+@pytest.mark.slow  # 6 s: a --help process for each command the skill names
 def test_every_command_and_flag_the_skill_names_is_one_memcli_has():
     """The skill tells agents to run commands: each `memcli COMMAND ... --flag` in it must exist."""
     shipped = (ROOT / "memcli" / "skill" / "SKILL.md").read_text()
