@@ -1,6 +1,7 @@
 """Which agents on this machine have memcli wired in (``memcli doctor``): for each host, whether it is
 here at all (its command on PATH or its settings folder), and which of memcli's parts its files name:
-the session hooks (``memcli hook HOST``), the MCP server (``memcli mcp``), the Claude Code plugin.
+the session hooks (``memcli hook HOST``), the MCP server (``memcli mcp``), memcli's plugin (Claude Code,
+Codex).
 
 Read-only and forgiving: a settings file that is missing, unreadable or not valid JSON/TOML counts
 as naming nothing (and says so), never as an error of memcli's.
@@ -24,7 +25,7 @@ class Host(Result):
     present: bool  # the host's command on PATH, or its settings folder
     hooks: bool  # its hook entries run `memcli hook <host>`
     mcp: bool  # it registers memcli's MCP server
-    plugin: bool = False  # Claude Code: the memcli plugin installed and enabled
+    plugin: bool = False  # Claude Code, Codex: the memcli plugin installed and enabled
     files: list[str] = field(default_factory=list)  # the files that name memcli
     unreadable: list[str] = field(default_factory=list)
 
@@ -91,6 +92,14 @@ def _claude_plugin(folder: Path) -> bool:
     return bool(names) and (not isinstance(enabled, dict) or any(enabled.get(n, True) for n in names))
 
 
+def _codex_plugin(folder: Path) -> bool:
+    config = _read(folder / "config.toml", []) or {}
+    plugins = config.get("plugins") if isinstance(config, dict) else None
+    return isinstance(plugins, dict) and any(
+        name.split("@")[0] == "memcli" and isinstance(entry, dict) and entry.get("enabled", True)
+        for name, entry in plugins.items())
+
+
 def hosts(project: Path | None = None, home: Path | None = None) -> list[Host]:
     """Claude Code, Codex, Gemini CLI and Cursor: their user settings and ``project``'s (default: the
     working directory)."""
@@ -106,7 +115,8 @@ def hosts(project: Path | None = None, home: Path | None = None) -> list[Host]:
             (project / ".mcp.json", "mcpServers")], plugin=_claude_plugin(claude)),
         _host("codex", "codex", codex, [
             (codex / "hooks.json", None), (codex / "config.toml", "mcp_servers"),
-            (project / ".codex" / "hooks.json", None), (project / ".codex" / "config.toml", "mcp_servers")]),
+            (project / ".codex" / "hooks.json", None), (project / ".codex" / "config.toml", "mcp_servers")],
+              plugin=_codex_plugin(codex)),
         _host("gemini", "gemini", gemini, [
             (gemini / "settings.json", "mcpServers"), (project / ".gemini" / "settings.json", "mcpServers")]),
         _host("cursor", "cursor", home / ".cursor", [

@@ -108,3 +108,53 @@ def test_claude_code_validates_installs_and_connects_the_plugin(tmp_path):
     assert re.search(r"Hooks \(3\)\s+SessionStart, PreCompact, SessionEnd", details)
     assert re.search(r"Skills \(1\)\s+memcli", details) and re.search(r"MCP servers \(1\)\s+memcli", details)
     assert re.search(r"plugin:memcli:memcli: .*memcli-on-path mcp - . Connected", claude("mcp", "list"))
+
+
+CODEX_PLUGIN = ROOT / "plugins" / "memcli-codex"
+CODEX = os.environ.get("MEMCLI_CODEX_CLI") or shutil.which("codex")
+
+
+def test_the_codex_plugin_files_say_what_the_hooks_and_the_mcp_server_are():
+    from memcli import __version__
+    from memcli.registrations import hook_entries
+
+    market = json.loads((ROOT / ".agents" / "plugins" / "marketplace.json").read_text())
+    (entry,) = market["plugins"]
+    assert (entry["name"], market["name"]) == ("memcli", "memcli")  # codex plugin add memcli@memcli
+    assert (ROOT / entry["source"]["path"]).resolve() == CODEX_PLUGIN
+    manifest = json.loads((CODEX_PLUGIN / ".codex-plugin" / "plugin.json").read_text())
+    assert manifest["name"] == "memcli" and manifest["version"] == __version__
+    for field in ("skills", "mcpServers", "hooks"):  # paths Codex takes: ./ inside the plugin
+        assert manifest[field].startswith("./") and (CODEX_PLUGIN / manifest[field]).exists()
+    hooks = json.loads((CODEX_PLUGIN / "hooks" / "hooks.json").read_text())["hooks"]
+    assert hooks == hook_entries("codex", "memcli hook codex")
+    server = json.loads((CODEX_PLUGIN / ".mcp.json").read_text())["mcpServers"]["memcli"]
+    assert (server["command"], server["args"]) == ("memcli", ["mcp"])
+    shipped = (ROOT / "memcli" / "skill" / "SKILL.md").read_text()
+    assert (CODEX_PLUGIN / "skills" / "memcli" / "SKILL.md").read_text() == shipped
+
+
+@pytest.mark.skipif(not CODEX, reason="Codex's CLI is not installed (npm install @openai/codex)")
+@pytest.mark.slow
+def test_codex_adds_the_marketplace_installs_the_plugin_and_lists_its_server(tmp_path, monkeypatch):
+    env = {**os.environ, "CODEX_HOME": str(tmp_path / "codex"), "HOME": str(tmp_path)}
+    (tmp_path / "codex").mkdir()
+
+    def codex(*args: str) -> str:
+        done = subprocess.run([CODEX, *args], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+        return done.stdout
+
+    codex("plugin", "marketplace", "add", str(ROOT))
+    codex("plugin", "add", "memcli@memcli")
+    assert re.search(r"memcli@memcli\s+installed, enabled", codex("plugin", "list"))
+    server = json.loads(codex("mcp", "get", "memcli", "--json"))
+    assert server["enabled"] and server["transport"]["command"] == "memcli" and server["transport"]["args"] == ["mcp"]
+    cached = tmp_path / "codex" / "plugins" / "cache" / "memcli" / "memcli"
+    (version,) = cached.iterdir()
+    assert json.loads((version / "hooks" / "hooks.json").read_text())["hooks"].keys() == {"SessionStart", "Stop",
+                                                                                          "PreCompact"}
+    from memcli.wiring import hosts
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex"))
+    (found,) = [h for h in hosts(project=tmp_path, home=tmp_path) if h.host == "codex"]
+    assert found.plugin  # memcli doctor sees it

@@ -1,5 +1,5 @@
 """The agents' skill (``SKILL.md``): when and how an agent uses memcli from the shell. Shipped in the
-Claude Code plugin (plugins/memcli/skills/memcli/SKILL.md, the same file) and printed by
+Claude Code and Codex plugins (plugins/memcli*/skills/memcli/SKILL.md, the same file) and printed by
 ``memcli skill`` for agents that read skills from a folder."""
 
 from __future__ import annotations
