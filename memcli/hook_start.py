@@ -29,7 +29,6 @@ HOSTS = {
     "gemini": {"label": "Gemini CLI", "format": "gemini", "save": ("SessionEnd", "PreCompress"),
                "json_output": True, "null_transcript": False},
 }
-SAVE_EVENTS = HOSTS["claude-code"]["save"]
 LOG = "hooks.log"  # the detached ingests' output, in the cache folder
 _FLAGS = ("--json", "-q", "--quiet")
 

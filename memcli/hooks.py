@@ -26,7 +26,7 @@ from pathlib import Path
 
 from memcli import hook_start
 from memcli.errors import InputError
-from memcli.hook_start import HOSTS, LOG, SAVE_EVENTS  # noqa: F401  (the hook's own names, said once)
+from memcli.hook_start import HOSTS, LOG  # noqa: F401  (the hook's own names, said once)
 from memcli.paths import Resolved
 
 DIGEST_BUDGET = 600  # tokens of evidence a session start gets
