@@ -13,7 +13,7 @@ together. Reported:
   documents holding them, against the number of sessions they come from (one document per session);
 - titles: how many are a comma list of single words; the share whose every phrase is a noun phrase by
   memcli's tagger (it ends in a noun and holds no verb nor pronoun); the most documents of the same
-  people whose titles begin with the same phrase; the file names that end in a piece of a word; the share whose every phrase (split at "and" and
+  people whose titles begin with the same phrase, and the most sections of one document whose headings do; the file names that end in a piece of a word; the share whose every phrase (split at "and" and
   commas, the people in parentheses aside) occurs in the document's text; the share holding a content word
   beyond the people's names (and no markup); and title-only retrieval: for each development question
   (categories 1-4) whose gold turns are all in one document, every document ranked by the MiniLM cosine
@@ -58,6 +58,7 @@ def documents(memory: Memory) -> dict[str, dict]:
         lines = [line for _, line in doc.lines()]
         out[doc_id] = {"entries": [e for _, e in doc.entries()], "summary": str(doc.meta.get("summary") or ""),
                        "title": next((line[2:].strip() for line in lines if line.startswith("# ")), ""),
+                       "headings": [line[3:].strip() for line in lines if line.startswith("## ")],
                        "tokens": int(doc.meta.get("token_count") or 0)}
     return out
 
@@ -116,6 +117,20 @@ def heads(docs: dict[str, dict]) -> tuple[int, str]:
             key = (re.sub(r"^\w+['\u2019]s ", "", parts[0].lower()), people)
             counts[key] = counts.get(key, 0) + 1
     (phrase, _), most = max(counts.items(), key=lambda item: item[1], default=(("", ()), 0))
+    return most, phrase
+
+
+def section_heads(docs: dict[str, dict]) -> tuple[int, str]:
+    """The most sections of one document whose headings (their dates aside) begin with the same phrase."""
+    most, phrase = 0, ""
+    for doc in docs.values():
+        counts: dict[str, int] = {}
+        for heading in doc["headings"]:
+            first = re.split(r",\s+|\s+and\s+", heading.split(" · ", 1)[-1], maxsplit=1)[0].strip().lower()
+            counts[first] = counts.get(first, 0) + 1
+        for first, count in counts.items():
+            if count > most:
+                most, phrase = count, first
     return most, phrase
 
 
@@ -222,6 +237,7 @@ def main() -> int:
                        "content_beyond_names": round(sum(names_more(d) for d in docs.values()) / len(docs), 3),
                        "noun_phrases": round(sum(noun_phrases(d) for d in docs.values()) / len(docs), 3),
                        "most_documents_one_head": dict(zip(("documents", "phrase"), heads(docs))),
+                       "most_sections_one_head": dict(zip(("sections", "phrase"), section_heads(docs))),
                        "file_names_cutting_a_word": sum(cut_name(i, known) for i in docs),
                        "by_title": by_title(docs, single)},
             "summary_faithfulness": round(sum(faithful(d) for d in docs.values()) / len(docs), 3),

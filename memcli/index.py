@@ -322,6 +322,14 @@ class LibraryIndex:
             known[key] = compute()
         return known[key]
 
+    def titles(self, docs) -> dict[str, str]:
+        """The title (the first heading) of each of ``docs`` that has one, as last refreshed."""
+        out: dict[str, str] = {}
+        for doc, heading in self._in("SELECT doc, heading FROM parts WHERE doc IN ({}) AND heading != '' "
+                                     "ORDER BY pid", docs):
+            out.setdefault(doc, heading.split(" > ", 1)[0])
+        return out
+
     def doc_ids(self) -> set[str]:
         """Every document the index holds (CURRENT included), as last refreshed."""
         return {doc for (doc,) in self.db.execute("SELECT doc FROM docs")}

@@ -42,6 +42,7 @@ def _cvc(word: str) -> bool:
             and _cons(word, len(word) - 1) and word[-1] not in "wxy")
 
 
+@lru_cache(maxsize=1 << 16)
 def stem(word: str) -> str:
     """Porter's step 1: plurals, -ed, -ing and final -y ('camped', 'camping' -> 'camp').
 

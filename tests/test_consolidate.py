@@ -551,9 +551,46 @@ def test_a_growing_document_is_titled_by_all_its_entries_and_a_persons_title_sta
     assert Layout.of(doc).title == "My summer"
 
 
+@pytest.mark.slow  # several processes or stores: the slow tier (CI runs it)
+@needs_locomo
+def test_documents_of_the_same_people_begin_their_titles_with_different_phrases(tmp_path):
+    """A consolidated LoCoMo conversation (about 20 documents of the same two people, most of them about one
+    dance studio): no two begin their titles with the same phrase, and a second consolidation keeps them."""
+    from memcli import Memory
+    from memcli.consolidate.layout import Layout
+    from memcli.consolidate.titles import lead, subject
+    from memcli.tokens import count_tokens
+
+    memory = Memory(tmp_path / "store", create=True, settings={"consolidate.auto": False})
+    memory.ingest(LOCOMO / "conv-30.json", format="locomo", consolidate=False)
+    memory.consolidate(llm=False, split=5000)
+
+    def titles() -> dict[str, str]:
+        store = memory.store
+        return {d: next(line[2:] for _, line in store.load(d).doc.lines() if line.startswith("# "))
+                for d in store.doc_ids()}
+
+    first = titles()
+    leads = [(t[t.rfind("("):], lead(t)) for t in first.values()]  # (the people, the first phrase)
+    assert len(first) >= 10 and len(set(leads)) == len(leads), sorted(leads)
+    # one subject a document: two documents of the same people with the same best phrase are one, unless
+    # together they would be over the split limit
+    store, idf = memory.store, memory.index.idf()
+    about: dict[tuple, list[int]] = {}
+    for d in store.doc_ids():
+        doc = store.load(d).doc
+        entries = Layout.of(doc).live_entries()
+        people = tuple(sorted({e.meta["speaker"] for e in entries}))
+        about.setdefault((people, subject(entries, idf)), []).append(count_tokens("\n".join(t for _, t in doc.lines())))
+    assert all(len(sizes) == 1 or sum(sorted(sizes)[:2]) >= 5000 for sizes in about.values()), about
+    memory.ingest(LOCOMO / "conv-30.json", format="locomo", consolidate=False)  # nothing new
+    memory.consolidate(llm=False, split=5000)
+    assert titles() == first
+
+
 def test_where_a_block_is_filed_does_not_depend_on_how_titles_are_phrased(tmp_path, monkeypatch):
     """Routing and merging compare what the entries say (the signatures of titles and headings), never the
-    phrases a title shows: the example consolidates into the same documents, entry for entry, when every
+    phrases a title shows: the examples consolidate into the same documents, entry for entry, when every
     title and heading memcli writes says something else entirely."""
     from conftest import EXAMPLES
 
@@ -564,7 +601,8 @@ def test_where_a_block_is_filed_does_not_depend_on_how_titles_are_phrased(tmp_pa
 
     def grouping(folder) -> set[frozenset[int]]:
         memory = Memory(folder, create=True)
-        memory.ingest(EXAMPLES / "caroline-and-priya.json", consolidate=False)
+        for example in sorted(EXAMPLES.glob("*.json")):  # two people's and a coding session's: several documents
+            memory.ingest(example, consolidate=False)
         memory.consolidate(llm=False)
         store = memory.store
         return {frozenset(e.seq for _, e in store.load(d).doc.entries()) for d in store.doc_ids()}
@@ -572,7 +610,7 @@ def test_where_a_block_is_filed_does_not_depend_on_how_titles_are_phrased(tmp_pa
     shown = grouping(tmp_path / "phrases")
     assert len(shown) > 1
     for module, name in ((plan, "document_title"), (apply, "document_title"), (draft, "block_title")):
-        monkeypatch.setattr(module, name, lambda entries, idf: f"Zebra quilt lantern {entries[0].seq}")
+        monkeypatch.setattr(module, name, lambda entries, idf, *_: f"Zebra quilt lantern {entries[0].seq}")
     assert grouping(tmp_path / "other") == shown
 
 

@@ -88,6 +88,7 @@ def test_ingest_marks_the_corrected_entry_in_current_and_ask_reads_it_only_befor
     assert answer.code == 0 and json.loads(answer.stdout)["answer"] == "Mazda CX-5", answer.stdout
 
 
+@pytest.mark.slow  # several processes or stores: the slow tier (CI runs it)
 def test_consolidation_keeps_the_mark_and_forgetting_the_correction_makes_the_older_entry_current(tmp_path):
     store = remembered(tmp_path, "Olek", [("I've been at Northwind for three years.", "2024-03-01T10:00"),
                                          ("Correction: the company is Orbital Foods, not Northwind.", "2024-03-01T10:05")])

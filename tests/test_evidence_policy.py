@@ -286,3 +286,25 @@ def test_a_full_budget_stops_reading_a_long_ranking():
     shown = sum(len(e.seqs) for e in evidence)
     assert 0 < shown < 50 and sum(e.tokens for e in evidence) <= 200
     assert len(read) < 4 * shown + 10  # the 500 entries are not all rendered to find that none fits
+
+
+@pytest.mark.slow  # the reader's weights are loaded
+def test_evidence_for_an_outer_model_and_for_memcli_reader_are_ranked_each_by_its_own_tuning(tmp_path, monkeypatch):
+    """``ask --evidence-only`` ranks with ``DEFAULT`` (chosen by evidence recall), ``ask`` with an answer with
+    ``ANSWERING`` (chosen by the answers): they differ in set selection (docs/benchmarks.md)."""
+    from memcli import Memory
+
+    assert policy.ANSWERING != policy.DEFAULT and policy.ANSWERING.diversity != policy.DEFAULT.diversity
+    seen = []
+    original = policy.evidence_only
+
+    def recording(*args, tuning=policy.DEFAULT, **kwargs):
+        seen.append(tuning)
+        return original(*args, tuning=tuning, **kwargs)
+
+    monkeypatch.setattr(policy, "evidence_only", recording)
+    memory = Memory(tmp_path / "store", create=True, settings={"search.semantic": False})
+    memory.remember("I keep the spare key under the blue flower pot.", speaker="Ana")
+    memory.ask("Where is the spare key?", reader="evidence-only")
+    memory.ask("Where is the spare key?", reader="evidence", answer="extract")
+    assert seen == [policy.DEFAULT, policy.ANSWERING]

@@ -233,6 +233,7 @@ def _event(name: str, cwd, transcript=None) -> bytes:
                        **({"transcript_path": str(transcript)} if transcript else {})}).encode()
 
 
+@pytest.mark.slow  # several processes or stores: the slow tier (CI runs it)
 def test_the_hook_files_each_session_under_its_project_and_recalls_only_that(tmp_path):
     """Without --store: a project with a .memcli/ gets its sessions there; any other project's go to the
     user store tagged with the project, and a session start recalls only its own project's entries."""

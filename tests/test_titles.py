@@ -43,6 +43,19 @@ def test_rare_words_outweigh_common_ones_and_a_text_of_one_word_still_has_a_titl
     assert document_title([entry("Pottery!")], flat) == "Pottery (Caroline)"
 
 
+def test_a_title_does_not_begin_with_the_first_phrase_of_a_sibling_while_it_has_another():
+    from memcli.consolidate.titles import lead
+
+    entries = [entry("The dance studio opened and the grand opening was packed."),
+               entry("The grand opening of the dance studio had a dance studio tour.", "Jon"),
+               entry("The dance studio needs new floors.")]
+    title = document_title(entries, flat)
+    assert lead(title) == "dance studio" and lead("Home study, adoption agencies (Caroline)") == "home study"
+    other = document_title(entries, flat, taken={"dance studio"})
+    assert lead(other) != "dance studio" and "dance studio" in other.lower()  # it may still come after
+    assert document_title([entry("Pottery!")], flat, taken={"pottery"}) == "Pottery (Caroline)"  # nothing else
+
+
 def test_a_file_name_holds_whole_words_of_its_title():
     from memcli.consolidate.lexical import slug
 

@@ -44,6 +44,7 @@ def note(path: Path, text: str) -> Path:
     return path
 
 
+@pytest.mark.slow  # several processes or stores: the slow tier (CI runs it)
 def test_a_teammates_config_cannot_send_memory_or_credentials_to_their_server(tmp_path):
     a, b, _ = two_clones(tmp_path)
     server = recording_server()
@@ -159,6 +160,7 @@ def test_a_committed_merge_union_attribute_cannot_break_state_json(tmp_path):
     assert synced.repaired or b.memory.sync().repaired == []
 
 
+@pytest.mark.slow  # several processes or stores: the slow tier (CI runs it)
 def test_a_crafted_state_is_a_clear_error_naming_the_commit_and_doctor_repairs_it(tmp_path):
     a, b, _ = two_clones(tmp_path)
     a.memory.ingest(note(a.folder / "n.json", "Ann moved to Lisbon"), consolidate=False)
@@ -216,6 +218,7 @@ def test_sync_clears_what_a_killed_sync_left(tmp_path):
     assert not (a.folder / ".git" / "index.lock").exists() and not (a.folder / ".merge_file_abc123").exists()
 
 
+@pytest.mark.slow  # several processes or stores: the slow tier (CI runs it)
 def test_undo_takes_back_this_clones_change_not_a_teammates(tmp_path):
     a, b, _ = two_clones(tmp_path)
     a.memory.ingest(note(a.folder / "n.json", "Ann moved to Lisbon"), consolidate=False)
@@ -297,6 +300,7 @@ def example_store(tmp_path) -> Path:
     return store
 
 
+@pytest.mark.slow  # several processes or stores: the slow tier (CI runs it)
 def test_forget_refuses_a_pattern_or_selection_that_takes_everything(tmp_path):
     from memcli.store.census import seq_counts
 

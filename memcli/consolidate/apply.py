@@ -10,12 +10,12 @@ sentences (extractive: each a sentence of one of its entries).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from memcli.consolidate.draft import Block, Draft, entry_line, exact_duplicates, resolve_chains
 from memcli.consolidate.layout import Layout, superseded_line
 from memcli.consolidate.lexical import cosine, grounded, normalized, term_counts, tfidf
-from memcli.consolidate.titles import clean_title, document_title
+from memcli.consolidate.titles import clean_title, document_title, lead
 from memcli.consolidate.workspace import Workspace, doc_texts
 from memcli.ingest.corrections import corrections
 from memcli.llm.base import CallStats, ChatModel
@@ -182,16 +182,18 @@ def refresh_summary(ws: Workspace, doc_id: str, *, model: ChatModel | None, stat
     doc.meta["summary"] = summary or deterministic_summary(doc, ws.idf)
 
 
-def refresh_title(doc: Document, idf: Callable[[str], float]) -> None:
+def refresh_title(doc: Document, idf: Callable[[str], float], siblings: Iterable[str] = ()) -> None:
     """A title memcli gave (``aux.title`` is the title line's) names the document's entries as they are
     now, so a document that gathers a subject's blocks is titled by all of them, not its first; the
-    id stays. A title a person wrote (or one from before ``aux.title``) is left as it is."""
+    id stays. A title a person wrote (or one from before ``aux.title``) is left as it is. ``siblings``:
+    the titles of the other documents of the same people, whose first phrases this one's does not begin
+    with where it has another (:func:`memcli.consolidate.titles.document_title`)."""
     aux = doc.meta.get("aux")
     layout = Layout.of(doc)
     if not isinstance(aux, dict) or layout.title is None or aux.get("title") != layout.title:
         return
     entries = layout.live_entries()
-    title = document_title(entries, idf) if entries else layout.title
+    title = document_title(entries, idf, {lead(t) for t in siblings}) if entries else layout.title
     if title and title != layout.title:
         layout.title, layout.title_line = title, f"# {title}"
         doc.body = layout.body()

@@ -10,6 +10,8 @@ Merge: documents this flush touched that are under the merge limit are
 paired with small documents whose summaries and headings are similar
 (candidates from the search index), in non-overlapping groups of 2-4 that
 stay under the split limit. The largest document of a group keeps its id.
+Documents of the same people whose best phrase is the same (one subject in
+two documents, whatever their size) are merged the same way.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 from memcli.consolidate.apply import new_document
 from memcli.consolidate.layout import Layout, Section
 from memcli.consolidate.lexical import cosine, term_counts, tfidf
-from memcli.consolidate.titles import heading_signature, title_signature
+from memcli.consolidate.titles import heading_signature, subject, title_signature
 from memcli.consolidate.workspace import Workspace
 from memcli.store.folder import now_iso
 from memcli.store.format import parse_entry
@@ -116,6 +118,16 @@ def _shape(ws: Workspace, doc, title: bool = True) -> list[str]:
     return out + [heading_signature(s.entries(), ws.idf) for s in layout.sections]
 
 
+def _lines(ws: Workspace, doc_id: str) -> list[str]:
+    doc = ws.docs.get(doc_id) or ws.store.load(doc_id).doc
+    return [line for _, line in doc.lines()]
+
+
+def _held(ws: Workspace, doc_id: str) -> int:
+    """The tokens of a document's entries (its title and headings aside)."""
+    return _tokens([line for line in _lines(ws, doc_id) if parse_entry(line) is not None])
+
+
 def _size(ws: Workspace, doc_id: str) -> int:
     doc = ws.docs.get(doc_id) or ws.store.load(doc_id).doc
     return count_tokens("\n".join(line for _, line in doc.lines()))
@@ -160,6 +172,43 @@ def merge_small(ws: Workspace, touched: list[str], *, merge_limit: int, split_li
             continue
         seen.add(id(group))
         groups.append(_merge(ws, sorted(group, key=lambda d: (-sizes[d], d))))
+    return groups
+
+
+def merge_subjects(ws: Workspace, touched: list[str], *, split_limit: int, candidates: int) -> list[list[str]]:
+    """Merge documents of the same people whose best phrase is the same (:func:`titles.subject`): one
+    subject a document. The documents this flush touched and the similar ones the index finds for each are
+    grouped by their people, projects and subject; a group is merged, largest first, in groups of 2-4 that
+    stay under the split limit. A document whose title a person wrote is left as it is. Returns the groups
+    merged (keeper first)."""
+    pool = [d for d in touched if ws.exists(d)]
+    for doc_id in list(pool):
+        for other in ws.candidates(_shape(ws, ws.docs[doc_id], title=False), candidates, ws.scope(doc_id)):
+            if other not in pool and ws.exists(other):
+                pool.append(other)
+    by_subject: dict[tuple, list[str]] = {}
+    for doc_id in pool:
+        doc = ws.docs.get(doc_id) or ws.store.load(doc_id).doc
+        layout, aux = Layout.of(doc), doc.meta.get("aux")
+        if not isinstance(aux, dict) or aux.get("title") != layout.title:
+            continue  # a title a person wrote says what the document holds: it is not merged by its subject
+        about = subject(layout.live_entries(), ws.idf)
+        if about is not None:
+            scope = ws.scope(doc_id)
+            by_subject.setdefault((scope.speakers, scope.convs, scope.projects, about), []).append(doc_id)
+    groups = []
+    for members in by_subject.values():
+        sizes = {d: _size(ws, d) for d in members}
+        held = {d: _held(ws, d) for d in members}  # the order does not hang on how titles are phrased
+        left = sorted(members, key=lambda d: (-held[d], min(_seqs(_lines(ws, d)), default=0)))
+        while len(left) >= 2:
+            group = [left.pop(0)]
+            for other in list(left):
+                if len(group) < 4 and sum(sizes[d] for d in group) + sizes[other] < split_limit:
+                    group.append(other)
+                    left.remove(other)
+            if len(group) >= 2:
+                groups.append(_merge(ws, group))
     return groups
 
 

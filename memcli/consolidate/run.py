@@ -34,7 +34,7 @@ from memcli.consolidate.draft import rewrite
 from memcli.consolidate.job import Job
 from memcli.consolidate.plan import Planner, plan
 from memcli.consolidate.report import ConsolidationResult, FlushReport
-from memcli.consolidate.reshape import merge_small, split_document
+from memcli.consolidate.reshape import merge_small, merge_subjects, split_document
 from memcli.consolidate.workspace import Workspace
 from memcli.errors import StoreError
 from memcli.index import LibraryIndex
@@ -100,17 +100,20 @@ def run_flush(store: Store, index: LibraryIndex, entries: list[Entry], *, model:
         ws.note(doc_id, {"time": stamp, "op": op, "seqs": seqs, "note": "consolidated from CURRENT"})
     report = FlushReport(first_seq=entries[0].seq, last_seq=entries[-1].seq, entries=len(entries),
                          blocks=len(draft.blocks), superseded=len(draft.superseded))
+    subjects = merge_subjects(ws, ws.touched(), split_limit=split_limit, candidates=cfg.consolidate_candidates)
     for doc_id in ws.touched():
         parts = split_document(ws, doc_id, split_limit)
         if parts:
             report.split[doc_id] = parts
     report.merged = merge_small(ws, ws.touched(), merge_limit=merge_limit, split_limit=split_limit,
                                 similarity=cfg.consolidate_merge_similarity, candidates=cfg.consolidate_candidates)
+    report.merged = subjects + report.merged
     touched = ws.touched()
-    for done, doc_id in enumerate(touched, 1):
+    # the largest documents are titled first: of siblings with the same best phrase, the one it names most keeps it
+    for done, doc_id in enumerate(sorted(touched, key=lambda d: (-sum(1 for _ in ws.docs[d].entries()), d)), 1):
         refresh_summary(ws, doc_id, model=model, stats=stats)
         if model is None:  # a model's titles are its plan's; the deterministic path names what is there now
-            refresh_title(ws.docs[doc_id], ws.idf)
+            refresh_title(ws.docs[doc_id], ws.idf, ws.sibling_titles(doc_id))
         finish(ws, doc_id)
         progress("summaries", done, len(touched))
     report.created = sorted(d for d in ws.created if d not in ws.deleted)

@@ -9,7 +9,9 @@ word's library rarity, idf, times how many of these entries hold it, on a log sc
 of its length, times how many entries hold the phrase itself (on a log scale); phrases of ``MIN_WORDS``
 words or more come first. A document's title is its best phrase and up to two more that share no word
 with those before and score at least ``SECOND`` of the first, within ``TITLE_CHARS``, then the people who
-speak in it: "Home study, adoption agencies and charity race (Caroline, Melanie)". A section heading is
+speak in it: "Home study, adoption agencies and charity race (Caroline, Melanie)"; its first phrase is not
+the first of another document of the same people (``taken``) while it has another, so titles tell the
+documents of one conversation apart (c-TF-IDF's point, as topic models name topics). A section heading is
 its date and its block's phrases chosen the same way, within ``HEADING_CHARS``. Every phrase occurs in the
 text as written (the casing most used there). Three phrases rather than two (for titles: title-only
 retrieval; for headings: consolidated evidence recall) were chosen on the development pair
@@ -120,25 +122,44 @@ def _capitalized(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def document_title(entries: list[Entry], idf: Idf) -> str:
+def document_title(entries: list[Entry], idf: Idf, taken: Iterable[str] = ()) -> str:
     """``Home study, adoption agencies and charity race (Caroline, Melanie)``: a document's title from its
-    entries."""
+    entries. ``taken``: the first phrases (:func:`lead`) of the other documents of the same people, which
+    this one's title does not begin with while its text has another phrase: the first phrase tells a
+    document from its siblings (a phrase that names each of them names none of them)."""
     people = _people(entries)
     suffix = f" ({', '.join(people[:2])})" if people else ""
-    label = _label(phrases([e.text for e in entries], idf, people), TITLE_CHARS - len(suffix))
+    found = phrases([e.text for e in entries], idf, people)
+    label = _label(found, TITLE_CHARS - len(suffix), {t.lower() for t in taken})
     return clean_title(_capitalized(label or "Notes") + suffix, TITLE_CHARS)
 
 
-def _label(found: list[Phrase], room: int) -> str:
-    """The best phrase and up to ``PHRASES`` - 1 more (see the module), within ``room`` characters."""
+def subject(entries: list[Entry], idf: Idf) -> str | None:
+    """What a document is about: its best phrase (:func:`phrases`), lower case; None when it has none."""
+    found = phrases([e.text for e in entries], idf, _people(entries))
+    return found[0].text.lower() if found else None
+
+
+def lead(title: str) -> str:
+    """A title's first phrase, lower case ("home study" of "Home study, adoption agencies and charity race
+    (Caroline, Melanie)"): what :func:`document_title` keeps apart among the documents of the same people."""
+    bare = re.sub(r"\s*\([^()]*\)\s*$", "", title).strip()
+    return re.split(r",\s+|\s+and\s+", bare, maxsplit=1)[0].strip().lower()
+
+
+def _label(found: list[Phrase], room: int, taken: set[str] = frozenset()) -> str:
+    """The best phrase (the best not in ``taken``, where there is one) and up to ``PHRASES`` - 1 more (see the
+    module), within ``room`` characters."""
     if not found:
         return ""
-    chosen = [found[0]]
-    words = set(found[0].terms)
+    first = next((p for p in found if p.text.lower() not in taken), found[0])
+    found = [first, *(p for p in found if p is not first)]
+    chosen = [first]
+    words = set(first.terms)
     for other in found[1:]:
-        if len(chosen) == PHRASES or other.score < SECOND * found[0].score:
+        if len(chosen) == PHRASES or other.score < SECOND * first.score:
             break
-        if other.terms & words or len(other.text.split()) < min(MIN_WORDS, len(found[0].text.split())):
+        if other.terms & words or len(other.text.split()) < min(MIN_WORDS, len(first.text.split())):
             continue
         if len(_joined([p.text for p in [*chosen, other]])) <= room:
             chosen.append(other)

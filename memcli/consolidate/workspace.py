@@ -37,10 +37,14 @@ class Scope:
     @classmethod
     def of(cls, entries) -> Scope:
         entries = list(entries)
-        return cls(frozenset(OWNER if e.meta["speaker"] in ROLES else e.meta["speaker"]
-                             for e in entries if e.meta.get("speaker")),
+        return cls(cls.of_speakers(e.meta["speaker"] for e in entries if e.meta.get("speaker")),
                    frozenset(e.meta["conv"] for e in entries if e.meta.get("conv")),
                    frozenset(e.meta["project"] for e in entries if e.meta.get("project")))
+
+    @staticmethod
+    def of_speakers(speakers) -> frozenset[str]:
+        """A scope's ``speakers`` from the speakers' names (a session's roles as the owner)."""
+        return frozenset(OWNER if s in ROLES else s for s in speakers)
 
     def fits(self, other: Scope) -> bool:
         if self.projects != other.projects:
@@ -67,6 +71,7 @@ class Workspace:
         self.idf = self.index.idf(refresh=False)  # the flush refreshed it (run_flush)
         self._profiles: dict[str, list[Vector]] = {}
         self._scopes: dict[str, Scope] = {}
+        self._sibling_titles: dict[frozenset[str], dict[str, str]] = {}
 
     # ------------------------------------------------------------ documents
 
@@ -157,6 +162,25 @@ class Workspace:
         else:
             near = index.doc_ids()
         return {doc for doc, (_, _, projects) in index.people(near).items() if projects == scope.projects}
+
+    def sibling_titles(self, doc_id: str) -> list[str]:
+        """The titles of the other documents of the same people as ``doc_id`` (the same speakers, a session's
+        roles as one party): those this flush holds as they are now, the rest as the index last saw them."""
+        people = self.scope(doc_id).speakers
+        if people not in self._sibling_titles:  # those on disk, read once a flush for each party
+            names = (people - {OWNER}) | (ROLES if OWNER in people else frozenset())
+            on_disk = self.index.docs_with("speaker", names) if names else set()
+            found = self.index.people(on_disk)
+            same = {d for d, (speakers, _, _) in found.items() if Scope.of_speakers(speakers) == people}
+            self._sibling_titles[people] = self.index.titles(same)
+        out = [title for d, title in self._sibling_titles[people].items() if d not in self.docs and d not in self.deleted]
+        for other, doc in self.docs.items():
+            if other != doc_id and other not in self.deleted and self.scope(other).speakers == people:
+                title = next((head[1] for _, line in doc.lines() if (head := parse_heading(line)) and head[0] == 1),
+                             None)  # the first level-1 heading, as Layout reads it
+                if title:
+                    out.append(title)
+        return out
 
     def _readable(self, doc_id: str) -> bool:
         """A document whose front matter a person broke is left alone (never rewritten); the index, read

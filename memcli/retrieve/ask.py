@@ -162,10 +162,11 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
 
                 found = hybrid(model, store, index, question, budget=budget, stats=stats)
             else:
-                from memcli.retrieve.evidence_reader import evidence_only
+                from memcli.retrieve.evidence_reader import ANSWERING, DEFAULT, evidence_only
 
                 found = evidence_only(store, index, question, budget=budget, compact=compact, where=where,
-                                      recent=recent, as_of=as_of, period=period)
+                                      recent=recent, as_of=as_of, period=period,
+                                      tuning=ANSWERING if answering else DEFAULT)
             result.tool_calls = found.trace
             for step in found.trace if on_step else ():
                 on_step(step)

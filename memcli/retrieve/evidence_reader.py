@@ -107,8 +107,13 @@ class Tuning:
     feedback_weight: float = 0.0
 
 
+# The evidence an outer model reads (ask --evidence-only, memory_search): chosen by evidence recall on two
+# kinds of chat, tune_evidence.py and bench_evidence_updates.py (docs/benchmarks.md, "Evidence ranking").
 DEFAULT = Tuning(semantic_weight=0.75, semantic_pool=30, compact=True, closest_sentence=True,
-                 diversity=1.0, diversity_pool=100)  # benchmarks/tune_evidence.py (docs/benchmarks.md)
+                 diversity=0.35, diversity_pool=100)
+# The evidence memcli's reader answers from (ask with an answer): the same but for set selection, chosen by
+# the answers, benchmarks/tune_reader.py (docs/benchmarks.md, "Evidence ranking").
+ANSWERING = replace(DEFAULT, diversity=1.0)
 
 
 @dataclass
