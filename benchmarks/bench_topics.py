@@ -122,11 +122,13 @@ def heads(docs: dict[str, dict]) -> tuple[int, str]:
 
 def section_heads(docs: dict[str, dict]) -> tuple[int, str]:
     """The most sections of one document whose headings (their dates aside) begin with the same phrase."""
+    from memcli.consolidate.titles import lead
+
     most, phrase = 0, ""
     for doc in docs.values():
         counts: dict[str, int] = {}
         for heading in doc["headings"]:
-            first = re.split(r",\s+|\s+and\s+", heading.split(" · ", 1)[-1], maxsplit=1)[0].strip().lower()
+            first = lead(heading.split(" · ", 1)[-1])
             counts[first] = counts.get(first, 0) + 1
         for first, count in counts.items():
             if count > most:

@@ -129,8 +129,7 @@ def _held(ws: Workspace, doc_id: str) -> int:
 
 
 def _size(ws: Workspace, doc_id: str) -> int:
-    doc = ws.docs.get(doc_id) or ws.store.load(doc_id).doc
-    return count_tokens("\n".join(line for _, line in doc.lines()))
+    return _tokens(_lines(ws, doc_id))
 
 
 def merge_small(ws: Workspace, touched: list[str], *, merge_limit: int, split_limit: int,

@@ -37,7 +37,7 @@ from memcli.kv.units import MemoryUnit, Units, fill
 from memcli.llm.base import CallStats
 from memcli.retrieve.answer import ANSWER_SYSTEM, MAX_ANSWER_TOKENS, UNKNOWN, clean, grounded, speakers
 from memcli.retrieve.ask import AskResult, check_options, respond
-from memcli.retrieve.evidence_reader import DEFAULT, rank_fusion, ranked_entries
+from memcli.retrieve.evidence_reader import ANSWERING, rank_fusion, ranked_entries
 from memcli.semantic.upkeep import unembedded_note
 from memcli.store.lines import Library
 
@@ -86,7 +86,7 @@ def rank_units(engine: KVEngine, prompt: ComposedPrompt, store, index, question:
     library = Library(store)
     units = Units(library)
     if select != "latent" and order is None:
-        order = ranked_entries(library, index, question, tuning=DEFAULT)
+        order = ranked_entries(library, index, question, tuning=ANSWERING)
     text = units.ranked(order) if select != "latent" else []
     if select == "text":
         return text
@@ -151,7 +151,7 @@ def composed_ask(engine: KVEngine, store, index, question: str, *, budget: int, 
     before = engine.stats.restored, engine.stats.composed, engine.stats.prefilled
     prompt = ComposedPrompt(engine)
     with store.reading():
-        order = ranked_entries(Library(store), index, question, tuning=DEFAULT) \
+        order = ranked_entries(Library(store), index, question, tuning=ANSWERING) \
             if select != "latent" else None
         ranked = rank_units(engine, prompt, store, index, question, select, progress=progress, order=order)
         units = fill(ranked, budget, lambda text: len(engine.tokenize(text)))

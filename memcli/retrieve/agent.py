@@ -29,7 +29,7 @@ from memcli.llm.structured import Invalid, ask_json
 from memcli.results import Result, omit_empty
 from memcli.retrieve.agent_tools import CATALOG_PAGE, AgentTools, ToolResult, calls_schema, catalog_text, tool_lines
 from memcli.retrieve.evidence import Evidence, assemble, recent_current, snippet_lines
-from memcli.retrieve.evidence_reader import dedupe, interleave, ranked_entries
+from memcli.retrieve.evidence_reader import ANSWERING, dedupe, interleave, ranked_entries
 from memcli.store import Store
 from memcli.store.lines import Library
 
@@ -165,7 +165,7 @@ class Agent:
                 stop = "context"
                 break
         agent_picks = dedupe(cited)
-        ranked = ranked_entries(self.library, self.index, question)
+        ranked = ranked_entries(self.library, self.index, question, tuning=ANSWERING)
         picks = dedupe(agent_picks + recent_current(self.library, self.budget // RECENT_SHARE) + ranked)
         evidence = assemble(self.library, picks, self.budget)
         return AgentRetrieval(evidence, rounds, stop,

@@ -14,7 +14,7 @@ from memcli.llm.base import CallStats, ChatModel
 from memcli.llm.structured import ask_json
 from memcli.retrieve.agent_tools import catalog_text
 from memcli.retrieve.evidence import assemble
-from memcli.retrieve.evidence_reader import Retrieval, ranked_entries
+from memcli.retrieve.evidence_reader import ANSWERING, Retrieval, ranked_entries
 from memcli.store import CURRENT_ID, Store
 from memcli.store.lines import Library
 from memcli.terms import terms
@@ -56,7 +56,7 @@ def hybrid(model: ChatModel, store: Store, index: LibraryIndex, question: str, *
         chosen = ask_json(model, messages, select_schema(ids), validate, step="select", stats=stats,
                           max_tokens=200, shared=shared) or ()
     library = Library(store)
-    picks = ranked_entries(library, index, question, prefer=chosen)
+    picks = ranked_entries(library, index, question, prefer=chosen, tuning=ANSWERING)
     trace = [{"tool": "select_docs", "shown": len(rows), "chosen": list(chosen)},
              {"tool": "search", "query": question, "entries": len(picks)}]
     return Retrieval(assemble(library, picks, budget), trace, picks, library)

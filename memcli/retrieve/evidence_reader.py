@@ -111,8 +111,9 @@ class Tuning:
 # kinds of chat, tune_evidence.py and bench_evidence_updates.py (docs/benchmarks.md, "Evidence ranking").
 DEFAULT = Tuning(semantic_weight=0.75, semantic_pool=30, compact=True, closest_sentence=True,
                  diversity=0.35, diversity_pool=100)
-# The evidence memcli's reader answers from (ask with an answer): the same but for set selection, chosen by
-# the answers, benchmarks/tune_reader.py (docs/benchmarks.md, "Evidence ranking").
+# The evidence memcli answers from (ask with an answer: its reader, the agent's and the hybrid reader's recall
+# guard, composed KV memory): the same but for set selection, chosen by the reader's answers,
+# benchmarks/tune_reader.py (docs/benchmarks.md, "Evidence ranking").
 ANSWERING = replace(DEFAULT, diversity=1.0)
 
 
