@@ -385,7 +385,10 @@ def _find(store: Store, selection: Selection) -> tuple[dict, int]:
     known = set(store.all_ids())
     for doc, _, _ in selection.citations:
         if doc not in known:
-            raise UsageError(f"no document {doc!r}", hint="`memcli docs` lists the documents")
+            now = store.resolve(doc)  # a former id is not followed here: its line numbers may have moved
+            hint = (f"{doc} is now {now}: `memcli read {now}` shows which lines to cite" if now != doc
+                    else "`memcli docs` lists the documents")
+            raise UsageError(f"no document {doc!r}", hint=hint)
     found = {}
     total = 0
     for doc_id in store.all_ids():

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 INDEX_VERSION = 6  # 6: memcli's own titles and headings are not indexed (partitions.py)
 K1, B, EPSILON = 1.5, 0.75, 0.25  # rank-bm25's BM25Okapi defaults
+WHOLE_TERMS = 100_000  # a library's terms read at once for a consolidation (idf(whole=True)) up to this many
 LENGTHS_READ_ALONE = 2000  # candidate partitions whose lengths a search reads alone rather than all of them
 T = TypeVar("T")
 
@@ -103,7 +104,7 @@ class LibraryIndex:
         self._vectors = None
         self._changes = 0  # commits of this connection that changed the index (see _lengths)
         self._length_cache: tuple | None = None  # (version, partition lengths by id)
-        self._idf_cache: tuple | None = None  # (version, scope, idf by term)
+        self._idf_cache: tuple | None = None  # (version, scope, idf by term, [whether it holds every term])
         self._among: frozenset | None = None  # the documents temp.among holds (see _scope)
         self._people_cache: tuple | None = None  # (version, {key: people, documents or a scope's totals}) (_kept)
         self.parsed: OrderedDict = OrderedDict()  # documents the evidence reader parsed (retrieve.evidence.Library)
@@ -364,10 +365,12 @@ class LibraryIndex:
 
     # ------------------------------------------------------------ statistics
 
-    def idf(self, refresh: bool = True, among: set[str] | None = None) -> Callable[[str], float]:
+    def idf(self, refresh: bool = True, among: set[str] | None = None, whole: bool = False) -> Callable[[str], float]:
         """A smoothed inverse partition frequency over the whole library, or over the documents
         ``among`` as if they were the library (cached per term while the index is unchanged).
-        ``refresh=False``: the index as last refreshed.
+        ``refresh=False``: the index as last refreshed. ``whole``: the library's every term read at
+        once, when it has at most ``WHOLE_TERMS`` (a consolidation weighs thousands of them; a question
+        a few).
 
         ``log(1 + N / (1 + df))``: positive for every term, so similarity
         weights never flip sign on very common words.
@@ -376,13 +379,20 @@ class LibraryIndex:
             self.refresh()
         version, scope = self._version(), None if among is None else frozenset(among)
         if self._idf_cache is None or self._idf_cache[:2] != (version, scope):
-            self._idf_cache = (version, scope, {})
-        cache = self._idf_cache[2]
+            self._idf_cache = (version, scope, {}, [False])
+        cache, complete = self._idf_cache[2], self._idf_cache[3]
         n_parts, _ = self._totals(scope)
+        if whole and scope is None and not complete[0]:
+            (terms,) = self.db.execute("SELECT COUNT(*) FROM dfs").fetchone()
+            if terms <= WHOLE_TERMS:
+                for term, df in self.db.execute("SELECT term, df FROM dfs"):
+                    cache.setdefault(term, log(1 + (n_parts + 1) / (1 + df)))
+                complete[0] = True
 
         def lookup(term: str) -> float:
             if term not in cache:
-                cache[term] = log(1 + (n_parts + 1) / (1 + self._frequency(term, scope)))
+                df = 0 if complete[0] else self._frequency(term, scope)
+                cache[term] = log(1 + (n_parts + 1) / (1 + df))
             return cache[term]
 
         return lookup

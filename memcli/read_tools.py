@@ -62,6 +62,7 @@ class ReadResult(Result):
     total_lines: int
     lines: list[Line]
     warning: str | None = omit_empty()
+    moved_from: str | None = omit_empty()  # the former id named (a renamed or merged document's)
 
 
 def parse_range(spec: str) -> tuple[int, int | None]:
@@ -78,7 +79,9 @@ def parse_range(spec: str) -> tuple[int, int | None]:
 
 def read_lines(store: Store, doc_id: str, start: int = 1, end: int | None = None,
                max_lines: int | None = None) -> ReadResult:
-    """Lines ``start..end`` (file line numbers, front matter included) of a document."""
+    """Lines ``start..end`` (file line numbers, front matter included) of a document; a former id (of a
+    document renamed or merged since) reads the document it went to."""
+    named, doc_id = doc_id, store.resolve(doc_id)
     loaded = store.load(doc_id)
     text = loaded.doc.render()
     all_lines = text.split("\n")
@@ -93,7 +96,7 @@ def read_lines(store: Store, doc_id: str, start: int = 1, end: int | None = None
     lines = [Line(n, all_lines[n - 1].rstrip("\r")) for n in range(start, last + 1)]
     return ReadResult(doc=doc_id, path=str(loaded.path), start_line=start,
                       end_line=max(start, last) if lines else start - 1, total_lines=total,
-                      lines=lines, warning=loaded.error)
+                      lines=lines, warning=loaded.error, moved_from=named if named != doc_id else None)
 
 
 # ---------------------------------------------------------------- grep
@@ -166,7 +169,7 @@ def grep(store: Store, pattern: str, *, doc: str | None = None, ignore_case: boo
     regex = Pattern(pattern, ignore_case=ignore_case, seconds=seconds)
     if limit < 1 or context < 0:
         raise UsageError("--limit must be at least 1 and --context not negative")
-    doc_ids = [doc] if doc else store.all_ids()
+    doc_ids = [store.resolve(doc)] if doc else store.all_ids()
     matches: list[GrepMatch] = []
     truncated = False
     for doc_id in doc_ids:
@@ -220,5 +223,6 @@ def search(index: LibraryIndex, query: str, k: int = 10, doc: str | None = None)
     if k < 1:
         raise UsageError("-k must be at least 1")
     if doc is not None:
+        doc = index.store.resolve(doc)
         index.store.doc_path(doc)  # validates the id
     return SearchResult(query=query, hits=index.search(query, k, doc=doc))

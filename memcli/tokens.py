@@ -18,12 +18,21 @@ keeps it within 20% on the examples).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _PIECE = re.compile(r"[^\W\d_]+|\d+|[^\w\s]|_", re.UNICODE)
 
 
 def count_tokens(text: str) -> int:
-    """Tokens in ``text`` by memcli's estimate (0 for empty text)."""
+    """Tokens in ``text`` by memcli's estimate (0 for empty text). No piece spans a line, so the count is
+    the sum of its lines' counts, each remembered: consolidation counts the same lines again and again."""
+    if "\n" not in text:
+        return _line_tokens(text)
+    return sum(map(_line_tokens, text.split("\n")))
+
+
+@lru_cache(maxsize=1 << 16)
+def _line_tokens(text: str) -> int:
     total = 0
     for piece in _PIECE.findall(text):
         if piece[0].isdigit():

@@ -316,7 +316,7 @@ def test_init_git_sets_up_attributes_driver_and_doctor_checks_them(tmp_path):
     made = run_memcli("init", "--git", tmp_path, "--json")
     assert made.code == 0, made.stderr
     attributes = (tmp_path / ".memcli" / ".gitattributes").read_text()
-    for pattern in ("CURRENT.md", "docs/*.md", "ingested.txt", "state.json"):
+    for pattern in ("CURRENT.md", "docs/*.md", "ingested.txt", "forgotten.txt", "aliases.txt", "state.json"):
         assert f"{pattern} merge=memcli" in attributes
     assert "merge-driver" in git(tmp_path, "config", "merge.memcli.driver")
     from memcli.share.git import problems
@@ -324,6 +324,11 @@ def test_init_git_sets_up_attributes_driver_and_doctor_checks_them(tmp_path):
 
     store = Store(tmp_path / ".memcli")
     assert problems(store) == []
+    ignore = tmp_path / ".memcli" / ".gitignore"
+    written = ignore.read_text()
+    ignore.write_text(written.replace("!aliases.txt\n", ""))  # as a memcli without aliases wrote it
+    assert any("git ignores aliases.txt" in p for p in problems(store))
+    assert run_memcli("init", "--git", tmp_path).code == 0 and ignore.read_text() == written
     git(tmp_path, "config", "--unset", "merge.memcli.driver")
     assert any("merge.memcli.driver" in p for p in problems(store))
 
@@ -403,3 +408,24 @@ def test_two_clones_that_learned_different_updates_agree_on_the_newer_after_sync
         found = evidence_only(clone.memory.store, clone.memory.index, "Where does Noor live?", budget=500)
         first = found.library.doc(found.order[0][0]).entries[found.order[0][1]]
         assert "Ghent" in first.text  # the newest by event time, whichever clone learned it
+
+
+def test_a_renamed_document_keeps_its_git_history_and_its_former_id_reads_in_the_other_clone(tmp_path):
+    a, b, _ = two_clones(tmp_path)
+    for text in ("My pottery class made clay bowls today.", "The pottery class fires the clay bowls in a kiln."):
+        a.memory.remember(text, speaker="Caroline", time="2023-05-01T10:00")
+    a.memory.consolidate(llm=False)
+    (doc_id,) = a.memory.store.doc_ids()
+    old = "weekend-notes-" + doc_id.rsplit("-", 1)[1]  # the name of a title it no longer has
+    git(a.folder, "mv", f".memcli/docs/{doc_id}.md", f".memcli/docs/{old}.md")
+    git(a.folder, "-c", "user.name=A person", "-c", "user.email=a@example.com", "commit", "-q", "-m", "an older name")
+    a.memory.remember("The pottery class teacher loved my clay bowls.", speaker="Caroline", time="2023-05-08T10:00")
+    a.memory.consolidate(llm=False)
+    (now,) = a.memory.store.doc_ids()
+    assert now != old
+    history = git(a.folder, "log", "--follow", "--format=%s", "--", f".memcli/docs/{now}.md")
+    assert "an older name" in history and history.count("memcli consolidate") == 2  # the rename is followed
+    a.memory.sync()
+    b.memory.sync()
+    read = b.memory.read(old, 1, 3)
+    assert read.doc == now and read.moved_from == old

@@ -15,7 +15,15 @@ from collections.abc import Callable, Iterable
 from memcli.consolidate.draft import Block, Draft, entry_line, exact_duplicates, resolve_chains
 from memcli.consolidate.layout import Layout, superseded_line
 from memcli.consolidate.lexical import cosine, grounded, normalized, term_counts, tfidf
-from memcli.consolidate.titles import clean_title, document_title, lead
+from memcli.consolidate.titles import (
+    block_title,
+    clean_title,
+    document_title,
+    heading_lead,
+    lead,
+    memcli_heading,
+    retitled_id,
+)
 from memcli.consolidate.workspace import Workspace, doc_texts
 from memcli.ingest.corrections import corrections
 from memcli.llm.base import CallStats, ChatModel
@@ -198,6 +206,47 @@ def refresh_title(doc: Document, idf: Callable[[str], float], siblings: Iterable
         layout.title, layout.title_line = title, f"# {title}"
         doc.body = layout.body()
         aux["title"] = title
+
+
+def rename_to_title(ws: Workspace, doc_id: str) -> str:
+    """A document whose title memcli gave is renamed when its name no longer begins with its title's
+    first phrase (:func:`~memcli.consolidate.titles.retitled_id`): the file follows the title, the id's
+    suffix stays, and the former id resolves to the new one (:meth:`Workspace.rename`). A title a person
+    wrote, or an id a person gave, keeps its name. Returns the document's id now."""
+    doc = ws.docs[doc_id]
+    aux, layout = doc.meta.get("aux"), Layout.of(doc)
+    if not isinstance(aux, dict) or layout.title is None or aux.get("title") != layout.title:
+        return doc_id
+    new = retitled_id(doc_id, layout.title)
+    if new is None or ws.taken(new):
+        return doc_id
+    ws.rename(doc_id, new)
+    ws.note(new, {"time": now_iso(), "op": "rename", "note": f"renamed from {doc_id}"})
+    return new
+
+
+def refresh_headings(doc: Document, idf: Callable[[str], float]) -> None:
+    """Keep a document's section headings apart as its title is kept apart from its siblings': a heading
+    memcli gave (:func:`~memcli.consolidate.titles.memcli_heading`) whose first phrase begins an earlier
+    section's heading is given the section's next phrase, where its entries have one. The first section
+    under a phrase keeps it, and a heading is renamed only while it repeats one, so headings do not
+    change from flush to flush; a heading a person or a model wrote is never renamed."""
+    layout = Layout.of(doc)
+    leads = [heading_lead(s.title) for s in layout.sections]
+    seen: set[str] = set()
+    changed = False
+    for at, section in enumerate(layout.sections):
+        entries = section.entries()
+        if leads[at] in seen and memcli_heading(section.title, entries):
+            others = {lead for i, lead in enumerate(leads) if i != at}
+            title = block_title(entries, idf, others)
+            if title != section.title and layout.section(title) is None:
+                section.title, section.heading = title, None
+                leads[at] = heading_lead(title)
+                changed = True
+        seen.add(leads[at])
+    if changed:
+        doc.body = layout.body()
 
 
 def finish(ws: Workspace, doc_id: str) -> None:

@@ -9,13 +9,32 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+import weakref
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
+from functools import lru_cache
 from math import log, sqrt
 
 from memcli.terms import terms, words
 
 Vector = dict[str, float]
+
+_BY_IDF: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_REMEMBERED = 1 << 12  # results kept for one idf at most
+
+
+def remembered(idf: Callable[[str], float], key: Hashable, compute: Callable[[], object]):
+    """``compute()``, remembered while ``idf`` lives (one flush's, as the library stood): consolidation
+    weighs the same entries' words again for routing, merging and titles. Callers copy what they change."""
+    try:
+        kept = _BY_IDF.setdefault(idf, {})
+    except TypeError:  # an idf that cannot be weakly referenced is not remembered
+        return compute()
+    if key not in kept:
+        if len(kept) >= _REMEMBERED:
+            kept.clear()
+        kept[key] = compute()
+    return kept[key]
 
 
 def term_counts(texts: Iterable[str]) -> Counter:
@@ -25,8 +44,23 @@ def term_counts(texts: Iterable[str]) -> Counter:
     return counts
 
 
+class Weights(dict):
+    """A tf-idf vector that remembers its length (it is compared with many others, and never changed)."""
+
+    __slots__ = ("length",)
+
+
 def tfidf(counts: Counter, idf: Callable[[str], float]) -> Vector:
-    return {t: (1 + log(c)) * idf(t) for t, c in counts.items() if c > 0}
+    return Weights({t: (1 + log(c)) * idf(t) for t, c in counts.items() if c > 0})
+
+
+def _length(vector: Vector) -> float:
+    known = getattr(vector, "length", None)
+    if known is None:
+        known = sqrt(sum(w * w for w in vector.values()))
+        if isinstance(vector, Weights):
+            vector.length = known
+    return known
 
 
 def cosine(a: Vector, b: Vector) -> float:
@@ -37,7 +71,7 @@ def cosine(a: Vector, b: Vector) -> float:
     dot = sum(w * b.get(t, 0.0) for t, w in a.items())
     if not dot:
         return 0.0
-    return dot / (sqrt(sum(w * w for w in a.values())) * sqrt(sum(w * w for w in b.values())))
+    return dot / (_length(a) * _length(b))
 
 
 def salient_terms(counts: Counter, idf: Callable[[str], float], n: int = 5,
@@ -52,14 +86,26 @@ def salient_terms(counts: Counter, idf: Callable[[str], float], n: int = 5,
 def salient_words(texts: Iterable[str], idf: Callable[[str], float], n: int = 5,
                   exclude: Iterable[str] = ()) -> list[str]:
     """Like :func:`salient_terms`, but each term as the word people wrote ('family', not 'famili')."""
-    texts = list(texts)
+    texts, exclude = tuple(texts), frozenset(exclude)
+    return list(remembered(idf, ("salient_words", texts, n, exclude), lambda: _salient_words(texts, idf, n, exclude)))
+
+
+def _salient_words(texts: tuple[str, ...], idf: Callable[[str], float], n: int, exclude: frozenset) -> list[str]:
+    best, counts = _word_counts(texts)
+    return [best.get(t, t) for t in salient_terms(counts, idf, n, exclude)]
+
+
+@lru_cache(maxsize=1 << 12)
+def _word_counts(texts: tuple[str, ...]) -> tuple[dict[str, str], Counter]:
+    """The word most written for each term of ``texts``, and the terms' counts (remembered, not to be
+    changed: what :func:`salient_words` weighs apart from the idf)."""
     surface: Counter = Counter()
     for text in texts:
         surface.update(words(text))
     best: dict[str, str] = {}
     for (term, word), _ in surface.most_common():
         best.setdefault(term, word)
-    return [best.get(t, t) for t in salient_terms(term_counts(texts), idf, n, exclude)]
+    return best, term_counts(texts)
 
 
 def normalized(text: str) -> str:

@@ -33,6 +33,12 @@ class Planner:
         self.pending: dict[str, list[Vector]] = {}  # documents this flush creates -> their blocks' vectors
         self.pending_titles: dict[str, str] = {}
         self.pending_scopes: dict[str, Scope] = {}
+        self._scopes: dict[int, Scope] = {}  # each block's scope, by its id (every block lives as long as the planner)
+
+    def block_scope(self, block: Block) -> Scope:
+        if id(block) not in self._scopes:
+            self._scopes[id(block)] = Scope.of(block.entries)
+        return self._scopes[id(block)]
 
     def block_vector(self, block: Block) -> Vector:
         return tfidf(term_counts(e.text for e in block.entries), self.ws.idf)
@@ -40,7 +46,7 @@ class Planner:
     def _candidates(self, blocks: list[Block]) -> list[str]:
         found: list[str] = []
         for block in blocks:
-            for doc_id in self.ws.candidates([e.text for e in block.entries], self.k, Scope.of(block.entries)):
+            for doc_id in self.ws.candidates([e.text for e in block.entries], self.k, self.block_scope(block)):
                 if doc_id not in found:
                     found.append(doc_id)
         return found[: self.k * 2]
@@ -58,7 +64,7 @@ class Planner:
         """Whether ``block`` may go into ``doc_id``: their scopes share a person or a conversation, and a
         project (:class:`~memcli.consolidate.workspace.Scope`)."""
         scope = self.pending_scopes.get(doc_id) or self.ws.scope(doc_id)
-        return Scope.of(block.entries).fits(scope)
+        return self.block_scope(block).fits(scope)
 
     def _route(self, block: Block, candidates: list[str]) -> None:
         vector = self.block_vector(block)

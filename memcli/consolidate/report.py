@@ -17,7 +17,8 @@ class FlushReport:
     updated: list[str] = field(default_factory=list)
     split: dict[str, list[str]] = field(default_factory=dict)
     merged: list[list[str]] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)  # merged into another, or renamed (the former id)
+    renamed: dict[str, str] = field(default_factory=dict)  # a former id: the id its document has now
     superseded: int = 0
     token_delta: dict[str, int] = field(default_factory=dict)
     deterministic_redo: bool = False

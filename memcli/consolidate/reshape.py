@@ -102,7 +102,7 @@ def split_document(ws: Workspace, doc_id: str, limit: int) -> list[str]:
 
 
 def _shape_vector(ws: Workspace, doc_id: str):
-    return tfidf(term_counts(_shape(ws, ws.docs.get(doc_id) or ws.store.load(doc_id).doc)), ws.idf)
+    return tfidf(term_counts(_shape(ws, ws.view(doc_id))), ws.idf)
 
 
 def _shape(ws: Workspace, doc, title: bool = True) -> list[str]:
@@ -119,7 +119,7 @@ def _shape(ws: Workspace, doc, title: bool = True) -> list[str]:
 
 
 def _lines(ws: Workspace, doc_id: str) -> list[str]:
-    doc = ws.docs.get(doc_id) or ws.store.load(doc_id).doc
+    doc = ws.view(doc_id)
     return [line for _, line in doc.lines()]
 
 
@@ -187,7 +187,7 @@ def merge_subjects(ws: Workspace, touched: list[str], *, split_limit: int, candi
                 pool.append(other)
     by_subject: dict[tuple, list[str]] = {}
     for doc_id in pool:
-        doc = ws.docs.get(doc_id) or ws.store.load(doc_id).doc
+        doc = ws.view(doc_id)
         layout, aux = Layout.of(doc), doc.meta.get("aux")
         if not isinstance(aux, dict) or aux.get("title") != layout.title:
             continue  # a title a person wrote says what the document holds: it is not merged by its subject
@@ -230,6 +230,7 @@ def _merge(ws: Workspace, group: list[str]) -> list[str]:
         layout.superseded.extend(other.superseded)
         moved += _seqs(other.all_lines())
         ws.delete(other_id)
+        ws.went(other_id, keeper)
     doc.body = layout.body()
     ws.note(keeper, {"time": stamp, "op": "merge", "seqs": moved, "note": "merged from " + ", ".join(others)})
     ws.forget_profile(keeper)

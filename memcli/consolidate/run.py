@@ -29,7 +29,14 @@ from pathlib import Path
 
 from memcli.config import Settings
 from memcli.consolidate import guard
-from memcli.consolidate.apply import apply_blocks, finish, refresh_summary, refresh_title
+from memcli.consolidate.apply import (
+    apply_blocks,
+    finish,
+    refresh_headings,
+    refresh_summary,
+    refresh_title,
+    rename_to_title,
+)
 from memcli.consolidate.draft import rewrite
 from memcli.consolidate.job import Job
 from memcli.consolidate.plan import Planner, plan
@@ -42,7 +49,7 @@ from memcli.kv import block_store
 from memcli.kv.context import stale_labels
 from memcli.llm.base import CallStats, ChatModel
 from memcli.paths import Resolved, store_cache_dir
-from memcli.store import CURRENT_ID, Store
+from memcli.store import CURRENT_ID, Store, aliases
 from memcli.store.folder import new_current, now_iso, refresh_token_count
 from memcli.store.format import Document, Entry, parse_entry, parse_heading
 from memcli.store.identity import Seqs
@@ -114,8 +121,12 @@ def run_flush(store: Store, index: LibraryIndex, entries: list[Entry], *, model:
         refresh_summary(ws, doc_id, model=model, stats=stats)
         if model is None:  # a model's titles are its plan's; the deterministic path names what is there now
             refresh_title(ws.docs[doc_id], ws.idf, ws.sibling_titles(doc_id))
+        refresh_headings(ws.docs[doc_id], ws.idf)
+        doc_id = rename_to_title(ws, doc_id)
         finish(ws, doc_id)
         progress("summaries", done, len(touched))
+    touched = ws.touched()
+    report.renamed = dict(sorted(ws.renamed.items()))
     report.created = sorted(d for d in ws.created if d not in ws.deleted)
     report.updated = sorted(d for d in touched if d not in ws.created)
     report.deleted = sorted(d for d in ws.deleted if ws.originals.get(d) is not None)
@@ -312,6 +323,7 @@ def _commit(store: Store, ws: Workspace, report: FlushReport, chunk: list[tuple[
             txn.write(store.relpath(doc_id), ws.docs[doc_id].render())
         for doc_id in report.deleted:
             txn.delete(store.relpath(doc_id))
+        aliases.record(store, txn, ws.moved)  # what cited a renamed or merged document still resolves
         txn.write("CURRENT.md", _rewrite_current(current, [e.seq for e, _ in chunk]).render())
         txn.commit()  # applied here, under the lock, so the stamp is this write's
         return store.folder_stamp()

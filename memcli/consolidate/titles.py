@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from math import log, sqrt
 
-from memcli.consolidate.lexical import salient_words
+from memcli.consolidate.lexical import remembered, salient_words, slug
 from memcli.ingest.turns import ROLES
 from memcli.store.format import Entry
 from memcli.tagging.tagger import NOUNS, noun_phrases
@@ -49,7 +49,7 @@ HEADING_CHARS = 60  # a section heading's length at most
 
 
 
-@dataclass
+@dataclass(frozen=True)
 class Phrase:
     text: str  # as written, in the casing most used
     terms: frozenset[str]
@@ -57,6 +57,7 @@ class Phrase:
     score: float
 
 
+@lru_cache(maxsize=1 << 16)
 def _bare(word: str) -> str:
     return re.sub(r"['\u2019]s$", "", word.lower())
 
@@ -76,6 +77,24 @@ def _dull(word: str, names: set[str]) -> bool:
 def phrases(texts: list[str], idf: Idf, names: Iterable[str] = ()) -> list[Phrase]:
     """Every phrase of ``texts`` (see the module: up to ``MAX_WORDS`` words of a noun phrase, ending in its
     noun, holding a word that is not a name), best first."""
+    texts, names = tuple(texts), frozenset(names)
+    return list(remembered(idf, ("phrases", texts, names), lambda: _phrases(texts, idf, names)))
+
+
+def _phrases(texts: tuple[str, ...], idf: Idf, names: frozenset[str]) -> list[Phrase]:
+    out = []
+    for text, terms, count, held in _candidates(texts, names):
+        weight = sum(idf(t) * (1 + log(h)) for t, h in zip(terms, held)) / sqrt(len(terms))
+        out.append(Phrase(text, frozenset(terms), count, weight * (1 + log(count))))
+    out.sort(key=lambda p: (-(len(p.text.split()) >= MIN_WORDS), -p.score, len(p.text), p.text))
+    return out
+
+
+@lru_cache(maxsize=1 << 12)
+def _candidates(texts: tuple[str, ...], names: frozenset[str]) -> tuple[tuple[str, tuple[str, ...], int, tuple[int, ...]], ...]:
+    """What :func:`phrases` weighs, apart from the library's idf (remembered: a document unchanged since
+    the last flush is weighed again by the new idf only): each phrase as most often written, its terms,
+    how many texts hold it, and how many texts hold each of its terms."""
     lowered = {n.lower() for n in names if n}
     held: Counter = Counter()  # a term: how many texts hold it
     holding: Counter = Counter()  # a phrase (its words, lower case): how many texts hold it
@@ -97,14 +116,12 @@ def phrases(texts: list[str], idf: Idf, names: Iterable[str] = ()) -> list[Phras
         held.update({stem(_bare(w)) for key in seen for w in key})
     out = []
     for key, count in holding.items():
-        terms = [stem(_bare(w)) for w in key]
+        terms = tuple(stem(_bare(w)) for w in key)
         if not any(len(t) > 2 and not t.isdigit() and _bare(w) not in lowered for t, w in zip(terms, key)):
             continue
-        weight = sum(idf(t) * (1 + log(held[t])) for t in terms if held[t]) / sqrt(len(key))
         text = max(surface[key].items(), key=lambda item: (item[1], item[0]))[0]
-        out.append(Phrase(text, frozenset(terms), count, weight * (1 + log(count))))
-    out.sort(key=lambda p: (-(len(p.text.split()) >= MIN_WORDS), -p.score, len(p.text), p.text))
-    return out
+        out.append((text, terms, count, tuple(held[t] for t in terms)))
+    return tuple(out)
 
 
 def clean_title(text: str, max_len: int = 60) -> str:
@@ -147,12 +164,31 @@ def lead(title: str) -> str:
     return re.split(r",\s+|\s+and\s+", bare, maxsplit=1)[0].strip().lower()
 
 
+_MADE_ID = re.compile(r"(.+)-([0-9a-f]{6})")  # an id memcli made (lexical.make_doc_id): its slug, its suffix
+
+
+def retitled_id(doc_id: str, title: str) -> str | None:
+    """The id a document titled ``title`` is renamed to: the title's words (:func:`lexical.slug`) and the
+    id's own six-character suffix. None when the name still begins with the title's first phrase (a
+    name is not changed for every phrase a title gains or loses), or the id is not one memcli made."""
+    made = _MADE_ID.fullmatch(doc_id)
+    if made is None:
+        return None
+    base, suffix = made.groups()
+    first = slug(lead(title))
+    if base == first or base.startswith(first + "-"):
+        return None
+    wanted = slug(title)
+    return None if wanted == base else f"{wanted}-{suffix}"
+
+
 def _label(found: list[Phrase], room: int, taken: set[str] = frozenset()) -> str:
-    """The best phrase (the best not in ``taken``, where there is one) and up to ``PHRASES`` - 1 more (see the
+    """The best phrase (the best that is not one of ``taken`` nor within one, where there is one) and up to ``PHRASES`` - 1 more (see the
     module), within ``room`` characters."""
     if not found:
         return ""
-    first = next((p for p in found if p.text.lower() not in taken), found[0])
+    held = [set(t.split()) for t in taken]  # a phrase within a taken one ("studio" of "dance studio") is not another
+    first = next((p for p in found if not any(set(p.text.lower().split()) <= words for words in held)), found[0])
     found = [first, *(p for p in found if p is not first)]
     chosen = [first]
     words = set(first.terms)
@@ -172,11 +208,27 @@ def _joined(parts: list[str]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def block_title(entries: list[Entry], idf: Idf) -> str:
-    """``2023-05-25 · adoption agency and home study``: the session's date and the block's phrases."""
+def block_title(entries: list[Entry], idf: Idf, taken: Iterable[str] = ()) -> str:
+    """``2023-05-25 · adoption agency and home study``: the session's date and the block's phrases.
+    ``taken``: the first phrases of the other sections' headings (:func:`heading_lead`), which this one
+    does not begin with while its entries have another phrase (as :func:`document_title`)."""
     date = (entries[0].time or "")[:10]
-    label = _label(phrases([e.text for e in entries], idf, _people(entries)), HEADING_CHARS - len(date) - 3)
+    label = _label(phrases([e.text for e in entries], idf, _people(entries)), HEADING_CHARS - len(date) - 3,
+                   {t.lower() for t in taken})
     return clean_title(f"{date} · {label or 'notes'}" if date else label or "notes", HEADING_CHARS)
+
+
+def heading_lead(heading: str) -> str:
+    """A section heading's first phrase, its date aside ("dance studio" of "2023-01-20 · dance studio and
+    grand opening")."""
+    return lead(heading.split(" · ", 1)[-1])
+
+
+def memcli_heading(heading: str, entries: list[Entry]) -> bool:
+    """Whether a heading has the shape :func:`block_title` gives (the date of its section's first entry, a
+    middle dot, phrases): one memcli may rename; any other was written by a person or a model, and stays."""
+    date = (entries[0].time or "")[:10] if entries else ""
+    return bool(date) and heading.startswith(f"{date} · ") and len(heading) > len(date) + 3
 
 
 def heading_signature(entries: list[Entry], idf: Idf) -> str:

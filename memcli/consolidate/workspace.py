@@ -17,7 +17,7 @@ from memcli.consolidate.lexical import Vector, make_doc_id, term_counts, tfidf
 from memcli.consolidate.titles import heading_signature, title_signature
 from memcli.index import LibraryIndex
 from memcli.ingest.turns import ROLES
-from memcli.store import CURRENT_ID, Store
+from memcli.store import CURRENT_ID, Store, aliases
 from memcli.store.format import Document, Entry, parse_entry, parse_heading
 
 OWNER = "\x00owner"  # the party those roles stand for (no speaker can be named so)
@@ -68,10 +68,14 @@ class Workspace:
     log: dict[str, list[dict]] = field(default_factory=dict)  # update_log items to add, by id
 
     def __post_init__(self) -> None:
-        self.idf = self.index.idf(refresh=False)  # the flush refreshed it (run_flush)
+        self.idf = self.index.idf(refresh=False, whole=True)  # the flush refreshed it (run_flush)
         self._profiles: dict[str, list[Vector]] = {}
         self._scopes: dict[str, Scope] = {}
         self._sibling_titles: dict[frozenset[str], dict[str, str]] = {}
+        self._disk: dict[str, Document] = {}  # documents read and not changed, as on disk
+        self.former = aliases.read(self.store)  # the store's former ids: never given to a new document
+        self.moved: dict[str, str] = {}  # documents on disk renamed or merged in this flush: the id each went to
+        self.renamed: dict[str, str] = {}  # those of them renamed: the id each has now
 
     # ------------------------------------------------------------ documents
 
@@ -89,6 +93,15 @@ class Workspace:
         self.docs[doc_id] = doc
         return doc
 
+    def view(self, doc_id: str) -> Document:
+        """A document to read, not to change: the flush's version, else the one on disk (read once a flush;
+        the store's lock keeps the disk as it is)."""
+        if doc_id in self.docs:
+            return self.docs[doc_id]
+        if doc_id not in self._disk:
+            self._disk[doc_id] = self.store.load(doc_id).doc
+        return self._disk[doc_id]
+
     def create(self, doc_id: str, doc: Document) -> None:
         self.docs[doc_id] = doc
         self.originals.setdefault(doc_id, None)
@@ -105,8 +118,38 @@ class Workspace:
         return sorted(d for d in self.docs if d not in self.deleted)
 
     def new_id(self, title: str, salt: str) -> str:
-        return make_doc_id(title, salt, lambda candidate: self.exists(candidate) or candidate in self.deleted
-                           or candidate == CURRENT_ID)
+        return make_doc_id(title, salt, self.taken)
+
+    def taken(self, doc_id: str) -> bool:
+        """Whether ``doc_id`` names a document, or did (a former id keeps resolving to where it went)."""
+        return (self.exists(doc_id) or doc_id in self.deleted or doc_id == CURRENT_ID or doc_id in self.former
+                or doc_id in self.moved)
+
+    def went(self, old: str, new: str) -> None:
+        """Record that document ``old``'s entries went to ``new`` (renamed, or merged into it), and
+        those of any document that went to ``old`` earlier in the flush. Only a document on disk leaves
+        an alias: nothing can cite one this flush made."""
+        for kept in (self.moved, self.renamed):
+            for former, to in kept.items():
+                if to == old:
+                    kept[former] = new
+        if self.originals.get(old) is not None:
+            self.moved[old] = new
+
+    def rename(self, old: str, new: str) -> None:
+        """Give document ``old`` the id ``new`` (a free one): a document on disk leaves its former id
+        behind as an alias (:mod:`memcli.store.aliases`); one this flush made is just named anew."""
+        doc = self.docs.pop(old)
+        if self.originals.get(old) is not None:
+            self.deleted.add(old)
+            self.renamed[old] = new
+        else:
+            self.originals.pop(old, None)
+            self.created.discard(old)
+        self.went(old, new)
+        self.create(new, doc)
+        self.log[new] = self.log.pop(old, [])
+        self.forget_profile(old)
 
     def note(self, doc_id: str, item: dict) -> None:
         self.log.setdefault(doc_id, []).append(item)
@@ -114,9 +157,7 @@ class Workspace:
     # ------------------------------------------------------------ similarity
 
     def summary(self, doc_id: str) -> str:
-        if doc_id in self.docs:
-            return str(self.docs[doc_id].meta.get("summary") or "")
-        return str(self.store.load(doc_id).doc.meta.get("summary") or "")
+        return str(self.view(doc_id).meta.get("summary") or "")
 
     def profile(self, doc_id: str) -> list[Vector]:
         """tf-idf vectors of a document's parts: its summary and each section, its title and headings
@@ -126,7 +167,7 @@ class Workspace:
         document does not attract every block just because it has many words.
         """
         if doc_id not in self._profiles:
-            doc = self.docs.get(doc_id) or self.store.load(doc_id).doc
+            doc = self.view(doc_id)
             self._profiles[doc_id] = [tfidf(term_counts(part), self.idf) for part in doc_parts(doc, self.idf)]
         return self._profiles[doc_id]
 
@@ -137,7 +178,7 @@ class Workspace:
     def scope(self, doc_id: str) -> Scope:
         """The :class:`Scope` of a document's entries."""
         if doc_id not in self._scopes:
-            doc = self.docs.get(doc_id) or self.store.load(doc_id).doc
+            doc = self.view(doc_id)
             self._scopes[doc_id] = Scope.of(entry for _, entry in doc.entries())
         return self._scopes[doc_id]
 

@@ -184,6 +184,7 @@ class AgentTools:
 
     def doc(self, doc_id: str) -> str:
         self.store.doc_path(doc_id)  # refuses anything that is not a document id
+        doc_id = self.store.resolve(doc_id)  # a former id (a renamed or merged document's) reads where it went
         if doc_id not in self.store.all_ids():
             raise ToolArgumentError(f"no document {doc_id!r}; list_docs shows the ids")
         return doc_id

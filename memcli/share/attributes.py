@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from memcli.store.aliases import ALIASES
 from memcli.store.atomic import atomic_write
 from memcli.store.identity import FORGOTTEN
 
 DRIVER = "memcli"
-MERGED = ("CURRENT.md", "docs/*.md", "ingested.txt", FORGOTTEN, "state.json")
+MERGED = ("CURRENT.md", "docs/*.md", "ingested.txt", FORGOTTEN, ALIASES, "state.json")
 ATTRIBUTES = "".join(f"{pattern} merge={DRIVER}\n" for pattern in MERGED)
 BEGIN, END = "# memcli: begin", "# memcli: end"
 GUARDS = "-text diff -filter -ident -working-tree-encoding -eol"

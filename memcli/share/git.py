@@ -3,7 +3,7 @@
 ``memcli init --git`` makes a store *shared*: its ``state.json`` says ``"ids": "unique"`` (so every
 clone numbers entries that never collide, :mod:`memcli.store.identity`), and the store folder gets
 
-* ``.gitattributes``: CURRENT.md, the documents, ingested.txt, forgotten.txt and state.json merge
+* ``.gitattributes``: CURRENT.md, the documents, ingested.txt, forgotten.txt, aliases.txt and state.json merge
   with ``memcli merge-driver`` (:mod:`memcli.share.merge`);
 * ``.gitignore``: everything but those files and config.toml (the lock, transactions, jobs, KV
   blocks, this clone's origin); the search index and vectors live outside the store anyway;
@@ -114,6 +114,11 @@ def problems(store: Store) -> list[str]:
     missing = [p for p in MERGED if f"{p} merge={DRIVER}" not in attributes]
     if missing:
         out.append(f"{store.root / '.gitattributes'}: no merge={DRIVER} for {', '.join(missing)}")
+    ignored = [name for name in MERGED if "*" not in name and repo.run(
+        "check-ignore", "-q", "--no-index", "--", (repo.store / name).as_posix(), check=False).returncode == 0]
+    if ignored:  # an ignore file an older memcli wrote, before the file existed
+        out.append(f"git ignores {', '.join(ignored)} in {store.root}: clones do not share them "
+                   "(run `memcli init --git` again to rewrite the store's .gitignore)")
     driver = repo.run("config", f"merge.{DRIVER}.driver", check=False).stdout.strip()
     if not driver:
         out.append(f"this clone's git config has no merge.{DRIVER}.driver (run `memcli sync` or `memcli init --git`)")

@@ -10,7 +10,7 @@ the number of conflicts it left marked for a person (0 when the merge is clean):
   Our document is the skeleton; theirs' new entries and lines go after the nearest line both
   sides have. Front matter: our values, theirs where only theirs changed one; the update logs
   joined; the token count made anew.
-* line sets (:func:`merge_lines`: ``ingested.txt``, ``forgotten.txt``): the union, less what one
+* line sets (:func:`merge_lines`: ``ingested.txt``, ``forgotten.txt``, ``aliases.txt``): the union, less what one
   side removed.
 * ``state.json`` (:func:`merge_state`): the larger counters and format, the union of origins.
 

@@ -44,7 +44,7 @@ TXN_DIR = ".txn"
 MANIFEST = "manifest.json"
 DOC_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,150}"  # a topic document's id (its file name without .md)
 # the files a transaction may write or delete, relative to the store root
-_STORE_FILE = re.compile(rf"(CURRENT\.md|state\.json|ingested\.txt|forgotten\.txt|\.gitattributes|\.gitignore"
+_STORE_FILE = re.compile(rf"(CURRENT\.md|state\.json|ingested\.txt|forgotten\.txt|aliases\.txt|\.gitattributes|\.gitignore"
                          rf"|docs/{DOC_ID}\.md)")
 _STAGED = re.compile(r"\d{5}\.stage")
 _DEFERRED = tuple(s for s in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None)

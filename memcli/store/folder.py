@@ -8,6 +8,7 @@ Layout (directories 0700, files 0600)::
       state.json        {"format": 1, "next_seq": N}; shared: format 2, "ids", "next_tick", "origins"
       origin.json       a shared store's origin in this clone (never committed; memcli.store.identity)
       ingested.txt      fingerprints of ingested turns (one per line)
+      aliases.txt       former document ids: ``old>new`` a line (memcli.store.aliases)
       config.toml       optional per-store settings
       .lock  .txn/      the inter-process lock and the transaction folder
 
@@ -32,7 +33,7 @@ from pathlib import Path
 
 from memcli.errors import NotFound, StoreError, StoreWriteError, UsageError
 from memcli.paths import Resolved, ensure_private_dir
-from memcli.store import atomic
+from memcli.store import aliases, atomic
 from memcli.store.format import Document, FormatError, parse_document
 from memcli.store.git_command import last_commit
 from memcli.store_state import decode, too_new
@@ -251,6 +252,13 @@ class Store:
             raise StoreError(f"{self.docs_dir} is a symbolic link; memcli does not follow links inside a store",
                              hint="replace the link with a real folder")
         return self.docs_dir / f"{doc_id}.md"
+
+    def resolve(self, doc_id: str) -> str:
+        """The id a citation of ``doc_id`` reads now: itself while it exists, else the document it was
+        renamed or merged into (:mod:`memcli.store.aliases`); ``doc_id`` when there is none."""
+        if doc_id == CURRENT_ID or not DOC_ID_RE.match(doc_id or ""):
+            return doc_id
+        return aliases.resolve(self, doc_id, lambda d: self.has_file(self.docs_dir / f"{d}.md")) or doc_id
 
     def relpath(self, doc_id: str) -> str:
         return str(self.doc_path(doc_id).relative_to(self.root))

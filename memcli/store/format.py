@@ -66,6 +66,13 @@ def render_signature(meta: dict[str, str]) -> str:
 
 def parse_signature(sig: str) -> dict[str, str] | None:
     """``seq=1,time=...`` (without the angle brackets) -> ordered dict, or None if malformed."""
+    items = _signature_items(sig)
+    return None if items is None else dict(items)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _signature_items(sig: str) -> tuple[tuple[str, str], ...] | None:
+    """A signature's (key, value) pairs, remembered: the same entries are read again and again."""
     meta: dict[str, str] = {}
     if not sig:
         return None
@@ -75,7 +82,7 @@ def parse_signature(sig: str) -> dict[str, str] | None:
         if not eq or not _KEY_RE.match(key) or key in meta:
             return None
         meta[key] = unescape_value(value)
-    return meta
+    return tuple(meta.items())
 
 
 # ---------------------------------------------------------------- entry text
@@ -83,7 +90,12 @@ def parse_signature(sig: str) -> dict[str, str] | None:
 _LINE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 
 
+_TO_ESCAPE_RE = re.compile("[\\\\\n\r" + _LINE_BREAKS + "]")
+
+
 def escape_text(text: str) -> str:
+    if not _TO_ESCAPE_RE.search(text):
+        return text
     out = []
     for ch in text:
         if ch == "\\":
@@ -257,6 +269,7 @@ class Document:
     body: list[str] = field(default_factory=list)
     front_raw: str | None = None
     _meta_snapshot: Any = None
+    _dumped: Any = field(default=None, repr=False, compare=False)  # (meta copy, its front text)
 
     @property
     def body_start(self) -> int:
@@ -270,11 +283,15 @@ class Document:
             return self.front_raw
         if not self.meta:
             return ""
+        if self._dumped is not None and self.meta == self._dumped[0]:
+            return self._dumped[1]
         ordered = {k: self.meta[k] for k in FRONT_KEYS if k in self.meta}
         ordered.update({k: v for k, v in self.meta.items() if k not in ordered})
         if isinstance(ordered.get("update_log"), list):
             ordered["update_log"] = [_FlowDict(i) if isinstance(i, dict) else i for i in ordered["update_log"]]
-        return "---\n" + dump_yaml(ordered) + "---\n"
+        text = "---\n" + dump_yaml(ordered) + "---\n"
+        self._dumped = (copy.deepcopy(self.meta), text)
+        return text
 
     def render(self) -> str:
         return self._front_text() + "\n".join(self.body)

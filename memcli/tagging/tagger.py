@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
+
 from memcli.errors import ConfigError
 
 START = ("-START-", "-START2-")
@@ -96,7 +98,7 @@ class Tagger:
     rows: dict[str, str]
     tagdict: dict[str, str]
     classes: list[str]
-    _read: dict[str, list[tuple[str, float]]] = field(default_factory=dict, repr=False)
+    _read: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_weights(cls, weights: dict[str, dict[str, float]], tagdict: dict[str, str], classes: list[str]) -> Tagger:
@@ -119,20 +121,25 @@ class Tagger:
         return gzip.compress(json.dumps({"rows": self.rows, "tagdict": self.tagdict, "classes": self.classes},
                                         separators=(",", ":"), sort_keys=True).encode(), mtime=0)
 
-    def row(self, feat: str) -> list[tuple[str, float]]:
+    def row(self, feat: str) -> np.ndarray:
+        """A feature's weight for each class (0 where it has none)."""
         read = self._read.get(feat)
         if read is None:
-            stored = self.rows.get(feat, "")
-            read = [(self.classes[int(i)], float(w)) for i, w in (part.split(":") for part in stored.split())]
+            read = np.zeros(len(self.classes))
+            for part in self.rows.get(feat, "").split():
+                at, weight = part.split(":")
+                read[int(at)] = float(weight)
             self._read[feat] = read
         return read
 
     def predict(self, feats: list[str]) -> str:
-        scores: dict[str, float] = {}
+        """The class whose weights over ``feats`` sum highest (ties: the greater name). The sums are added
+        feature by feature, in order, as training added them."""
+        scores = np.zeros(len(self.classes))
         for feat in feats:
-            for tag, weight in self.row(feat):
-                scores[tag] = scores.get(tag, 0.0) + weight
-        return max(self.classes, key=lambda tag: (scores.get(tag, 0.0), tag))
+            scores += self.row(feat)
+        best = scores.max()
+        return max(tag for tag, score in zip(self.classes, scores) if score == best)
 
     def tag(self, words: list[str]) -> list[str]:
         """The universal part of speech of each word."""

@@ -124,6 +124,8 @@ def render_consolidation(result: ConsolidationResult, out: Output) -> None:
             out.write(f"  split {doc_id} -> {', '.join(parts)}")
         for group in flush.merged:
             out.write(f"  merged {', '.join(group[1:])} into {group[0]}")
+        for old, new in flush.renamed.items():
+            out.write(f"  renamed {old} -> {new}")
     calls = result.calls
     if result.llm:
         out.write(f"model: {calls['calls']} calls, {calls['prompt_tokens']} tokens in, "

@@ -49,6 +49,8 @@ def read(
     result = memory(ctx).read(doc, start, end)
     if result.warning:
         out.warn(result.warning)
+    if result.moved_from:
+        out.info(f"{result.moved_from} is now {result.doc} (renamed or merged; its line numbers may have moved)")
     out.emit(result)
 
 
