@@ -20,7 +20,7 @@ from memcli.terms import terms, words
 Vector = dict[str, float]
 
 _BY_IDF: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_REMEMBERED = 1 << 12  # results kept for one idf at most
+_REMEMBERED = 1024  # results kept for one idf at most
 
 
 def remembered(idf: Callable[[str], float], key: Hashable, compute: Callable[[], object]):
@@ -95,7 +95,7 @@ def _salient_words(texts: tuple[str, ...], idf: Callable[[str], float], n: int, 
     return [best.get(t, t) for t in salient_terms(counts, idf, n, exclude)]
 
 
-@lru_cache(maxsize=1 << 12)
+@lru_cache(maxsize=2048)
 def _word_counts(texts: tuple[str, ...]) -> tuple[dict[str, str], Counter]:
     """The word most written for each term of ``texts``, and the terms' counts (remembered, not to be
     changed: what :func:`salient_words` weighs apart from the idf)."""

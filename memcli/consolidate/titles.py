@@ -90,7 +90,7 @@ def _phrases(texts: tuple[str, ...], idf: Idf, names: frozenset[str]) -> list[Ph
     return out
 
 
-@lru_cache(maxsize=1 << 12)
+@lru_cache(maxsize=512)  # a document's phrases each (a large document's are thousands)
 def _candidates(texts: tuple[str, ...], names: frozenset[str]) -> tuple[tuple[str, tuple[str, ...], int, tuple[int, ...]], ...]:
     """What :func:`phrases` weighs, apart from the library's idf (remembered: a document unchanged since
     the last flush is weighed again by the new idf only): each phrase as most often written, its terms,
@@ -183,12 +183,12 @@ def retitled_id(doc_id: str, title: str) -> str | None:
 
 
 def _label(found: list[Phrase], room: int, taken: set[str] = frozenset()) -> str:
-    """The best phrase (the best that is not one of ``taken`` nor within one, where there is one) and up to ``PHRASES`` - 1 more (see the
-    module), within ``room`` characters."""
+    """The best phrase (the best that is not one of ``taken`` nor within one, where there is one) and up
+    to ``PHRASES`` - 1 more (see the module), within ``room`` characters."""
     if not found:
         return ""
     held = [set(t.split()) for t in taken]  # a phrase within a taken one ("studio" of "dance studio") is not another
-    first = next((p for p in found if not any(set(p.text.lower().split()) <= words for words in held)), found[0])
+    first = next((p for p in found if not any(set(p.text.lower().split()) <= other for other in held)), found[0])
     found = [first, *(p for p in found if p is not first)]
     chosen = [first]
     words = set(first.terms)
