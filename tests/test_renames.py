@@ -105,3 +105,15 @@ def test_a_heading_memcli_gave_does_not_repeat_an_earlier_sections_first_phrase_
     before = list(doc.body)
     refresh_headings(doc, lambda term: 1.0)
     assert doc.body == before  # once apart, headings stay as they are
+
+
+def test_a_heading_whose_entries_all_went_under_superseded_goes_with_them(store_dir):
+    memory = Memory(store_dir, create=True)
+    _pottery(memory, ["My pottery class made clay bowls today.", "The kiln at pottery class is huge."], "01")
+    _pottery(memory, ["My pottery class made clay bowls today.", "The kiln at pottery class is huge."], "08")
+    [doc_id] = memory.store.doc_ids()
+    text = memory.store.read_text(doc_id)
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert len(headings) == 2 and headings[0].startswith("## 2023-05-08 · ") and headings[1] == "## Superseded"
+    assert text.count("superseded_by=") == 2
+    memory.close()

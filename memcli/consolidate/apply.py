@@ -126,8 +126,13 @@ def _retire_existing(layout: Layout, superseded: dict[int, int]) -> set[int]:
         return out
 
     layout.preamble[:] = keep(layout.preamble)
+    emptied = []
     for section in layout.sections:
+        before = section.entries()
         section.lines[:] = keep(section.lines)
+        if before and not any(line.strip() for line in section.lines) and memcli_heading(section.title, before):
+            emptied.append(section)  # a heading memcli gave, over nothing now: its entries are all under Superseded
+    layout.sections[:] = [s for s in layout.sections if not any(s is gone for gone in emptied)]
     return moved
 
 
