@@ -81,8 +81,11 @@ def test_deterministic_consolidation_of_conv26_conserves_everything(cli, store_d
         assert meta["id"] == doc_id and meta["summary"] and meta["update_log"]
         assert re.fullmatch(r"[a-z0-9-]+-[0-9a-f]{6}", doc_id)
         assert meta["token_count"] <= 5000
-    assert all(op["op"] in ("create", "update", "split", "merge") for d in docs
+    assert all(op["op"] in ("create", "update", "split", "merge", "rename") for d in docs
                for op in store.load(d).doc.meta["update_log"])
+    renamed = [op["note"].removeprefix("renamed from ") for d in docs for op in store.load(d).doc.meta["update_log"]
+               if op["op"] == "rename"]
+    assert renamed and all(store.resolve(old) in docs for old in renamed)  # every former id still reads
     # the library is searchable right away
     assert cli("search", "adoption agency", "--json").json["hits"][0]["doc"] != CURRENT_ID
 

@@ -226,7 +226,8 @@ def rename_to_title(ws: Workspace, doc_id: str) -> str:
     if new is None or ws.taken(new):
         return doc_id
     ws.rename(doc_id, new)
-    ws.note(new, {"time": now_iso(), "op": "rename", "note": f"renamed from {doc_id}"})
+    if doc_id in ws.renamed:  # one on disk (a document this flush made is just named anew)
+        ws.note(new, {"time": now_iso(), "op": "rename", "note": f"renamed from {doc_id}"})
     return new
 
 
