@@ -9,33 +9,14 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-import weakref
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from math import log, sqrt
 
 from memcli.terms import terms, words
 
 Vector = dict[str, float]
-
-_BY_IDF: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_REMEMBERED = 1024  # results kept for one idf at most
-
-
-def remembered(idf: Callable[[str], float], key: Hashable, compute: Callable[[], object]):
-    """``compute()``, remembered while ``idf`` lives (one flush's, as the library stood): consolidation
-    weighs the same entries' words again for routing, merging and titles. Callers copy what they change."""
-    try:
-        kept = _BY_IDF.setdefault(idf, {})
-    except TypeError:  # an idf that cannot be weakly referenced is not remembered
-        return compute()
-    if key not in kept:
-        if len(kept) >= _REMEMBERED:
-            kept.clear()
-        kept[key] = compute()
-    return kept[key]
-
 
 def term_counts(texts: Iterable[str]) -> Counter:
     counts: Counter = Counter()
@@ -86,12 +67,7 @@ def salient_terms(counts: Counter, idf: Callable[[str], float], n: int = 5,
 def salient_words(texts: Iterable[str], idf: Callable[[str], float], n: int = 5,
                   exclude: Iterable[str] = ()) -> list[str]:
     """Like :func:`salient_terms`, but each term as the word people wrote ('family', not 'famili')."""
-    texts, exclude = tuple(texts), frozenset(exclude)
-    return list(remembered(idf, ("salient_words", texts, n, exclude), lambda: _salient_words(texts, idf, n, exclude)))
-
-
-def _salient_words(texts: tuple[str, ...], idf: Callable[[str], float], n: int, exclude: frozenset) -> list[str]:
-    best, counts = _word_counts(texts)
+    best, counts = _word_counts(tuple(texts))
     return [best.get(t, t) for t in salient_terms(counts, idf, n, exclude)]
 
 

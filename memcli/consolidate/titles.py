@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from math import log, sqrt
 
-from memcli.consolidate.lexical import remembered, salient_words, slug
+from memcli.consolidate.lexical import salient_words, slug
 from memcli.ingest.turns import ROLES
 from memcli.store.format import Entry
 from memcli.tagging.tagger import NOUNS, noun_phrases
@@ -77,13 +77,8 @@ def _dull(word: str, names: set[str]) -> bool:
 def phrases(texts: list[str], idf: Idf, names: Iterable[str] = ()) -> list[Phrase]:
     """Every phrase of ``texts`` (see the module: up to ``MAX_WORDS`` words of a noun phrase, ending in its
     noun, holding a word that is not a name), best first."""
-    texts, names = tuple(texts), frozenset(names)
-    return list(remembered(idf, ("phrases", texts, names), lambda: _phrases(texts, idf, names)))
-
-
-def _phrases(texts: tuple[str, ...], idf: Idf, names: frozenset[str]) -> list[Phrase]:
     out = []
-    for text, terms, count, held in _candidates(texts, names):
+    for text, terms, count, held in _candidates(tuple(texts), frozenset(names)):
         weight = sum(idf(t) * (1 + log(h)) for t, h in zip(terms, held)) / sqrt(len(terms))
         out.append(Phrase(text, frozenset(terms), count, weight * (1 + log(count))))
     out.sort(key=lambda p: (-(len(p.text.split()) >= MIN_WORDS), -p.score, len(p.text), p.text))

@@ -269,7 +269,6 @@ class Document:
     body: list[str] = field(default_factory=list)
     front_raw: str | None = None
     _meta_snapshot: Any = None
-    _dumped: Any = field(default=None, repr=False, compare=False)  # (meta copy, its front text)
 
     @property
     def body_start(self) -> int:
@@ -283,15 +282,13 @@ class Document:
             return self.front_raw
         if not self.meta:
             return ""
-        if self._dumped is not None and self.meta == self._dumped[0]:
-            return self._dumped[1]
         ordered = {k: self.meta[k] for k in FRONT_KEYS if k in self.meta}
         ordered.update({k: v for k, v in self.meta.items() if k not in ordered})
         if isinstance(ordered.get("update_log"), list):
             ordered["update_log"] = [_FlowDict(i) if isinstance(i, dict) else i for i in ordered["update_log"]]
-        text = "---\n" + dump_yaml(ordered) + "---\n"
-        self._dumped = (copy.deepcopy(self.meta), text)
-        return text
+        # kept as the raw front matter is kept when loaded: dumped again only once the metadata changes
+        self.front_raw, self._meta_snapshot = "---\n" + dump_yaml(ordered) + "---\n", copy.deepcopy(self.meta)
+        return self.front_raw
 
     def render(self) -> str:
         return self._front_text() + "\n".join(self.body)
