@@ -35,15 +35,20 @@ def test_kill_consolidate_at_random_points(tmp_path):
     assert run_memcli("--store", template, "ingest", LOCOMO / "conv-30.json", "--no-auto").code == 0
     expected = store_seqs(template)
     env = {**os.environ, "MEMCLI_CONSOLIDATE_TOKENS": "1500", "MEMCLI_TEST_COMMIT_PAUSE": "0.01"}
-    # how long an uninterrupted run takes, to spread the kills over it
-    timing = tmp_path / "timing"
-    shutil.copytree(template, timing)
-    start = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "memcli", "--store", str(timing), "consolidate", "--no-llm"],
-                          env=env, capture_output=True)
-    assert done.returncode == 0, done.stderr.decode()
-    duration = time.monotonic() - start
-    assert store_seqs(timing) == expected
+    # how long an uninterrupted run takes, to spread the kills over it: the faster of two runs (the first
+    # pays for cold caches), and kills within 80% of it, so that a run a little faster than the one timed
+    # is still killed (a kill after the end tests nothing)
+    durations = []
+    for attempt in range(2):
+        timing = tmp_path / f"timing-{attempt}"
+        shutil.copytree(template, timing)
+        start = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "memcli", "--store", str(timing), "consolidate", "--no-llm"],
+                              env=env, capture_output=True)
+        assert done.returncode == 0, done.stderr.decode()
+        durations.append(time.monotonic() - start)
+        assert store_seqs(timing) == expected
+    duration = max(0.3, 0.8 * min(durations))
 
     rng = random.Random(1234)
     outcomes = Counter()
