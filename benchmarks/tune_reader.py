@@ -7,7 +7,8 @@ LoCoMo development pair: chosen on one conversation, reported on the other, both
 
 Each conversation is ingested into a store of its own (as ``memcli eval locomo`` does, raw turns), its
 vectors computed, and every question of categories 1-5 asked as ``memcli ask`` asks it; the reader scores
-the lines once, and each choice (threshold, subject rule, recency) decides from those scores. A question's
+the lines once, and each choice (threshold, subject rule, recency, a newer restatement's margin) decides
+from those scores (and the ranking's newer-first relation, kept with them). A question's
 score is LoCoMo's F1 for categories 1-4, and 1 for "I don't know" on category 5 (adversarial), 0 otherwise;
 a choice is judged by the mean of all of them. With ``--updates SUITE`` (benchmarks/updates_suite.py's format)
 the suite's tune half counts too, as much as a conversation (its questions asked as bench_updates.py asks
@@ -36,6 +37,7 @@ WHOSE = [None, 1.0, 2.0, 4.0]
 TIE = 1 / 150  # about one question of a development conversation
 RECENT = [0.0, 0.5, 1.0, 2.0, 3.0, 5.0]
 STATING = [False, True]
+RESTATED = [None, 0.5, 0.0, -2.0, -4.0, -6.0, float("-inf")]  # the margin a newer restatement needs (None: off)
 
 
 class Watch:
@@ -46,11 +48,11 @@ class Watch:
         self.original = reading.read_answer
 
     def __enter__(self):
-        def watching(question, library, read, reader=None, choice=None):
+        def watching(question, library, read, reader=None, choice=None, restated=None):
             reader = reader or reading.shared_reader()
             lines = reading.score_lines(question, library, read, reader)
-            self.last = (library, lines, reader.threshold)
-            return reading.decide(question, library, lines, reader.threshold, choice or reading.DEFAULT)
+            self.last = (library, lines, reader.threshold, restated or {})
+            return reading.decide(question, library, lines, reader.threshold, choice or reading.DEFAULT, restated)
 
         reading.read_answer = watching
         return self
@@ -72,9 +74,9 @@ def capture_updates(suite: Path, root: Path) -> list[dict]:
             watch.last = None
             result = memories[q["conv"]].ask(q["question"], **dated(q))
             if watch.last is None:  # answered before the reader read anything
-                library, lines, threshold = None, [], 0.0
+                library, lines, threshold, restated = None, [], 0.0, {}
             else:
-                library, lines, threshold = watch.last
+                library, lines, threshold, restated = watch.last
             values = [q["answer"], *q["stale"]] if q["answer"] else []
 
             def right(said, q=q, values=values):
@@ -83,7 +85,8 @@ def capture_updates(suite: Path, root: Path) -> list[dict]:
                 return not said.abstained and holds(said.text, q["answer"], values, q.get("keys"))
 
             rows.append({"conv": "updates-" + q["half"], "question": q["question"], "kind": q["kind"],
-                         "library": library, "lines": lines, "threshold": threshold, "right": right,
+                         "library": library, "lines": lines, "threshold": threshold, "restated": restated,
+                         "right": right,
                          "fixed": result if watch.last is None else None})
     for memory in memories.values():
         memory.close()
@@ -105,10 +108,10 @@ def capture(paths: list[Path], root: Path) -> list[dict]:
                     memory.ask(qa["question"], keep_evidence=False)
                     if watch.last is None:
                         continue
-                    library, lines, threshold = watch.last
+                    library, lines, threshold, restated = watch.last
                     rows.append({"conv": path.stem, "question": qa["question"], "category": qa["category"],
                                  "gold": qa.get("answer", qa.get("adversarial_answer")), "library": library,
-                                 "lines": lines, "threshold": threshold})
+                                 "lines": lines, "threshold": threshold, "restated": restated})
                     print(f"\r{path.stem}: {len(rows)} questions", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
     return rows
@@ -119,7 +122,7 @@ def judged(rows: list[dict], choice: reading.Choice) -> dict:
         return judged_updates(rows, choice)
     scores, answered, by_category = [], [], {}
     for row in rows:
-        said = reading.decide(row["question"], row["library"], row["lines"], row["threshold"], choice)
+        said = reading.decide(row["question"], row["library"], row["lines"], row["threshold"], choice, row["restated"])
         if row["category"] == 5:
             score = float(said.abstained)
         else:
@@ -137,7 +140,8 @@ def judged_updates(rows: list[dict], choice: reading.Choice) -> dict:
     by_kind: dict = {}
     answered: list[bool] = []
     for row in rows:
-        said = row["fixed"] or reading.decide(row["question"], row["library"], row["lines"], row["threshold"], choice)
+        said = row["fixed"] or reading.decide(row["question"], row["library"], row["lines"], row["threshold"], choice,
+                                              row["restated"])
         by_kind.setdefault(row["kind"], []).append(float(row["right"](said)))
         answered.append(not said.abstained)
     every = [x for v in by_kind.values() for x in v]
@@ -195,8 +199,8 @@ def tune(args, root: Path) -> None:
     tune_half = [r for r in updates if r["conv"] == "updates-tune"]
     report_half = [r for r in updates if r["conv"] == "updates-report"]
     memoized()
-    choices = [reading.Choice(threshold=t, subject=s, recent=r, stating=a, whose=w)
-               for t, s, r, a, w in itertools.product(THRESHOLDS, SUBJECT, RECENT, STATING, WHOSE)]
+    choices = [reading.Choice(threshold=t, subject=s, recent=r, stating=a, whose=w, restated=n)
+               for t, s, r, a, w, n in itertools.product(THRESHOLDS, SUBJECT, RECENT, STATING, WHOSE, RESTATED)]
     convs = sorted({r["conv"] for r in rows})
 
     def objective(parts: list[list[dict]], choice) -> float:
@@ -232,6 +236,11 @@ def tune(args, root: Path) -> None:
             c: judged([r for r in rows if r["conv"] == c], other) for c in convs} | (
             {"updates tune": judged(tune_half, other), "objective": round(objective(everything, other), 4)}
             if updates else {"objective": round(objective(everything, other), 4)})
+    for restated in RESTATED:  # what ships with each margin a newer restatement needs
+        other = replace(reading.DEFAULT, restated=restated)
+        report[f"the shipped choice with restated={restated}"] = {
+            c: judged([r for r in rows if r["conv"] == c], other) for c in convs} | (
+            {"updates tune": judged(tune_half, other), "updates report": judged(report_half, other)} if updates else {})
     alone = replace(best, subject=False, whose=None)  # the same choice without the person rule
     report["the same without the person rule"] = {
         c: judged([r for r in rows if r["conv"] == c], alone) for c in convs} | (

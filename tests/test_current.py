@@ -65,6 +65,11 @@ def test_the_newer_line_comes_first(store_dir, moved):
         off = newer_first_order(memory, "Where does Noor live?", current.OFF)
         assert off.index("We moved to Ghent last month, the new flat is lovely.") > \
             off.index("I live in Utrecht, close to the canal.")  # by its words alone, Utrecht's ranks first
+        # and the retrieval says which line restates which, for the reader to answer from the newer
+        found = evidence_only(memory.store, memory.index, "Where does Noor live?", budget=500)
+        text = {pick: found.library.doc(pick[0]).entries[pick[1]].text for pick in found.order}
+        restated = {text[old]: {text[new] for new in newer} for old, newer in found.restated.items()}
+        assert "We moved to Ghent last month, the new flat is lovely." in restated["I live in Utrecht, close to the canal."]
 
 
 def test_only_a_question_about_now_and_a_newer_statement_reorder(store_dir, moved, tmp_path):

@@ -68,6 +68,31 @@ def test_of_lines_that_answer_as_well_the_latest_said_is_the_answer(library):
     assert decide("What car does Priya drive?", library, scored, 4.8, Choice(recent=1.0)).text == "Honda Civic"
 
 
+def test_a_line_the_ranking_found_restated_gives_way_to_the_newer_line_when_the_reader_finds_a_span_there(library):
+    library, lines = library
+    civic, outback = lines["I drive a Honda Civic."], lines["I sold the Civic and bought a Subaru Outback."]
+    scored = [line(lines, "I drive a Honda Civic.", "Honda Civic", 5.0),
+              line(lines, "I sold the Civic and bought a Subaru Outback.", "Subaru Outback", -1.0)]
+    restated = {("CURRENT", civic): [("CURRENT", outback)]}
+    question = "What car does Priya drive?"
+    said = decide(question, library, scored, 0.0, Choice(restated=-2.0), restated)
+    assert said.text == "Subaru Outback" and said.citation == f"CURRENT:{outback}"
+    assert "newer line restating" in said.reason
+    assert decide(question, library, scored, 0.0, Choice(restated=0.0), restated).text == "Honda Civic"  # too weak
+    assert decide(question, library, scored, 0.0, Choice(restated=None), restated).text == "Honda Civic"  # off
+    assert decide(question, library, scored, 0.0, Choice(restated=-2.0)).text == "Honda Civic"  # nothing restated
+    # the newer line must have been read: a relation to a line the reader did not score changes nothing
+    assert decide(question, library, scored[:1], 0.0, Choice(restated=-2.0), restated).text == "Honda Civic"
+    # of several newer lines, the latest in which the reader finds a span of at least that margin
+    later = line(lines, "I passed the home study last week!", "home study", -5.0)
+    several = {("CURRENT", civic): [("CURRENT", later.line), ("CURRENT", outback)]}
+    assert decide(question, library, scored + [later], 0.0, Choice(restated=-2.0), several).text == "Subaru Outback"
+    assert decide(question, library, scored + [later], 0.0, Choice(subject=False, restated=-6.0),
+                  several).text == "home study"  # (Caroline's: without the person rule)
+    # and an answer under the threshold stays "I don't know"
+    assert decide(question, library, scored, 6.0, Choice(restated=-2.0), restated).text == UNKNOWN
+
+
 def test_a_question_that_asks_when_is_answered_with_the_date_the_line_speaks_of(library):
     library, lines = library
     scored = [line(lines, "I passed the home study last week!", "home study", 2.0)]

@@ -123,12 +123,16 @@ class Retrieval:
     trace: list[dict] = field(default_factory=list)
     order: list[tuple[str, int]] = field(default_factory=list)  # entries best first (what an answer reads first)
     library: Library | None = None  # the documents as the evidence was read (for best_part)
+    restated: dict[tuple[str, int], list[tuple[str, int]]] = field(default_factory=dict)  # an older entry the
+    # ranking put after newer ones that restate it (:func:`memcli.retrieve.current.newer_first`): to those
 
 
 def ranked_entries(library: Library, index: LibraryIndex, question: str, *, partitions: int = 40,
                    context: int = 0, region_weight: float | None = None,
-                   prefer: tuple[str, ...] = (), tuning: Tuning = DEFAULT) -> list[tuple[str, int]]:
-    """(doc, line) of entries, best first, for ``question``."""
+                   prefer: tuple[str, ...] = (), tuning: Tuning = DEFAULT,
+                   moves: list | None = None) -> list[tuple[str, int]]:
+    """(doc, line) of entries, best first, for ``question``; ``moves`` gets each (older, newer) pair of entries
+    the newer-first stage ordered (:func:`memcli.retrieve.current.newer_first`)."""
     if region_weight is not None:
         tuning = replace(tuning, region_weight=region_weight)
     named = named_documents(index, question)
@@ -140,7 +144,7 @@ def ranked_entries(library: Library, index: LibraryIndex, question: str, *, part
     if library.as_of is not None:  # only the entries said by then
         similar = {key: value for key, value in similar.items() if key[1] in library.doc(key[0]).entries}
     ordered, similar = rank_candidates(library, scores, similar, tuning)
-    ranked = newer_first(library, index, ordered, similar, question=question)
+    ranked = newer_first(library, index, ordered, similar, moves=moves, question=question)
     if context <= 0:
         return dedupe(ranked)  # no document is read for the entries a budget will never reach
     picks: list[tuple[str, int]] = []
@@ -444,7 +448,8 @@ def evidence_only(store: Store, index: LibraryIndex, question: str, *, budget: i
     (:mod:`memcli.retrieve.current`); ``period``: only entries of that stretch of time, on its clock
     (:class:`memcli.dates.Period`)."""
     library = Library(store, index.parsed, as_of=as_of)
-    picks = ranked_entries(library, index, question, tuning=tuning, **options)
+    moves: list = []
+    picks = ranked_entries(library, index, question, tuning=tuning, moves=moves, **options)
     if where is not None:
         kept = matching(library, store, where)
         picks = [pick for pick in picks if pick in kept]
@@ -457,7 +462,15 @@ def evidence_only(store: Store, index: LibraryIndex, question: str, *, budget: i
         picks = [pick for pick in picks if period.holds(library.doc(pick[0]).entries[pick[1]])]
     trace = [{"tool": "search", "query": question, "entries": len(picks)}]
     shown = focus(index, question, tuning) if (tuning.compact if compact is None else compact) else WHOLE
-    return Retrieval(assemble(library, picks, budget, focus=shown), trace, picks, library)
+    return Retrieval(assemble(library, picks, budget, focus=shown), trace, picks, library, restatements(moves))
+
+
+def restatements(moves: list) -> dict[tuple[str, int], list[tuple[str, int]]]:
+    """Each older entry of ``moves`` ((older, newer) pairs) to the newer ones that restate it."""
+    out: dict = {}
+    for old, new in moves:
+        out.setdefault(old, []).append(new)
+    return out
 
 
 def matching(library: Library, store: Store, where: Mapping[str, str]) -> set[tuple[str, int]]:
