@@ -398,10 +398,11 @@ def test_ask_when_answers_with_the_date_a_later_line_moved_it_to(tmp_path):
                "--as-of", "2023-05-01") == "March 3"
 
 
-@pytest.mark.slow  # a measured failure of the reader, kept out of the fast tier
-@pytest.mark.xfail(strict=True, reason="memcli's reader (issue 77): 'every Friday' scores 3.09 above 'Sunday' (the recency window is 3)")
+@pytest.mark.slow
 def test_ask_which_day_answers_with_the_day_a_later_line_moved_it_to(tmp_path):
-    """The real command and memcli's reader: a weekly meeting moved to another day is answered with that day."""
+    """The real command and memcli's reader: a weekly meeting moved to another day is answered with that day
+    ('every Friday' scores 3.09 above 'Sunday', more than the recency window: the later line answers as the one
+    the ranking found restating the first, reading.Choice.restated)."""
     from conftest import run_memcli
 
     store = tmp_path / "moved"

@@ -6,7 +6,8 @@ in document order, each range as memcli shows memory (``[time] speaker: text`` l
 than the reader's window is read in several windows. Every line gets a score (its best span's margin
 over the no-answer output of the window it was read in); the answer is the best line's span, and it
 is "I don't know" when that margin is under the reader's threshold (chosen on a held-out split at
-training: docs/reader.md). A question that asks when is answered with the date the chosen line
+training: docs/reader.md). When the ranking found newer lines that restate the best one (a fact that
+changed, :func:`memcli.retrieve.current.newer_first`), the latest of them that answers is the answer. A question that asks when is answered with the date the chosen line
 writes out or says relative to its entry (:func:`memcli.retrieve.when.dated`), else the entry's day.
 No chat model is loaded.
 """
