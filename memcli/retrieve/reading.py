@@ -7,9 +7,9 @@ than the reader's window is read in several windows. Every line gets a score (it
 over the no-answer output of the window it was read in); the answer is the best line's span, and it
 is "I don't know" when that margin is under the reader's threshold (chosen on a held-out split at
 training: docs/reader.md). When the ranking found newer lines that restate the best one (a fact that
-changed, :func:`memcli.retrieve.current.newer_first`), the latest of them that answers is the answer. A question that asks when is answered with the date the chosen line
-writes out or says relative to its entry (:func:`memcli.retrieve.when.dated`), else the entry's day.
-No chat model is loaded.
+changed, :func:`memcli.retrieve.current.newer_first`), the latest of them that answers is the answer.
+A question that asks when is answered with the date the chosen line writes out or says relative to its
+entry (:func:`memcli.retrieve.when.dated`), else the entry's day. No chat model is loaded.
 """
 
 from __future__ import annotations
@@ -148,12 +148,13 @@ def latest(library: Library, lines: list[Line], threshold: float, within: float)
     if within <= 0 or best.margin < threshold:
         return best
     close = [x for x in lines if x.margin >= max(threshold, best.margin - within)]
+    return max(close, key=lambda x: said(library, x))
 
-    def said(x: Line):
-        entry = library.doc(x.doc).entries[x.line]
-        return entry.time or "", entry.seq or 0
 
-    return max(close, key=said)
+def said(library: Library, x: Line) -> tuple[str, int]:
+    """When a line's entry was said: its time, then its seq."""
+    entry = library.doc(x.doc).entries[x.line]
+    return entry.time or "", entry.seq or 0
 
 
 @dataclass(frozen=True)
@@ -192,14 +193,9 @@ def newest(library: Library, best: Line, pool: list[Line], restated: dict, floor
         return best
     at = {(x.doc, x.line): x for x in pool}
     seen = {(best.doc, best.line)}
-
-    def said(x: Line):
-        entry = library.doc(x.doc).entries[x.line]
-        return entry.time or "", entry.seq or 0
-
     while newer := [at[n] for n in restated.get((best.doc, best.line), ())
                     if n in at and n not in seen and at[n].margin >= floor]:
-        best = max(newer, key=said)
+        best = max(newer, key=lambda x: said(library, x))
         seen.add((best.doc, best.line))
     return best
 
