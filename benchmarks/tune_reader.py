@@ -38,6 +38,12 @@ TIE = 1 / 150  # about one question of a development conversation
 RECENT = [0.0, 0.5, 1.0, 2.0, 3.0, 5.0]
 STATING = [False, True]
 RESTATED = [None, 0.5, 0.0, -2.0, -4.0, -6.0, float("-inf")]  # the margin a newer restatement needs (None: off)
+KIN = [None, 0.15, 0.3]  # how alike its span must be to the one it replaces (None: any)
+
+
+def alike():
+    """How alike two spans are as values, as ``ask`` judges it (``reading.kinship``; remembered across choices)."""
+    return reading.kinship(reading.shared_reader())
 
 
 class Watch:
@@ -52,7 +58,8 @@ class Watch:
             reader = reader or reading.shared_reader()
             lines = reading.score_lines(question, library, read, reader)
             self.last = (library, lines, reader.threshold, restated or {})
-            return reading.decide(question, library, lines, reader.threshold, choice or reading.DEFAULT, restated)
+            return reading.decide(question, library, lines, reader.threshold, choice or reading.DEFAULT, restated,
+                                  reading.kinship(reader))
 
         reading.read_answer = watching
         return self
@@ -122,7 +129,8 @@ def judged(rows: list[dict], choice: reading.Choice) -> dict:
         return judged_updates(rows, choice)
     scores, answered, by_category = [], [], {}
     for row in rows:
-        said = reading.decide(row["question"], row["library"], row["lines"], row["threshold"], choice, row["restated"])
+        said = reading.decide(row["question"], row["library"], row["lines"], row["threshold"], choice, row["restated"],
+                              alike())
         if row["category"] == 5:
             score = float(said.abstained)
         else:
@@ -141,7 +149,7 @@ def judged_updates(rows: list[dict], choice: reading.Choice) -> dict:
     answered: list[bool] = []
     for row in rows:
         said = row["fixed"] or reading.decide(row["question"], row["library"], row["lines"], row["threshold"], choice,
-                                              row["restated"])
+                                              row["restated"], alike())
         by_kind.setdefault(row["kind"], []).append(float(row["right"](said)))
         answered.append(not said.abstained)
     every = [x for v in by_kind.values() for x in v]
@@ -199,8 +207,9 @@ def tune(args, root: Path) -> None:
     tune_half = [r for r in updates if r["conv"] == "updates-tune"]
     report_half = [r for r in updates if r["conv"] == "updates-report"]
     memoized()
-    choices = [reading.Choice(threshold=t, subject=s, recent=r, stating=a, whose=w, restated=n)
-               for t, s, r, a, w, n in itertools.product(THRESHOLDS, SUBJECT, RECENT, STATING, WHOSE, RESTATED)]
+    choices = [reading.Choice(threshold=t, subject=s, recent=r, stating=a, whose=w, restated=n, kin=k)
+               for t, s, r, a, w, n, k in itertools.product(THRESHOLDS, SUBJECT, RECENT, STATING, WHOSE, RESTATED, KIN)
+               if n is not None or k is None]  # kin only matters where a restatement may answer
     convs = sorted({r["conv"] for r in rows})
 
     def objective(parts: list[list[dict]], choice) -> float:
@@ -236,9 +245,9 @@ def tune(args, root: Path) -> None:
             c: judged([r for r in rows if r["conv"] == c], other) for c in convs} | (
             {"updates tune": judged(tune_half, other), "objective": round(objective(everything, other), 4)}
             if updates else {"objective": round(objective(everything, other), 4)})
-    for restated in RESTATED:  # what ships with each margin a newer restatement needs
-        other = replace(reading.DEFAULT, restated=restated)
-        report[f"the shipped choice with restated={restated}"] = {
+    for restated, kin in itertools.product(RESTATED, KIN):  # what ships with each margin a newer restatement needs
+        other = replace(reading.DEFAULT, restated=restated, kin=kin)
+        report[f"the shipped choice with restated={restated}, kin={kin}"] = {
             c: judged([r for r in rows if r["conv"] == c], other) for c in convs} | (
             {"updates tune": judged(tune_half, other), "updates report": judged(report_half, other)} if updates else {})
     alone = replace(best, subject=False, whose=None)  # the same choice without the person rule

@@ -5,10 +5,11 @@ from __future__ import annotations
 import io
 import json
 import os
+import random
 import subprocess
 import sys
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,49 @@ def small_disk(tmp_path, size: str):
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+# How far a steady answer's scores may move: another processor's float32 rounding moves the reader's margins by
+# about 1e-4 (numpy's kernels sum in another order), so an outcome that survives moves 500 times that does not
+# hang on the processor.
+JITTER = 0.05
+
+
+@contextmanager
+def steady_reader(trials: int = 24, jitter: float = JITTER):
+    """Every answer memcli's reader decides in this process within the block is decided again ``trials`` times
+    with each line's margin moved by up to +-``jitter`` and each likeness of two spans by up to +-``jitter`` / 5;
+    any other answer fails the test. A test that asserts what ``ask`` answers wraps it in this, so that what it
+    asserts does not hang on a score margin another machine's rounding could turn over."""
+    from memcli.retrieve import reading
+
+    original, fragile = reading.read_answer, []
+
+    def checked(question, library, read, reader=None, choice=None, restated=None):
+        reader = reader or reading.shared_reader()
+        choice = choice or reading.DEFAULT
+        lines = reading.score_lines(question, library, read, reader)
+        kin = reading.kinship(reader)
+        said = reading.decide(question, library, lines, reader.threshold, choice, restated, kin)
+        rng = random.Random(question)
+        for _ in range(trials):
+            moved = sorted((replace(x, margin=x.margin + rng.uniform(-jitter, jitter)) for x in lines),
+                           key=lambda x: -x.margin)
+            bent: dict = {}
+
+            def alike(a, b, bent=bent):
+                return kin(a, b) + bent.setdefault((a, b), rng.uniform(-jitter / 5, jitter / 5))
+
+            again = reading.decide(question, library, moved, reader.threshold, choice, restated, alike)
+            if again.text != said.text:
+                fragile.append(f"{question!r}: {said.text!r}, or {again.text!r} with the scores moved "
+                               f"(best lines: {[(x.span, round(x.margin, 3)) for x in lines[:4]]})")
+                break
+        return said
+
+    reading.read_answer = checked
+    try:
+        yield
+    finally:
+        reading.read_answer = original
+    assert not fragile, "answers that hang on a margin a processor could flip: " + "; ".join(fragile)

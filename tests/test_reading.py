@@ -93,6 +93,30 @@ def test_a_line_the_ranking_found_restated_gives_way_to_the_newer_line_when_the_
     assert decide(question, library, scored, 6.0, Choice(restated=-2.0), restated).text == UNKNOWN
 
 
+def test_a_newer_restatement_answers_only_with_a_value_of_the_kind_it_replaces(library):
+    """With ``kin``, the newer line answers when its span is alike the replaced one (a car for a car), not when
+    it answers something else (the home study for a car): the likeness is scripted here, the real one is
+    tests/test_reader.py's."""
+    library, lines = library
+    civic, outback = lines["I drive a Honda Civic."], lines["I sold the Civic and bought a Subaru Outback."]
+    study = lines["I passed the home study last week!"]
+    likeness = {frozenset(("Honda Civic", "Subaru Outback")): 0.6, frozenset(("Honda Civic", "home study")): 0.05}
+    alike = lambda a, b: likeness[frozenset((a, b))]  # noqa: E731
+    scored = [line(lines, "I drive a Honda Civic.", "Honda Civic", 5.0),
+              line(lines, "I sold the Civic and bought a Subaru Outback.", "Subaru Outback", 1.0),
+              line(lines, "I passed the home study last week!", "home study", 1.0)]
+    question = "What car does Priya drive?"
+    choice = Choice(subject=False, restated=0.0, kin=0.3)
+    changed = decide(question, library, scored, 0.0, choice, {("CURRENT", civic): [("CURRENT", outback)]}, alike)
+    assert changed.text == "Subaru Outback"
+    other = {("CURRENT", civic): [("CURRENT", study)]}
+    assert decide(question, library, scored, 0.0, choice, other, alike).text == "Honda Civic"  # another kind
+    assert decide(question, library, scored, 0.0, Choice(subject=False, restated=0.0), other,
+                  alike).text == "home study"  # kin off: any span
+    assert decide(question, library, scored, 0.0, Choice(subject=False, restated=0.0, kin=0.7),
+                  {("CURRENT", civic): [("CURRENT", outback)]}, alike).text == "Honda Civic"  # not alike enough
+
+
 def test_a_question_that_asks_when_is_answered_with_the_date_the_line_speaks_of(library):
     library, lines = library
     scored = [line(lines, "I passed the home study last week!", "home study", 2.0)]

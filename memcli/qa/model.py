@@ -67,6 +67,18 @@ class Reader:
         self.weights.update({k: np.asarray(v, dtype=np.float32) for k, v in tuned.items()})
         self.tokenizer = encoder.tokenizer
         self.threshold = THRESHOLD
+        self.encoder = encoder
+        self._vectors: dict[str, np.ndarray] = {}
+
+    def alike(self, a: str, b: str) -> float:
+        """How alike two spans are as values (the cosine of their sentence vectors): a rent and a rent, a
+        city and a city score high; a rent and the reason for it, low."""
+        missing = [t for t in dict.fromkeys((a, b)) if t not in self._vectors]
+        if missing:
+            if len(self._vectors) > 4096:
+                self._vectors.clear()
+            self._vectors.update(zip(missing, self.encoder.encode(missing)))
+        return float(self._vectors[a] @ self._vectors[b])
 
     def logits(self, batch: list[list[int]], firsts: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
         """Start and end logits of each window (token ids, where its passage begins)."""
