@@ -7,7 +7,7 @@ LoCoMo development pair: chosen on one conversation, reported on the other, both
 
 Each conversation is ingested into a store of its own (as ``memcli eval locomo`` does, raw turns), its
 vectors computed, and every question of categories 1-5 asked as ``memcli ask`` asks it; the reader scores
-the lines once, and each choice (threshold, subject rule, recency, a newer restatement's margin) decides
+the lines once, and each choice (threshold, subject rule, recency, a newer restatement's margin and kind) decides
 from those scores (and the ranking's newer-first relation, kept with them). A question's
 score is LoCoMo's F1 for categories 1-4, and 1 for "I don't know" on category 5 (adversarial), 0 otherwise;
 a choice is judged by the mean of all of them. With ``--updates SUITE`` (benchmarks/updates_suite.py's format)
