@@ -120,39 +120,36 @@ JITTER = 0.05
 
 @contextmanager
 def steady_reader(trials: int = 24, jitter: float = JITTER):
-    """Every answer memcli's reader decides in this process within the block is decided again ``trials`` times
-    with each line's margin moved by up to +-``jitter`` and each likeness of two spans by up to +-``jitter`` / 5;
-    any other answer fails the test. A test that asserts what ``ask`` answers wraps it in this, so that what it
-    asserts does not hang on a score margin another machine's rounding could turn over."""
+    """Every answer memcli's reader decides in this process within the block (``reading.decide``, as ``ask``
+    calls it) is decided again ``trials`` times with each line's margin moved by up to +-``jitter`` and each
+    likeness of two spans by up to +-``jitter`` / 5; any other answer fails the test. A test that asserts what
+    ``ask`` answers wraps it in this, so that what it asserts does not hang on a score margin another
+    machine's rounding could turn over."""
     from memcli.retrieve import reading
 
-    original, fragile = reading.read_answer, []
+    original, fragile = reading.decide, []
 
-    def checked(question, library, read, reader=None, choice=None, restated=None):
-        reader = reader or reading.shared_reader()
-        choice = choice or reading.DEFAULT
-        lines = reading.score_lines(question, library, read, reader)
-        kin = reading.kinship(reader)
-        said = reading.decide(question, library, lines, reader.threshold, choice, restated, kin)
+    def checked(question, library, lines, threshold, choice=reading.Choice(), restated=None, alike=None):
+        said = original(question, library, lines, threshold, choice, restated, alike)
         rng = random.Random(question)
         for _ in range(trials):
             moved = sorted((replace(x, margin=x.margin + rng.uniform(-jitter, jitter)) for x in lines),
                            key=lambda x: -x.margin)
             bent: dict = {}
 
-            def alike(a, b, bent=bent):
-                return kin(a, b) + bent.setdefault((a, b), rng.uniform(-jitter / 5, jitter / 5))
+            def bent_alike(a, b, bent=bent):
+                return alike(a, b) + bent.setdefault((a, b), rng.uniform(-jitter / 5, jitter / 5))
 
-            again = reading.decide(question, library, moved, reader.threshold, choice, restated, alike)
+            again = original(question, library, moved, threshold, choice, restated, alike and bent_alike)
             if again.text != said.text:
                 fragile.append(f"{question!r}: {said.text!r}, or {again.text!r} with the scores moved "
                                f"(best lines: {[(x.span, round(x.margin, 3)) for x in lines[:4]]})")
                 break
         return said
 
-    reading.read_answer = checked
+    reading.decide = checked
     try:
         yield
     finally:
-        reading.read_answer = original
+        reading.decide = original
     assert not fragile, "answers that hang on a margin a processor could flip: " + "; ".join(fragile)
