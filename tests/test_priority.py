@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 
 import pytest
 
+from memcli import joblock
 from memcli.llm import priority
 
 BACKGROUND = ("from memcli.llm import priority; priority.run_in_background(); "
@@ -73,3 +75,19 @@ def test_a_real_model_holds_the_foreground_while_open(fresh):
     finally:
         runtime.close()
     assert step.wait(timeout=30) == 0
+
+
+AUTOGROUP = str(joblock.AUTOGROUP)
+
+
+@pytest.mark.skipif(not joblock.AUTOGROUP.exists(), reason="a kernel without session scheduling groups")
+def test_a_detached_job_is_niced_in_its_own_session_group_not_the_users():
+    """Where the kernel groups a session's processes (``sched_autogroup_enabled``), a process's nice value
+    orders it only within its session: a detached job yields to the user's command only if its session's
+    group is niced too, and niced after it has that session of its own, not the user's."""
+    mine = open(AUTOGROUP).read()
+    child = subprocess.run([sys.executable, "-c", f"import os; print(open({AUTOGROUP!r}).read().split()[-1], "
+                            "os.getpriority(os.PRIO_PROCESS, 0))"], capture_output=True, text=True, check=True,
+                           start_new_session=True, preexec_fn=lambda: joblock.lower_priority(7))
+    assert child.stdout.split() == ["7", str(min(19, os.getpriority(os.PRIO_PROCESS, 0) + 7))]
+    assert open(AUTOGROUP).read() == mine  # the user's session keeps its priority
