@@ -30,6 +30,10 @@ def test_noun_phrases_end_in_their_noun_and_hold_no_verb_pronoun_or_possessive()
              noun_phrases("Jon's dance studio had its grand opening last week, and the first customers loved it!")]
     assert "dance studio" in found and "first customers" in found and "Jon" in found
     assert not any(w in phrase.split() for phrase in found for w in ("had", "its", "loved", "it", "week", "'s"))
+    found = [" ".join(m.group() for m, _ in run) for run in
+             noun_phrases("I went to an information evening at Open Door Adoptions last Tuesday.")]
+    assert "Open Door Adoptions" in found  # an adjective after the noun begins a phrase of its own
+    assert not any("Adoptions last" in phrase for phrase in found)
 
 
 @pytest.mark.slow  # the dev split tagged in pure Python (25,000 words); CI runs it

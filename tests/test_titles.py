@@ -23,6 +23,13 @@ def test_a_phrase_is_a_noun_phrase_of_the_text_without_filler_or_names_at_its_ed
     assert all(p in text for p in found)
 
 
+def test_a_phrase_never_cuts_a_name_nor_runs_on_past_its_noun_into_an_adjective():
+    text = "Quick update: I went to an information evening at Open Door Adoptions last Tuesday."
+    found = [p.text for p in phrases([text], flat)]
+    assert "Open Door Adoptions" in found and "information evening" in found
+    assert not {"Door Adoptions", "Open Door", "Adoptions last Tuesday", "Door Adoptions last Tuesday"} & set(found)
+
+
 def test_a_title_is_up_to_three_recurring_phrases_and_the_people_never_a_keyword_list():
     entries = [entry("The adoption agency called about the home study."),
                entry("I picked an adoption agency that helps LGBTQ folks.", "Melanie"),

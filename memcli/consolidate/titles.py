@@ -3,7 +3,8 @@
 A phrase is up to ``MAX_WORDS`` words of a noun phrase as memcli's tagger reads the entry
 (:func:`memcli.tagging.tagger.noun_phrases`: adjectives, nouns and numbers ending in a noun, never a verb,
 pronoun, determiner, nor a noun used as an adverb, "last week"), ending in a noun, with no filler
-("really", "thanks") nor a speaker's name at its edges: "LGBTQ support group", "adoption agency", "Python
+("really", "thanks") nor a speaker's name at its edges, never a part of a name cut from the rest ("Door
+Adoptions" of "Open Door Adoptions"): "LGBTQ support group", "adoption agency", "Python
 project". Each is scored by how central it is to the entries it names: the sum of its words' weights (a
 word's library rarity, idf, times how many of these entries hold it, on a log scale) over the square root
 of its length, times how many entries hold the phrase itself (on a log scale); phrases of ``MIN_WORDS``
@@ -74,6 +75,12 @@ def _dull(word: str, names: set[str]) -> bool:
     return low in EDGE_STOP or _bare(word) in names or len(low) < 2 or low.isdigit()
 
 
+def _named(run, a: int, b: int) -> bool:
+    """Whether words ``a`` and ``b`` of ``run`` are both capitalized, so a phrase may not begin at ``b``
+    nor end at ``a``: it would cut a name ("Door Adoptions" of "Open Door Adoptions")."""
+    return 0 <= a and b < len(run) and run[a][2][:1].isupper() and run[b][2][:1].isupper()
+
+
 def phrases(texts: list[str], idf: Idf, names: Iterable[str] = ()) -> list[Phrase]:
     """Every phrase of ``texts`` (see the module: up to ``MAX_WORDS`` words of a noun phrase, ending in its
     noun, holding a word that is not a name), best first."""
@@ -99,10 +106,10 @@ def _candidates(texts: tuple[str, ...], names: frozenset[str]) -> tuple[tuple[st
         seen: set[tuple[str, ...]] = set()
         for run in _chunks(text):
             for last in range(len(run)):
-                if run[last][3] not in NOUNS or _dull(run[last][2], lowered):
+                if run[last][3] not in NOUNS or _dull(run[last][2], lowered) or _named(run, last, last + 1):
                     continue
                 for first in range(max(0, last - MAX_WORDS + 1), last + 1):
-                    if run[first][3] == "NUM" or _dull(run[first][2], lowered):
+                    if run[first][3] == "NUM" or _dull(run[first][2], lowered) or _named(run, first - 1, first):
                         continue
                     key = tuple(word.lower() for _, _, word, _ in run[first:last + 1])
                     surface.setdefault(key, Counter())[text[run[first][0]:run[last][1]]] += 1

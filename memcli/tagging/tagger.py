@@ -173,13 +173,14 @@ def tagged(text: str, tagger: Tagger | None = None) -> list[tuple[re.Match, str]
 
 def noun_phrases(text: str, tagger: Tagger | None = None) -> list[list[tuple[re.Match, str]]]:
     """The noun phrases of ``text``, each the run of tagged tokens the tagger reads as adjectives, nouns,
-    proper nouns or numbers, from its first word that is not a number to its last noun or proper noun.
-    No determiner, pronoun, verb or possessive mark is inside: a possessive's owner ends a phrase of its
+    proper nouns or numbers, from its first word that is not a number to its last noun or proper noun; an
+    adjective after a noun begins the next phrase (:func:`_after_noun`). No determiner, pronoun, verb or possessive mark is inside: a possessive's owner ends a phrase of its
     own ("Caroline" of "Caroline's adoption agency")."""
     out = []
     run: list[tuple[re.Match, str]] = []
     for item in [*tagged(text, tagger), None]:
-        if item is not None and item[1] in INSIDE and item[0].group()[:1].isalnum():
+        if item is not None and item[1] in INSIDE and item[0].group()[:1].isalnum() \
+                and not (run and _after_noun(run[-1], item)):
             run.append(item)
             continue
         while run and run[-1][1] not in NOUNS:
@@ -188,5 +189,13 @@ def noun_phrases(text: str, tagger: Tagger | None = None) -> list[list[tuple[re.
             run.pop(0)
         if run:
             out.append(run)
-        run = []
+        run = [item] if item is not None and item[1] in INSIDE and item[0].group()[:1].isalnum() else []
     return out
+
+
+def _after_noun(before: tuple[re.Match, str], item: tuple[re.Match, str]) -> bool:
+    """Whether ``item``, an adjective after a noun, begins a phrase of its own: in English an adjective
+    comes before its noun, so one after a noun belongs to what follows ("Open Door Adoptions | last
+    Tuesday"); not inside a name, where both words are capitalized."""
+    return item[1] == "ADJ" and before[1] in NOUNS and not (before[0].group()[:1].isupper()
+                                                             and item[0].group()[:1].isupper())
