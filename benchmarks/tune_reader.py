@@ -39,6 +39,8 @@ RECENT = [0.0, 0.5, 1.0, 2.0, 3.0, 5.0]
 STATING = [False, True]
 RESTATED = [None, 0.5, 0.0, -2.0, -4.0, -6.0, float("-inf")]  # the margin a newer restatement needs (None: off)
 KIN = [None, 0.15, 0.3]  # how alike its span must be to the one it replaces (None: any)
+RANKED = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0]  # how much less a line's margin counts a doubling of its place in the ranking
+# (searched with the threshold, the rest as shipped: the whole grid times five would take hours)
 
 
 def alike():
@@ -54,9 +56,9 @@ class Watch:
         self.original = reading.read_answer
 
     def __enter__(self):
-        def watching(question, library, read, reader=None, choice=None, restated=None):
+        def watching(question, library, read, reader=None, choice=None, restated=None, order=None):
             reader = reader or reading.shared_reader()
-            lines = reading.score_lines(question, library, read, reader)
+            lines = reading.score_lines(question, library, read, reader, order)
             self.last = (library, lines, reader.threshold, restated or {})
             return reading.decide(question, library, lines, reader.threshold, choice or reading.DEFAULT, restated,
                                   reading.kinship(reader))
@@ -215,10 +217,10 @@ def tune(args, root: Path) -> None:
     def objective(parts: list[list[dict]], choice) -> float:
         return sum(judged(part, choice)["all"] for part in parts if part) / max(sum(1 for p in parts if p), 1)
 
-    def chosen(parts: list[list[dict]]) -> reading.Choice:
+    def chosen(parts: list[list[dict]], among: list[reading.Choice] = choices) -> reading.Choice:
         """The best choice; those within TIE of it are ties, and of them the one that answers most wins
         (a difference of less than a question a conversation is no reason to say "I don't know" more)."""
-        scored = [(objective(parts, c), c) for c in choices]
+        scored = [(objective(parts, c), c) for c in among]
         top = max(score for score, _ in scored)
         tied = [c for score, c in scored if score >= top - TIE]
         return max(tied, key=lambda c: (sum(judged(p, c)["answered"] for p in parts if p),
@@ -248,6 +250,24 @@ def tune(args, root: Path) -> None:
     for restated, kin in itertools.product(RESTATED, KIN):  # what ships with each margin a newer restatement needs
         other = replace(reading.DEFAULT, restated=restated, kin=kin)
         report[f"the shipped choice with restated={restated}, kin={kin}"] = {
+            c: judged([r for r in rows if r["conv"] == c], other) for c in convs} | (
+            {"updates tune": judged(tune_half, other), "updates report": judged(report_half, other)} if updates else {})
+    ranks = [replace(reading.DEFAULT, threshold=t, ranked=r) for t in THRESHOLDS for r in RANKED]
+    for tune, other in itertools.permutations(convs):  # the ranking's place: chosen with the threshold, the rest as shipped
+        on = [[r for r in rows if r["conv"] == tune], tune_half]
+        pick = chosen(on, ranks)
+        report[f"threshold and ranked chosen on {tune}"] = {
+            "choice": {"threshold": pick.threshold, "ranked": pick.ranked}, "tune": judged(on[0], pick),
+            "report": judged([r for r in rows if r["conv"] == other], pick),
+            **({"updates report": judged(report_half, pick)} if updates else {})}
+    pick = chosen(everything, ranks)
+    report["threshold and ranked chosen on both conversations" + (" and the updates' tune half" if updates else "")] = {
+        "choice": {"threshold": pick.threshold, "ranked": pick.ranked},
+        **{c: judged([r for r in rows if r["conv"] == c], pick) for c in convs},
+        **({"updates tune": judged(tune_half, pick), "updates report": judged(report_half, pick)} if updates else {})}
+    for ranked in RANKED:
+        other = replace(reading.DEFAULT, ranked=ranked)
+        report[f"the shipped choice with ranked={ranked}"] = {
             c: judged([r for r in rows if r["conv"] == c], other) for c in convs} | (
             {"updates tune": judged(tune_half, other), "updates report": judged(report_half, other)} if updates else {})
     alone = replace(best, subject=False, whose=None)  # the same choice without the person rule

@@ -123,3 +123,15 @@ def test_a_question_that_asks_when_is_answered_with_the_date_the_line_speaks_of(
     said = decide("When did Caroline pass the home study?", library, scored, 0.0)
     assert said.text == "the week before 2 July 2024" and said.span == "home study"
     assert decide("When did Caroline pass?", library, [], 0.0).text == UNKNOWN  # nothing read
+
+
+def test_with_ranked_a_line_the_ranking_put_far_down_counts_less(library):
+    library, lines = library
+    top = Line("CURRENT", lines["I decided to apply to Open Door."], "Open Door", 2.0, rank=0)
+    far = Line("CURRENT", lines["I drive a Honda Civic."], "Honda Civic", 3.0, rank=15)  # log2(16) = 4 doublings
+    assert decide("Which agency?", library, [far, top], 0.0, Choice(subject=False)).text == "Honda Civic"  # off
+    said = decide("Which agency?", library, [far, top], 0.0, Choice(subject=False, ranked=0.5))
+    assert said.text == "Open Door" and said.margin == 2.0  # 3.0 - 0.5 * 4 = 1.0 < 2.0
+    assert decide("Which agency?", library, [far], 2.0, Choice(subject=False, ranked=0.5)).abstained  # 1.0 < 2.0
+    unranked = Line("CURRENT", lines["I drive a Honda Civic."], "Honda Civic", 3.0)  # a line the ranking did not order
+    assert decide("Which agency?", library, [unranked, top], 0.0, Choice(subject=False, ranked=0.5)).text == "Honda Civic"

@@ -86,7 +86,8 @@ class Said:
 
 
 def respond(model: ChatModel | None, store, question: str, read: list[Evidence], library, stats: CallStats, *,
-            answer: str = "generate", keep_evidence: bool = True, restated: dict | None = None) -> Said:
+            answer: str = "generate", keep_evidence: bool = True, restated: dict | None = None,
+            order: list | None = None) -> Said:
     """The answer to ``question`` from the evidence ``read``, as ``answer`` says: ``extract`` (memcli's
     trained reader picks a span of a line, :mod:`memcli.retrieve.reading`; no chat model) or
     ``generate`` (the model writes it, checked against the evidence); ``restated``: the ranking's older entries
@@ -99,7 +100,7 @@ def respond(model: ChatModel | None, store, question: str, read: list[Evidence],
     if answer == "extract":
         from memcli.retrieve.reading import read_answer
 
-        picked = read_answer(question, library or Library(store), read, restated=restated)
+        picked = read_answer(question, library or Library(store), read, restated=restated, order=order)
         return Said(picked.text, picked.abstained, picked.reason, decided=picked.decided())
     written = generate(model, question, read, stats, keep_evidence=keep_evidence)
     if written is None:
@@ -183,7 +184,8 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
     retrieval_calls = stats.calls
     if answering:
         said = respond(model, store, question, result.read, found.library, stats, answer=answer,
-                       keep_evidence=keep_evidence, restated=getattr(found, "restated", None))  # documents loaded already
+                       keep_evidence=keep_evidence, restated=getattr(found, "restated", None),
+                       order=getattr(found, "order", None))  # documents loaded already
         result.answer, result.abstained, result.why = said.text, said.abstained, said.why
         result.decided = said.decided or {}
         result.read = said.read if said.read is not None else result.read

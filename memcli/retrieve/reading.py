@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from math import log2
 
 from memcli.clauses import asking
 from memcli.retrieve.answer import UNKNOWN
@@ -51,6 +52,7 @@ class Line:
     line: int
     span: str
     margin: float  # the span's score less the no-answer score (above the threshold: it answers)
+    rank: int | None = None  # the entry's place in the ranking, best first from 0 (None: not ranked)
 
     @property
     def citation(self) -> str:
@@ -172,18 +174,24 @@ class Choice:
     # newer-first relation, ``restated``) when the reader finds a span there with at least this margin (None: off)
     kin: float | None = None  # ... and when that span is a value of the same kind as the one it replaces: at
     # least this alike by :func:`kinship` (None: any span)
+    ranked: float = 0.0  # a line's margin counts this much less for each doubling of its place in the ranking
+    # (``Line.rank``; 0: off, as shipped: measured, it lowered LoCoMo's held-out scores, docs/benchmarks.md)
 
 
-def score_lines(question: str, library: Library, read: list[Evidence], reader=None) -> list[Line]:
-    """Every line read with the reader's best span in it and its margin, best first."""
+def score_lines(question: str, library: Library, read: list[Evidence], reader=None,
+                order: list[tuple[str, int]] | None = None) -> list[Line]:
+    """Every line read with the reader's best span in it and its margin, best first; ``order``: the ranking's
+    entries, best first (each line's ``rank``)."""
     reader = reader or shared_reader()
+    place = {key: k for k, key in enumerate(order or ())}
     texts, parts, owners = passages(library, read)
     best_of: dict[tuple[str, int], Line] = {}
     for p, spans in enumerate(reader.by_part(question, texts, parts) if texts else []):
         for k, span in enumerate(spans):
             if span is None:
                 continue
-            line = Line(*owners[p][k], span.text.strip(_EDGES) or span.text.strip(), span.margin)
+            line = Line(*owners[p][k], span.text.strip(_EDGES) or span.text.strip(), span.margin,
+                        place.get(owners[p][k], len(place)) if order is not None else None)
             if owners[p][k] not in best_of or line.margin > best_of[owners[p][k]].margin:
                 best_of[owners[p][k]] = line
     return sorted(best_of.values(), key=lambda line: -line.margin)
@@ -232,6 +240,9 @@ def decide(question: str, library: Library, lines: list[Line], threshold: float,
            restated: dict | None = None, alike=None) -> Reading:
     """The answer from the scored lines (:func:`score_lines`); ``restated``, ``alike``: see :func:`newest`."""
     threshold = threshold if choice.threshold is None else choice.threshold
+    if choice.ranked:
+        lines = sorted((replace(x, margin=x.margin - choice.ranked * log2(1 + x.rank)) if x.rank is not None else x
+                        for x in lines), key=lambda x: -x.margin)
     if not lines:
         return Reading(UNKNOWN, True, "no evidence", threshold=threshold)
     named = named_people(question, library.speakers()) if choice.subject else set()
@@ -264,11 +275,13 @@ def decide(question: str, library: Library, lines: list[Line], threshold: float,
 
 
 def read_answer(question: str, library: Library, read: list[Evidence], reader=None,
-                choice: Choice | None = None, restated: dict | None = None) -> Reading:
+                choice: Choice | None = None, restated: dict | None = None,
+                order: list[tuple[str, int]] | None = None) -> Reading:
     """The answer to ``question`` from the evidence ranges ``read`` (see the module's text); ``restated``: the
-    ranking's older entries to the newer ones that restate them (:func:`newest`)."""
+    ranking's older entries to the newer ones that restate them (:func:`newest`); ``order``: its entries, best
+    first."""
     reader = reader or shared_reader()
-    return decide(question, library, score_lines(question, library, read, reader), reader.threshold,
+    return decide(question, library, score_lines(question, library, read, reader, order), reader.threshold,
                   choice or DEFAULT, restated, kinship(reader))
 
 
