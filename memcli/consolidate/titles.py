@@ -78,7 +78,7 @@ def _dull(word: str, names: set[str]) -> bool:
 def _named(run, a: int, b: int) -> bool:
     """Whether words ``a`` and ``b`` of ``run`` are both capitalized, so a phrase may not begin at ``b``
     nor end at ``a``: it would cut a name ("Door Adoptions" of "Open Door Adoptions")."""
-    return 0 <= a and b < len(run) and run[a][2][:1].isupper() and run[b][2][:1].isupper()
+    return a >= 0 and b < len(run) and run[a][2][:1].isupper() and run[b][2][:1].isupper()
 
 
 def phrases(texts: list[str], idf: Idf, names: Iterable[str] = ()) -> list[Phrase]:
