@@ -174,13 +174,14 @@ def tagged(text: str, tagger: Tagger | None = None) -> list[tuple[re.Match, str]
 def noun_phrases(text: str, tagger: Tagger | None = None) -> list[list[tuple[re.Match, str]]]:
     """The noun phrases of ``text``, each the run of tagged tokens the tagger reads as adjectives, nouns,
     proper nouns or numbers, from its first word that is not a number to its last noun or proper noun; an
-    adjective after a noun begins the next phrase (:func:`_after_noun`). No determiner, pronoun, verb or possessive mark is inside: a possessive's owner ends a phrase of its
-    own ("Caroline" of "Caroline's adoption agency")."""
+    adjective after a noun begins the next phrase (:func:`_after_noun`). No determiner, pronoun, verb or
+    possessive mark is inside: a possessive's owner ends a phrase of its own ("Caroline" of "Caroline's
+    adoption agency")."""
     out = []
     run: list[tuple[re.Match, str]] = []
     for item in [*tagged(text, tagger), None]:
-        if item is not None and item[1] in INSIDE and item[0].group()[:1].isalnum() \
-                and not (run and _after_noun(run[-1], item)):
+        inside = item is not None and item[1] in INSIDE and item[0].group()[:1].isalnum()
+        if inside and not (run and _after_noun(run[-1], item)):
             run.append(item)
             continue
         while run and run[-1][1] not in NOUNS:
@@ -189,7 +190,7 @@ def noun_phrases(text: str, tagger: Tagger | None = None) -> list[list[tuple[re.
             run.pop(0)
         if run:
             out.append(run)
-        run = [item] if item is not None and item[1] in INSIDE and item[0].group()[:1].isalnum() else []
+        run = [item] if inside else []
     return out
 
 
