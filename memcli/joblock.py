@@ -78,8 +78,8 @@ def lower_priority(nice: int) -> None:
     process's nice value orders it only within its session, and a detached job in a session of its own
     took a whole share beside the user's command whatever its nice value (``consolidate --no-llm`` right
     after an ingest, beside its vectors job: median 2.40 s, 2.09 s with this); so the session's group is
-    niced too. Run in the child
-    after it has its session (``start_new_session``); a kernel without groups or /proc is left as it is."""
+    niced too. Run in the child after it has its session (``start_new_session``); a kernel without groups
+    or /proc is left as it is."""
     os.nice(nice)
     try:  # plain system calls: this runs between fork and exec
         fd = os.open(AUTOGROUP, os.O_WRONLY)

@@ -36,7 +36,7 @@ from math import log, sqrt
 from memcli.consolidate.lexical import salient_words, slug
 from memcli.ingest.turns import ROLES
 from memcli.store.format import Entry
-from memcli.tagging.tagger import NOUNS, noun_phrases
+from memcli.tagging.tagger import NOUNS, noun_phrases, one_name
 from memcli.terms import EDGE_STOP, stem
 
 Idf = Callable[[str], float]
@@ -78,7 +78,7 @@ def _dull(word: str, names: set[str]) -> bool:
 def _named(run, a: int, b: int) -> bool:
     """Whether words ``a`` and ``b`` of ``run`` are both capitalized, so a phrase may not begin at ``b``
     nor end at ``a``: it would cut a name ("Door Adoptions" of "Open Door Adoptions")."""
-    return a >= 0 and b < len(run) and run[a][2][:1].isupper() and run[b][2][:1].isupper()
+    return a >= 0 and b < len(run) and one_name(run[a][2], run[b][2])
 
 
 def phrases(texts: list[str], idf: Idf, names: Iterable[str] = ()) -> list[Phrase]:

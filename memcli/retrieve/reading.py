@@ -280,9 +280,9 @@ def read_answer(question: str, library: Library, read: list[Evidence], reader=No
     """The answer to ``question`` from the evidence ranges ``read`` (see the module's text); ``restated``: the
     ranking's older entries to the newer ones that restate them (:func:`newest`); ``order``: its entries, best
     first."""
-    reader = reader or shared_reader()
-    return decide(question, library, score_lines(question, library, read, reader, order), reader.threshold,
-                  choice or DEFAULT, restated, kinship(reader))
+    reader, choice = reader or shared_reader(), choice or DEFAULT
+    lines = score_lines(question, library, read, reader, order if choice.ranked else None)  # places only if used
+    return decide(question, library, lines, reader.threshold, choice, restated, kinship(reader))
 
 
 # Chosen by benchmarks/tune_reader.py on both development conversations and the update suite's tune half

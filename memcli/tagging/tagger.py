@@ -197,6 +197,10 @@ def noun_phrases(text: str, tagger: Tagger | None = None) -> list[list[tuple[re.
 def _after_noun(before: tuple[re.Match, str], item: tuple[re.Match, str]) -> bool:
     """Whether ``item``, an adjective after a noun, begins a phrase of its own: in English an adjective
     comes before its noun, so one after a noun belongs to what follows ("Open Door Adoptions | last
-    Tuesday"); not inside a name, where both words are capitalized."""
-    return item[1] == "ADJ" and before[1] in NOUNS and not (before[0].group()[:1].isupper()
-                                                             and item[0].group()[:1].isupper())
+    Tuesday"); not inside a name (:func:`one_name`)."""
+    return item[1] == "ADJ" and before[1] in NOUNS and not one_name(before[0].group(), item[0].group())
+
+
+def one_name(word: str, then: str) -> bool:
+    """Whether two words in a row may be parts of one name: both capitalized ("Open Door")."""
+    return word[:1].isupper() and then[:1].isupper()
