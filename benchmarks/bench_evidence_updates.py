@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
 """Evidence on chats of another kind than LoCoMo's: a user with an assistant, facts that change.
 
-    python benchmarks/bench_evidence_updates.py SUITE_DIR [--budgets 100,200,500] [--json OUT]
+    python benchmarks/bench_evidence_updates.py SUITE_DIR [--budgets 100,200,500] [--vary AXIS] [--json OUT]
 
 ``SUITE_DIR`` is what ``benchmarks/updates_suite.py`` writes (one user-assistant chat a person, and
 ``questions.jsonl``). All the chats go into one store, as one user's memory of many people; for each
 question whose value memory holds (the current value, asked in the present or the past tense, and the
-value "as of" a day), the share whose ``ask --evidence-only`` evidence within each budget holds a line
-stating the asked value, by half of the suite (``tune``, ``report``). The budgets are small because the
+value "as of" a day), the share whose ``ask --evidence-only`` evidence within each budget shows a line
+stating the asked value (as the evidence shows it: compact evidence shows part of an entry), by half of the suite (``tune``, ``report``). The budgets are small because the
 chats are: 50 messages, some 700 tokens each, so at 500 tokens nearly everything fits.
 
-Every alternative of ``tune_evidence.py``'s "set selection" axis is scored with the rest as shipped, so
-the axis is chosen on two kinds of conversation: LoCoMo's two friends (``tune_evidence.py``) and these
+Every alternative of one of ``tune_evidence.py``'s axes (``--vary``, "set selection" unless told) is scored
+with the rest as shipped, so the axis is chosen on two kinds of conversation: LoCoMo's two friends (``tune_evidence.py``) and these
 (the tune half; the report half is the held-out figure).
 """
 
@@ -32,24 +32,21 @@ from bench_updates import dated, holds
 from tune_evidence import GRID
 
 from memcli.memory import Memory
-from memcli.retrieve.evidence_reader import DEFAULT, evidence_only
+from memcli.retrieve.evidence_reader import DEFAULT, Tuning, evidence_only
 
 os.environ.setdefault("MEMCLI_VECTORS", "inline")  # every vector before the first question
 
 
 def shown_texts(got) -> list[str]:
-    """The texts of the entries the evidence shows."""
-    out = []
-    for evidence in got.evidence:
-        entries = got.library.doc(evidence.doc).entries
-        out += [entries[n].text for n in range(evidence.start_line, evidence.end_line + 1) if n in entries]
-    return out
+    """The entries as the evidence shows them (one line an entry)."""
+    return [line for evidence in got.evidence for line in evidence.text.split("\n")]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("suite", type=Path)
     parser.add_argument("--budgets", default="100,200,500")
+    parser.add_argument("--vary", choices=list(GRID), default="set selection")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     budgets = [int(b) for b in args.budgets.split(",")]
@@ -62,8 +59,10 @@ def main() -> int:
         for path in sorted(args.suite.glob("*.json")):
             memory.ingest(path, consolidate=False)
         rows = []
-        for alternative in GRID["set selection"]:
-            tuning = replace(DEFAULT, **{"diversity": 0.0, "diversity_pool": 0, **alternative})
+        axis = GRID[args.vary]
+        plain = {key: getattr(Tuning(), key) for alternative in axis for key in alternative}
+        for alternative in axis:
+            tuning = replace(DEFAULT, **{**plain, **alternative})
             row = {"alternative": alternative, "ships": tuning == DEFAULT}
             for budget in budgets:
                 for half in ("tune", "report"):

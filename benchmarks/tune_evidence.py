@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Choose the evidence ranking's constants by cross-validation over the LoCoMo development pair.
 
-    python benchmarks/tune_evidence.py [--budgets 500,2000,4000] [--choose-budget 500,2000,4000] [--json OUT]
+    python benchmarks/tune_evidence.py [--budgets 500,2000,4000] [--choose-budget 500,2000,4000]
+                                       [--measure recall|shown] [--json OUT]
 
 Both conversations are ingested (raw memory) and consolidated deterministically (consolidated
 memory) in temporary stores. For every candidate :class:`memcli.retrieve.evidence_reader.Tuning` in the
 grid (every combination of the alternatives of each axis), all-evidence recall is measured per
-conversation at ``--choose-budget`` (the mean over those budgets; categories 1-4, both memories together). Cross-validation:
+conversation at ``--choose-budget`` (the mean over those budgets; categories 1-4, both memories together);
+with ``--measure shown``, the share of the gold answer's words the evidence shows in its gold entries
+(:func:`memcli.eval.metrics.answer_shown`; categories 1, 3 and 4), which also counts what compact
+evidence leaves out of an entry it cites. Cross-validation:
 the tuning with the best recall on one conversation is chosen and scored on the other, both
 ways (ties go to the simpler ranking); the printout gives both directions, with their recall at
 every budget, the grid's best and words alone (``semantic_weight`` 0, no coverage rule).
@@ -31,8 +35,8 @@ import time
 from functools import cache
 from pathlib import Path
 
-from memcli.eval.locomo import CATEGORIES, load_conversations, select
-from memcli.eval.metrics import evidence_recall, gold_dialog_ids
+from memcli.eval.locomo import CATEGORIES, WORDED, gold_texts, load_conversations, select
+from memcli.eval.metrics import answer_shown, evidence_recall, gold_dialog_ids
 from memcli.memory import Memory
 from memcli.retrieve.evidence import WHOLE, assemble
 from memcli.retrieve.evidence_reader import DEFAULT, Tuning, dedupe, focus, lexical_scores, rank_candidates
@@ -55,7 +59,10 @@ GRID = {  # each axis: alternatives, every combination is tried
     "session coverage": [{"session_decay": 1.0}, {"session_decay": 0.5, "session_free": 8},
                          {"session_decay": 0.7, "session_free": 4}],
     "compact evidence": [{"compact": False}, {"compact": True},
-                         {"compact": True, "closest_sentence": True}],
+                         {"compact": True, "closest_sentence": True},
+                         {"compact": True, "closest_sentence": True, "whole_share": 0.25},
+                         {"compact": True, "closest_sentence": True, "whole_share": 0.5},
+                         {"compact": True, "closest_sentence": True, "whole_share": 0.75}],
     "set selection": [{"diversity": 0.0}, {"diversity": 0.35, "diversity_pool": 100},
                       {"diversity": 0.75, "diversity_pool": 100}, {"diversity": 1.0, "diversity_pool": 100}],
     "vector feedback": [{"feedback_entries": 0}, {"feedback_entries": 5, "feedback_weight": 0.5},
@@ -94,7 +101,7 @@ def prepared(conv, memory_kind: str, work: Path, memories: list[Memory]) -> list
     out = []
     for _, qa in select(conv.questions, {1, 2, 3, 4}, None):
         library = Library(memory.store)
-        out.append({"category": qa["category"], "question": qa["question"], "index": index,
+        out.append({"category": qa["category"], "question": qa["question"], "index": index, "answer": qa.get("answer"),
                     "gold": gold_dialog_ids(qa.get("evidence", [])), "library": library,
                     "lexical": lexical_scores(library, index, qa["question"]),
                     "similar": index.similarities(qa["question"])})
@@ -108,15 +115,27 @@ def count(text: str) -> int:
     return count_tokens(text)
 
 
+MEASURE = ["recall"]  # what recall() measures: "recall" (all gold entries in the evidence) or "shown" (--measure)
+
+
 def recall(questions: list[dict], tuning: Tuning, budget: int, category: int | None = None) -> float:
-    hits = total = 0
+    """The mean of :data:`MEASURE` over ``questions`` (of ``category``) at ``budget`` tokens."""
+    hits = total = 0.0
     for q in questions:
         if category is not None and q["category"] != category:
             continue
+        if MEASURE[0] == "shown" and (q["category"] not in WORDED or not q["gold"]):
+            continue
         picks = dedupe(rank_candidates(q["library"], q["lexical"], q["similar"], tuning)[0])
-        shown = focus(q["index"], q["question"], tuning) if tuning.compact else WHOLE
+        shown = focus(q["index"], q["question"], tuning, budget) if tuning.compact else WHOLE
         evidence = assemble(q["library"], picks, budget, count, shown)
-        hits += evidence_recall(q["gold"], {r for e in evidence for r in e.refs})[0]
+        if MEASURE[0] == "shown":
+            share = answer_shown(q["answer"], gold_texts(q["library"], evidence, q["gold"]))
+            if share is None:
+                continue
+            hits += share
+        else:
+            hits += evidence_recall(q["gold"], {r for e in evidence for r in e.refs})[0]
         total += 1
     return hits / total if total else 0.0
 
@@ -127,10 +146,14 @@ def main() -> None:
     parser.add_argument("--choose-budget", default="500,2000,4000",
                         help="the budgets the choice is made at (the mean of their recalls)")
     parser.add_argument("--json", type=Path, help="write every tuning's recalls here")
+    parser.add_argument("--measure", choices=["recall", "shown"], default="recall",
+                        help="what the choice is made by: all-evidence recall, or the share of the answer's words "
+                             "the evidence shows in its gold entries")
     parser.add_argument("--vary", action="append", choices=list(GRID),
                         help="only this axis takes each of its alternatives (repeatable; default: every axis)")
     args = parser.parse_args()
     budgets = [int(b) for b in args.budgets.split(",")]
+    MEASURE[0] = args.measure
     conversations = load_conversations(FILES, None)
     data: dict[str, dict[str, list[dict]]] = {}
     work = Path(tempfile.mkdtemp(prefix="memcli-tune-"))
@@ -183,7 +206,7 @@ def main() -> None:
 
         report = {"budgets": budgets, "choose_budget": choose, "grid": GRID, "directions": [], "table": table}
         words = complete({"tuning": Tuning().__dict__})  # the words alone, no rule
-        print(f"\nall-evidence recall, raw and consolidated memory together; chosen at {choose} tokens; "
+        print(f"\n{'all-evidence recall' if args.measure == 'recall' else 'answer shown'}, raw and consolidated memory together; chosen at {choose} tokens; "
               f"figures at {'/'.join(map(str, budgets))}")
         print("words alone: " + ", ".join(f"{n} {at(words, n)}" for n in names))
         chosen = []

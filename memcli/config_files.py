@@ -68,8 +68,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("chat.memory_tokens", "MEMCLI_CHAT_MEMORY_TOKENS", 3000,
             "memory placed in chat's context: documents in stable order, then CURRENT's newest entries"),
     Setting("ask.compact", "MEMCLI_ASK_COMPACT", True,
-            "the evidence readers show an entry as its sentences holding a word of the question, the rest "
-            "elided with …, so more entries fit the budget (citations still cover the whole entry)"),
+            "the evidence readers show an entry (for an outer model, but the best ones that fit in a quarter "
+            "of the budget) as its sentences holding a word of the question, the rest elided with …, so more "
+            "entries fit the budget (citations still cover the whole entry)"),
     Setting("ask.reader", "MEMCLI_ASK_READER", "auto",
             "ask's reader: agent, no-agent, evidence, evidence-only, or auto (capable model: agent; "
             "small: evidence)"),

@@ -24,6 +24,11 @@ def test_evidence_only_needs_no_model_and_writes_records(cli, tmp_path, monkeypa
     assert len(records) == data["summary"]["all"]["questions"] == len(questions)
     assert all(r["answer"] is None and r["f1"] is None for r in records)
     assert data["summary"]["all"]["recall_all"] == 1.0  # a small conversation fits the budget whole
+    worded = [r for r in records if r["category"] in (1, 3, 4)]
+    assert all(r["answer_shown"] is None for r in records if r["category"] not in (1, 3, 4))
+    assert worded and all(0.0 <= r["answer_shown"] <= 1.0 for r in worded)
+    agency = next(r for r in records if r["question"] == "Which adoption agency did Caroline apply to?")
+    assert agency["answer_shown"] == pytest.approx(2 / 3, abs=1e-4)  # "Open Door Adoptions": its gold line says "Open Door"
     assert {str(r["category"]) for r in records} == {k for k in data["summary"] if k != "all"}
     assert not (tmp_path / "store").exists()  # no store of the user's was made or touched
 

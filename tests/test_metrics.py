@@ -6,7 +6,16 @@ import math
 
 import pytest
 
-from memcli.eval.metrics import bleu1, category_f1, evidence_recall, gold_dialog_ids, multi_part_f1, normalize, token_f1
+from memcli.eval.metrics import (
+    answer_shown,
+    bleu1,
+    category_f1,
+    evidence_recall,
+    gold_dialog_ids,
+    multi_part_f1,
+    normalize,
+    token_f1,
+)
 
 
 def test_normalize_drops_articles_punctuation_commas_and_case():
@@ -45,3 +54,11 @@ def test_evidence_recall_and_gold_ids():
     assert evidence_recall({"D1:3", "D2:1"}, {"D1:3", "D5:5"}) == (False, 0.5)
     assert evidence_recall({"D1:3"}, {"D1:3"}) == (True, 1.0)
     assert evidence_recall(set(), set()) == (True, 1.0)
+
+
+def test_answer_shown_is_the_share_of_the_answer_words_the_texts_show():
+    # gold words: pottery, class (stemmed as for F1); a cut entry that shows "class" only: 1/2
+    assert answer_shown("a pottery class", ["Caroline: … I signed up for a class. …"]) == pytest.approx(0.5)
+    assert answer_shown("a pottery class", ["… a class.", "Pottery, yes."]) == 1.0
+    assert answer_shown("pottery", []) == 0.0
+    assert answer_shown("the", ["the"]) is None  # no word left to find

@@ -22,6 +22,7 @@ from memcli.store import Store
 from memcli.store.format import Entry
 from memcli.store.lines import Library
 from memcli.terms import terms
+from memcli.tokens import count_tokens
 
 SMALL_TALK = [
     "Mira: The bus was late again this morning, I waited forty minutes.",
@@ -210,8 +211,34 @@ def test_compact_evidence_fits_more_entries_and_cites_them_whole(cli, mira):
     assert "…" in note.text
     read = cli("read", note.doc, "--lines", f"{note.start_line}-{note.end_line}", "--json").json
     assert any("The cat slept on the sofa." in line["text"] for line in read["lines"])  # the cited line is whole
-    asked = cli("ask", "What did Mira say about bouldering?", "--evidence-only", "--json")
+    # ask --evidence-only shows its best entries whole in the first quarter of its budget
+    asked = cli("ask", "What did Mira say about bouldering?", "--evidence-only", "--budget", "100", "--json")
     assert asked.code == 0 and any("…" in e["text"] for e in asked.json["evidence"])
+    asked = cli("ask", "What did Mira say about bouldering?", "--evidence-only", "--budget", "2000", "--json")
+    assert asked.code == 0 and any("The cat slept on the sofa." in e["text"] for e in asked.json["evidence"])
+    assert not any("…" in e["text"] for e in asked.json["evidence"])
+
+
+def test_the_best_entries_are_shown_whole_in_the_first_part_of_the_budget(cli, mira):
+    store, _ = mira
+    long = ("I had a long week. On Saturdays I go bouldering at the gym. Then we eat pizza. It was fun.",
+            "The bus was late again. Mira says bouldering keeps her sane. We had soup for dinner.")
+    for text in long:
+        assert remember(cli, text)
+    library = Library(store)
+    doc = library.doc("CURRENT")
+    first, second = (next(n for n in doc.lines if doc.entries[n].text == text) for text in long)
+    words = frozenset(terms("Where does Mira go bouldering?"))
+    one = count_tokens(render_entry(doc.entries[first]) + "\n")
+    shown = assemble(library, [("CURRENT", first), ("CURRENT", second)], 400, focus=Focus(words, whole_until=one))
+    text = "\n".join(e.text for e in shown)
+    assert long[0] in text  # the best entry fits in the first part: whole
+    assert "… Mira says bouldering keeps her sane. …" in text and long[1] not in text  # the next one: compact
+    shown = assemble(library, [("CURRENT", first), ("CURRENT", second)], 400, focus=Focus(words, whole_until=one - 1))
+    assert long[0] not in "\n".join(e.text for e in shown)  # it does not fit: compact
+    words_only = {"closest_sentence": False}  # no index needed for the focus
+    assert policy.focus(None, "bouldering", replace(policy.DEFAULT, **words_only), 400).whole_until == 100
+    assert policy.focus(None, "bouldering", replace(policy.ANSWERING, **words_only), 400).whole_until == 0  # all compact
 
 
 LONG_ANSWERS = {  # Mira's sports again, each said in the middle of a long turn that shares no word with the question
@@ -240,7 +267,8 @@ def long_turns(cli, store_dir, tmp_path):
 
 def test_nearest_sentences_fit_more_answers_than_whole_entries(long_turns, cli):
     store, index = long_turns
-    on, off = policy.DEFAULT, replace(policy.DEFAULT, closest_sentence=False)
+    on = replace(policy.DEFAULT, whole_share=0.0)  # every entry compact, as the evidence memcli answers from
+    off = replace(on, closest_sentence=False)
 
     def found(tuning: policy.Tuning, budget: int) -> int:
         evidence = policy.evidence_only(store, index, QUESTION, budget=budget, tuning=tuning).evidence
@@ -250,7 +278,7 @@ def test_nearest_sentences_fit_more_answers_than_whole_entries(long_turns, cli):
     assert all(with_it >= without for with_it, without in sweep.values()), sweep
     assert any(with_it > without for with_it, without in sweep.values()), sweep
     assert sweep[400] == (2, 2)  # a budget that holds both whole: the same answers either way
-    asked = cli("ask", QUESTION, "--evidence-only", "--budget", "400", "--json")
+    asked = cli("ask", QUESTION, "--evidence-only", "--budget", "120", "--json")  # the turns over a quarter of it
     shown = [e for e in asked.json["evidence"] if "bouldering" in e["text"]]
     assert shown and "… On Saturdays I go bouldering at the climbing gym with Pia. …" in shown[0]["text"]
     read = cli("read", shown[0]["doc"], "--lines", f"{shown[0]['start_line']}-{shown[0]['end_line']}", "--json").json
@@ -265,13 +293,14 @@ def test_sentence_vectors_are_computed_with_the_entries_not_per_question(long_tu
     calls = []
     real = vectors.encoder.encode
     vectors.encoder.encode = lambda texts, on_batch=None: calls.append(list(texts)) or real(texts)
-    first = policy.evidence_only(store, index, QUESTION, budget=400)
+    every = replace(policy.DEFAULT, whole_share=0.0)  # every entry compact: its sentences are compared
+    first = policy.evidence_only(store, index, QUESTION, budget=400, tuning=every)
     asked = policy.meaning(index, QUESTION)  # the question as compared in meaning, encoded once
     assert calls == [[asked]] and any("…" in e.text for e in first.evidence)  # read from the cache
     again = LibraryIndex(store, index.partition_tokens, cache_dir=index.folder, semantic=True)
     again.vectors().encoder.encode = vectors.encoder.encode
     calls.clear()
-    assert [e.text for e in policy.evidence_only(store, again, QUESTION, budget=400).evidence] == \
+    assert [e.text for e in policy.evidence_only(store, again, QUESTION, budget=400, tuning=every).evidence] == \
         [e.text for e in first.evidence]
     assert calls == [[asked]]  # another process reads the sentences' vectors too
     calls.clear()  # a sentence the cache lacks (written since the refresh) is computed once and stored

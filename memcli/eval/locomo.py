@@ -38,7 +38,7 @@ from pathlib import Path
 from memcli import llm
 from memcli.config import Settings
 from memcli.errors import ConfigError, InputError, UsageError
-from memcli.eval.metrics import bleu1, category_f1, evidence_recall, gold_dialog_ids
+from memcli.eval.metrics import answer_shown, bleu1, category_f1, evidence_recall, gold_dialog_ids
 from memcli.ingest.formats import detect, locomo_samples
 from memcli.kv import keep_prompt_prefixes, keeps_blocks
 from memcli.llm.base import CallStats
@@ -56,6 +56,8 @@ READER_MODES = {"ask": None, "agent": "agent", "no-agent": "no-agent", "evidence
                 "evidence-only": "evidence-only"}  # mode -> ask's reader (None: the profile's default)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 ANSWER_RESERVE = 600  # tokens of the context window kept for the prompt around full-context memory and the answer
+WORDED = {1, 3, 4}  # categories whose answers are words of the conversation (temporal ones are dates it gives
+# relative to a session's time; adversarial ones have none): where answer_shown is measured
 
 
 @dataclass
@@ -303,6 +305,8 @@ class Runner:
         all_in, partial = evidence_recall(gold_ids, {r for e in evidence for r in e.refs})
         category = qa.get("category")
         gold = qa.get("answer", qa.get("adversarial_answer"))
+        shown = answer_shown(gold, gold_texts(Library(memory.store), evidence, gold_ids)) \
+            if category in WORDED and gold_ids else None
         return {
             "conversation": key[0], "question_index": key[1], "mode": self.mode, "memory": self.memory,
             "budget": self.budget, "answer_context": self.answer_context, "category": category,
@@ -312,6 +316,7 @@ class Runner:
             "f1": None if reply is None else round(category_f1(reply, gold, category), 4),
             "bleu1": None if reply is None else round(bleu1(reply, gold), 4),
             "recall_all": all_in, "recall_partial": round(partial, 4),
+            "answer_shown": None if shown is None else round(shown, 4),
             "evidence_tokens": sum(e.tokens for e in evidence), "evidence": [
                 f"{e.doc}:{e.start_line}-{e.end_line}" for e in evidence],
             "read_tokens": sum(e.tokens for e in read),
@@ -339,6 +344,18 @@ class Runner:
         return Retrieval(assemble(library, [(d, n) for d, n, _ in newest_first], window))
 
 
+def gold_texts(library: Library, evidence: list, gold_ids: set[str]) -> list[str]:
+    """The text the evidence shows of each entry whose ref is a gold id (a range shows one line an entry)."""
+    out = []
+    for e in evidence:
+        doc = library.doc(e.doc)
+        lines = [n for n in sorted(doc.entries) if e.start_line <= n <= e.end_line]
+        for line, text in zip(lines, e.text.split("\n")):
+            if set((doc.entries[line].ref or "").split(";")) & gold_ids:
+                out.append(text)
+    return out
+
+
 def bm25_turns(entries: list, question: str) -> list[tuple[str, int]]:
     """Entries ranked by BM25 of the question over single entries (speaker and text)."""
     from rank_bm25 import BM25Okapi
@@ -355,7 +372,8 @@ def summarize(records: list[dict]) -> dict:
     """Means by category and overall: F1, BLEU-1, the share of answers that are "I don't know"
     (``abstained``: for category 5, questions about what was never said, the share that should be),
     the share of the other answers whose every content word, name and number is in the evidence they
-    read (``grounded``), recall, tokens, latency."""
+    read (``grounded``), recall, the share of the gold answer's words the evidence shows in its gold
+    entries (``answer_shown``, categories :data:`WORDED`), tokens, latency."""
     groups: dict[str, list[dict]] = {}
     for record in records:
         groups.setdefault(str(record["category"]), []).append(record)
@@ -368,6 +386,7 @@ def summarize(records: list[dict]) -> dict:
     return {key: {"questions": len(rows), "f1": mean(rows, "f1"), "bleu1": mean(rows, "bleu1"),
                   "abstained": mean(rows, "abstained"), "grounded": mean(rows, "grounded"),
                   "recall_all": mean(rows, "recall_all"), "recall_partial": mean(rows, "recall_partial"),
+                  "answer_shown": mean(rows, "answer_shown"),
                   "evidence_tokens": mean(rows, "evidence_tokens"), "read_tokens": mean(rows, "read_tokens"),
                   "prompt_tokens": mean(rows, "prompt_tokens"),
                   "prefilled_tokens": mean(rows, "prefilled_tokens"), "restored_tokens": mean(rows, "restored_tokens"),

@@ -79,3 +79,15 @@ def evidence_recall(gold_ids: set[str], refs: set[str]) -> tuple[bool, float]:
 def gold_dialog_ids(evidence: list) -> set[str]:
     """Dialog ids of a LoCoMo question's evidence; malformed items ("D8:6; D9:17") tolerated."""
     return {m for item in evidence for m in re.findall(r"D\d+:\d+", str(item))}
+
+
+def answer_shown(answer: object, texts: list[str]) -> float | None:
+    """The share of the gold answer's words (normalized and stemmed as for F1) that ``texts`` show: what
+    an outer model reading the evidence can answer from. Given the shown text of the gold entries the
+    evidence holds, it asks both that the evidence holds the entry and that it shows the entry's answer
+    (compact evidence can cite an entry and leave out the sentence that answers). None without words."""
+    words = answer_tokens(str(answer))
+    if not words:
+        return None
+    seen = {w for text in texts for w in answer_tokens(text)}
+    return sum(w in seen for w in words) / len(words)

@@ -52,10 +52,13 @@ class Focus:
     that hold one of ``terms``; in an entry none of whose sentences holds one (an entry found by its
     meaning, not its words), the sentence ``similarity`` scores highest (``similarity(sentences)``:
     a score per sentence, the question's cosine similarity with each, from
-    :meth:`memcli.index.LibraryIndex.sentence_similarity`). An empty focus shows entries whole."""
+    :meth:`memcli.index.LibraryIndex.sentence_similarity`). ``whole_until``: the best-ranked entries
+    are shown whole while they fit in the first this many tokens of the budget, the others compact
+    (:func:`assemble`). An empty focus shows entries whole."""
 
     terms: frozenset[str] = frozenset()
     similarity: Callable[[list[str]], list[float]] | None = None
+    whole_until: int = 0
 
     def __bool__(self) -> bool:
         return bool(self.terms) or self.similarity is not None
@@ -106,12 +109,15 @@ def compact(text: str, focus: Focus) -> str:
     return " ".join(shown)
 
 
-def render_run(entries: list[Entry], focus: Focus = WHOLE, shown: Entry | None = None) -> str:
+def render_run(entries: list[Entry], focus: Focus = WHOLE, shown: Entry | None = None,
+               whole: list[bool] | None = None) -> str:
     """Entries, one per line, each time shown only where it changes; ``shown``: the entry shown
-    above the first one (its time is not repeated)."""
+    above the first one (its time is not repeated); ``whole``: which entries are shown whole whatever
+    the focus."""
     lines = []
-    for entry in entries:
-        lines.append(render_entry(entry, with_time=shown is None or entry.time != shown.time, focus=focus))
+    for at, entry in enumerate(entries):
+        lines.append(render_entry(entry, with_time=shown is None or entry.time != shown.time,
+                                  focus=WHOLE if whole and whole[at] else focus))
         shown = entry
     return "\n".join(lines)
 
@@ -130,7 +136,7 @@ def assemble(library: Library, picks: list[tuple[str, int]], budget: int,
     cost without its time (a ranking of the whole library is not rendered to the end).
     ``count`` counts the tokens (memcli's estimate; a model's tokenizer for what a model reads).
     ``focus``: entries are shown compact (:func:`compact`), their citations still cover the whole
-    entry line. ``carry=False``: every range shows its first entry's time (a time
+    entry line; the best-ranked ones whole while they fit in its first ``whole_until`` tokens. ``carry=False``: every range shows its first entry's time (a time
     is left out only under the line just above it in the file).
     """
     def untimed(doc: DocLines, upper: int | None, lower: int) -> bool:
@@ -139,6 +145,7 @@ def assemble(library: Library, picks: list[tuple[str, int]], budget: int,
             and doc.entries[upper].time == doc.entries[lower].time
 
     chosen: dict[str, list[int]] = {}  # picked lines of each document, in line order
+    plain: set[tuple[str, int]] = set()  # picked entries shown whole (focus.whole_until)
     used = 0
     smallest = budget  # the least an entry read so far could cost (without its time)
     for doc_id, line in picks:
@@ -152,6 +159,11 @@ def assemble(library: Library, picks: list[tuple[str, int]], budget: int,
         above = picked[at - 1] if at else None
         entry = doc.entries[line]
         shown = render_entry(entry, with_time=False, focus=focus) + "\n"
+        whole = False
+        if focus and used < focus.whole_until:  # the best entries whole while they fit in the first part
+            full = render_entry(entry, with_time=False) + "\n"
+            whole = full == shown or used + count(time_prefix(entry) + full) <= focus.whole_until
+            shown = full if whole else shown
         bare = count(shown)  # the least the line can cost
         smallest = min(smallest, bare)
         cost = bare if untimed(doc, above, line) else count(time_prefix(entry) + shown)
@@ -165,7 +177,9 @@ def assemble(library: Library, picks: list[tuple[str, int]], budget: int,
         picked.insert(at, line)
         chosen[doc_id] = picked
         used += cost
-    return _ranges(library, chosen, count, focus, carry)
+        if whole:
+            plain.add((doc_id, line))
+    return _ranges(library, chosen, count, focus, carry, plain)
 
 
 def rank(evidence: list[Evidence], order: list[tuple[str, int]]) -> None:
@@ -215,7 +229,7 @@ def time_cost(entry: Entry, count: Callable[[str], int] = count_tokens) -> int:
 
 
 def _ranges(library: Library, chosen: dict[str, list[int]], count: Callable[[str], int],
-            focus: Focus = WHOLE, carry: bool = True) -> list[Evidence]:
+            focus: Focus = WHOLE, carry: bool = True, plain: set[tuple[str, int]] = frozenset()) -> list[Evidence]:
     out: list[Evidence] = []
     for doc_id in sorted(chosen, key=lambda d: (d == "CURRENT", d)):
         doc = library.doc(doc_id)
@@ -223,18 +237,18 @@ def _ranges(library: Library, chosen: dict[str, list[int]], count: Callable[[str
         shown = None  # the last entry of the document's range before (its time carries over)
         for line in chosen[doc_id]:
             if run and doc.previous(line) != run[-1]:
-                out.append(_evidence(doc, run, count, focus, shown))
+                out.append(_evidence(doc, run, count, focus, shown, plain))
                 shown, run = doc.entries[run[-1]] if carry else None, []
             run.append(line)
         if run:
-            out.append(_evidence(doc, run, count, focus, shown))
+            out.append(_evidence(doc, run, count, focus, shown, plain))
     return out
 
 
 def _evidence(doc: DocLines, lines: list[int], count: Callable[[str], int],
-              focus: Focus = WHOLE, shown: Entry | None = None) -> Evidence:
+              focus: Focus = WHOLE, shown: Entry | None = None, plain: set[tuple[str, int]] = frozenset()) -> Evidence:
     entries = [doc.entries[n] for n in lines]
-    text = render_run(entries, focus, shown)
+    text = render_run(entries, focus, shown, [(doc.id, n) in plain for n in lines])
     refs = [r for e in entries for r in (e.ref or "").split(";") if r]
     replaced = [{"seq": old.seq, "by": e.seq, "time": old.time, "text": old.text}
                 for e in entries if e.seq is not None for old in doc.replaced.get(e.seq, [])]

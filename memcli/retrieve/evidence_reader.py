@@ -32,11 +32,12 @@
    :func:`diverse`): each next one by its score less its likeness in meaning to the nearest entry
    already taken, so a second fact comes before a restatement of the first.
 7. Entries are taken best first (with ``context`` entries before each) until
-   the token budget is full; the evidence readers show each entry as its
-   sentences that hold a term of the question, or, in an entry that holds
-   none, as its sentence nearest the question in meaning (``ask.compact``),
-   and a session's time once (:mod:`memcli.retrieve.evidence`), so more
-   distinct entries fit.
+   the token budget is full; the evidence readers show an entry (for an
+   outer model, but the best ones that fit in ``whole_share`` of the budget)
+   as its sentences that hold a term of the question, or, in an entry that
+   holds none, as its sentence nearest the question in meaning
+   (``ask.compact``), and a session's time once
+   (:mod:`memcli.retrieve.evidence`), so more distinct entries fit.
 
 The constants are chosen by cross-validation over the two LoCoMo development
 conversations (``benchmarks/tune_evidence.py``; docs/benchmarks.md).
@@ -85,7 +86,9 @@ class Tuning:
     ``compact``: entries shown as their sentences that hold a term of the question
     (:func:`memcli.retrieve.evidence.compact`); ``closest_sentence``: with ``compact``, an entry of
     which no sentence holds one is shown as its sentence nearest the question in meaning (the
-    semantic signal's model; without it such an entry is shown whole); ``diversity``: the
+    semantic signal's model; without it such an entry is shown whole); ``whole_share``: with
+    ``compact``, the best-ranked entries are shown whole while they fit in this share of the budget
+    (0: every entry compact); ``diversity``: the
     ``diversity_pool`` best entries are taken again as a set (:func:`diverse`), each next one by its
     score less ``diversity`` times its likeness to the nearest entry already taken (0: one by one);
     ``feedback_entries``, ``feedback_weight``: the question's vector is moved toward the mean of the
@@ -101,20 +104,22 @@ class Tuning:
     fusion: str = "score"
     compact: bool = False
     closest_sentence: bool = False
+    whole_share: float = 0.0
     diversity: float = 0.0
     diversity_pool: int = 0
     feedback_entries: int = 0
     feedback_weight: float = 0.0
 
 
-# The evidence an outer model reads (ask --evidence-only, memory_search): chosen by evidence recall on two
-# kinds of chat, tune_evidence.py and bench_evidence_updates.py (docs/benchmarks.md, "Evidence ranking").
-DEFAULT = Tuning(semantic_weight=0.75, semantic_pool=30, compact=True, closest_sentence=True,
+# The evidence an outer model reads (ask --evidence-only, memory_search): chosen on two kinds of chat by evidence
+# recall and, for what an entry shows of itself, by the share of the answer's words the evidence shows,
+# tune_evidence.py and bench_evidence_updates.py (docs/benchmarks.md, "Evidence ranking").
+DEFAULT = Tuning(semantic_weight=0.75, semantic_pool=30, compact=True, closest_sentence=True, whole_share=0.25,
                  diversity=0.35, diversity_pool=100)
 # The evidence memcli answers from (ask with an answer: its reader, the agent's and the hybrid reader's recall
-# guard, composed KV memory): the same but for set selection, chosen by the reader's answers,
-# benchmarks/tune_reader.py (docs/benchmarks.md, "Evidence ranking").
-ANSWERING = replace(DEFAULT, diversity=1.0)
+# guard, composed KV memory): every entry compact (its reader reads the best entries whole) and set selection
+# chosen by the reader's answers, benchmarks/tune_reader.py (docs/benchmarks.md, "Evidence ranking").
+ANSWERING = replace(DEFAULT, diversity=1.0, whole_share=0.0)
 
 
 @dataclass
@@ -461,7 +466,7 @@ def evidence_only(store: Store, index: LibraryIndex, question: str, *, budget: i
     if period is not None:
         picks = [pick for pick in picks if period.holds(library.doc(pick[0]).entries[pick[1]])]
     trace = [{"tool": "search", "query": question, "entries": len(picks)}]
-    shown = focus(index, question, tuning) if (tuning.compact if compact is None else compact) else WHOLE
+    shown = focus(index, question, tuning, budget) if (tuning.compact if compact is None else compact) else WHOLE
     return Retrieval(assemble(library, picks, budget, focus=shown), trace, picks, library, restatements(moves))
 
 
@@ -479,13 +484,14 @@ def matching(library: Library, store: Store, where: Mapping[str, str]) -> set[tu
             if all(entry.meta.get(key) == value for key, value in where.items())}
 
 
-def focus(index: LibraryIndex, question: str, tuning: Tuning = DEFAULT) -> Focus:
+def focus(index: LibraryIndex, question: str, tuning: Tuning = DEFAULT, budget: int = 0) -> Focus:
     """What compact evidence keeps of an entry for ``question``: the sentences holding its terms and,
     with ``tuning.closest_sentence`` and the semantic signal, the sentence nearest it in meaning of
-    an entry that holds none."""
+    an entry that holds none; the best entries whole while they fit in ``tuning.whole_share`` of
+    ``budget``."""
     nearest = (index.sentence_similarity(meaning(index, question))
                if tuning.closest_sentence and tuning.semantic_weight > 0 else None)
-    return Focus(frozenset(terms(question)), nearest)
+    return Focus(frozenset(terms(question)), nearest, int(tuning.whole_share * budget))
 
 
 def interleave(first: list[tuple[str, int]], second: list[tuple[str, int]]) -> list[tuple[str, int]]:

@@ -74,12 +74,12 @@ def _render(result: EvalResult, out: Output) -> None:
         label = "all" if key == "all" else f"{CATEGORIES.get(int(key), key)} ({key})"
         rows.append([label, str(row["questions"]), num(row["f1"]), num(row["bleu1"]), num(row.get("abstained"), True),
                      num(row["recall_all"], True),
-                     num(row["recall_partial"], True), num(row["evidence_tokens"]), num(row["read_tokens"]),
+                     num(row["recall_partial"], True), num(row.get("answer_shown"), True), num(row["evidence_tokens"]), num(row["read_tokens"]),
                      num(row["prompt_tokens"]),
                      num(row["prefilled_tokens"]), num(row["restored_tokens"]), num(row["latency_s"])])
     out.table(f"LoCoMo: mode {result.mode}, memory {result.memory}, budget {result.budget}, "
               f"answer context {result.answer_context or 'all'}",
-              ["category", "questions", "F1", "BLEU-1", "I don't know", "recall (all)", "recall (partial)", "evidence tokens",
+              ["category", "questions", "F1", "BLEU-1", "I don't know", "recall (all)", "recall (partial)", "answer shown", "evidence tokens",
                "read tokens", "prompt tokens", "prefilled", "restored", "latency s"], rows)
     if result.out:
         out.info(f"records: {result.out}" + (f" ({result.resumed} from an earlier run)" if result.resumed else ""))
