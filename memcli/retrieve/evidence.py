@@ -136,8 +136,9 @@ def assemble(library: Library, picks: list[tuple[str, int]], budget: int,
     cost without its time (a ranking of the whole library is not rendered to the end).
     ``count`` counts the tokens (memcli's estimate; a model's tokenizer for what a model reads).
     ``focus``: entries are shown compact (:func:`compact`), their citations still cover the whole
-    entry line; the best-ranked ones whole while they fit in its first ``whole_until`` tokens. ``carry=False``: every range shows its first entry's time (a time
-    is left out only under the line just above it in the file).
+    entry line; the best-ranked ones whole while they fit in its first ``whole_until`` tokens.
+    ``carry=False``: every range shows its first entry's time (a time is left out only under the
+    line just above it in the file).
     """
     def untimed(doc: DocLines, upper: int | None, lower: int) -> bool:
         """Whether ``lower`` leaves its time out when ``upper`` is the picked line shown above it."""
