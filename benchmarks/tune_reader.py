@@ -7,7 +7,7 @@ LoCoMo development pair: chosen on one conversation, reported on the other, both
 
 Each conversation is ingested into a store of its own (as ``memcli eval locomo`` does, raw turns), its
 vectors computed, and every question of categories 1-5 asked as ``memcli ask`` asks it; the reader scores
-the lines once, and each choice (threshold, subject rule, recency, a newer restatement's margin and kind) decides
+the lines once, and each choice (threshold, subject rule, recency and its kind, a newer restatement's margin and kind) decides
 from those scores (and the ranking's newer-first relation, kept with them). A question's
 score is LoCoMo's F1 for categories 1-4, and 1 for "I don't know" on category 5 (adversarial), 0 otherwise;
 a choice is judged by the mean of all of them. With ``--updates SUITE`` (benchmarks/updates_suite.py's format)
@@ -39,6 +39,8 @@ RECENT = [0.0, 0.5, 1.0, 2.0, 3.0, 5.0]
 STATING = [False, True]
 RESTATED = [None, 0.5, 0.0, -2.0, -4.0, -6.0, float("-inf")]  # the margin a newer restatement needs (None: off)
 KIN = [None, 0.15, 0.3]  # how alike its span must be to the one it replaces (None: any)
+RECENT_WIDE = [0.0, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0]  # with RECENT_KIN, searched with the threshold, the rest as shipped
+RECENT_KIN = [None, 0.3, 0.6]  # how alike a nearly-as-good line's span must be to the best's to count as newer
 RANKED = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0]  # how much less a line's margin counts a doubling of its place in the ranking
 # (searched with the threshold, the rest as shipped: the whole grid times five would take hours)
 
@@ -268,6 +270,27 @@ def tune(args, root: Path) -> None:
     for ranked in RANKED:
         other = replace(reading.DEFAULT, ranked=ranked)
         report[f"the shipped choice with ranked={ranked}"] = {
+            c: judged([r for r in rows if r["conv"] == c], other) for c in convs} | (
+            {"updates tune": judged(tune_half, other), "updates report": judged(report_half, other)} if updates else {})
+    recents = [replace(reading.DEFAULT, threshold=t, recent=r, recent_kin=k)
+               for t in THRESHOLDS for r in RECENT_WIDE for k in RECENT_KIN if r > 0 or k is None]
+    for tune, other in itertools.permutations(convs):  # the latest line of the same kind: chosen with the threshold
+        on = [[r for r in rows if r["conv"] == tune], tune_half]
+        pick = chosen(on, recents)
+        report[f"threshold, recent and recent_kin chosen on {tune}"] = {
+            "choice": {"threshold": pick.threshold, "recent": pick.recent, "recent_kin": pick.recent_kin},
+            "tune": judged(on[0], pick), "report": judged([r for r in rows if r["conv"] == other], pick),
+            **({"updates report": judged(report_half, pick)} if updates else {})}
+    pick = chosen(everything, recents)
+    report["threshold, recent and recent_kin chosen on both conversations" + (" and the updates' tune half" if updates else "")] = {
+        "choice": {"threshold": pick.threshold, "recent": pick.recent, "recent_kin": pick.recent_kin},
+        **{c: judged([r for r in rows if r["conv"] == c], pick) for c in convs},
+        **({"updates tune": judged(tune_half, pick), "updates report": judged(report_half, pick)} if updates else {})}
+    for recent, kin in itertools.product(RECENT_WIDE, RECENT_KIN):  # what ships with each recent and recent_kin
+        if recent == 0 and kin is not None:
+            continue
+        other = replace(reading.DEFAULT, recent=recent, recent_kin=kin)
+        report[f"the shipped choice with recent={recent}, recent_kin={kin}"] = {
             c: judged([r for r in rows if r["conv"] == c], other) for c in convs} | (
             {"updates tune": judged(tune_half, other), "updates report": judged(report_half, other)} if updates else {})
     alone = replace(best, subject=False, whose=None)  # the same choice without the person rule

@@ -5,6 +5,8 @@ hangs on a processor's rounding; tests/test_reader.py runs the real reader."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from memcli import Memory
@@ -66,6 +68,24 @@ def test_of_lines_that_answer_as_well_the_latest_said_is_the_answer(library):
     assert decide("What car does Priya drive?", library, scored, 0.0, Choice(recent=0.4)).text == "Honda Civic"
     # a later line under the threshold is not an answer, however close
     assert decide("What car does Priya drive?", library, scored, 4.8, Choice(recent=1.0)).text == "Honda Civic"
+
+
+def test_of_lines_that_answer_nearly_as_well_only_a_value_of_the_same_kind_is_taken_for_the_newer_one(library):
+    """With ``recent_kin``, a later line within ``recent`` of the best counts only when its span is alike the
+    best's (a car for a car; the likeness is scripted here, the real one is tests/test_reader.py's)."""
+    library, lines = library
+    likeness = {frozenset(("Honda Civic", "Subaru Outback")): 0.6, frozenset(("Honda Civic", "home study")): 0.05}
+    alike = lambda a, b: likeness[frozenset((a, b))]  # noqa: E731
+    scored = [line(lines, "I drive a Honda Civic.", "Honda Civic", 9.0),
+              line(lines, "I sold the Civic and bought a Subaru Outback.", "Subaru Outback", 4.0),
+              line(lines, "I passed the home study last week!", "home study", 5.0)]
+    question = "What car does she drive?"
+    wide = Choice(subject=False, recent=6.0)
+    assert decide(question, library, scored, 0.0, wide, alike=alike).text == "home study"  # the latest of any kind
+    assert decide(question, library, scored, 0.0, replace(wide, recent_kin=0.3), alike=alike).text == "Subaru Outback"
+    assert decide(question, library, scored, 0.0, replace(wide, recent_kin=0.7), alike=alike).text == "Honda Civic"
+    assert decide(question, library, scored, 0.0, replace(wide, recent=4.5, recent_kin=0.3),
+                  alike=alike).text == "Honda Civic"  # the car's line is 5 under the best: too far
 
 
 def test_a_line_the_ranking_found_restated_gives_way_to_the_newer_line_when_the_reader_finds_a_span_there(library):

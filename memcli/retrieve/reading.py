@@ -6,7 +6,8 @@ in document order, each range as memcli shows memory (``[time] speaker: text`` l
 than the reader's window is read in several windows. Every line gets a score (its best span's margin
 over the no-answer output of the window it was read in); the answer is the best line's span, and it
 is "I don't know" when that margin is under the reader's threshold (chosen on a held-out split at
-training: docs/reader.md). When the ranking found newer lines that restate the best one (a fact that
+training: docs/reader.md). Of the lines that answer nearly as well with a value of the best's kind
+(:func:`latest`), the latest said is the answer. When the ranking found newer lines that restate the best one (a fact that
 changed, :func:`memcli.retrieve.current.newer_first`), the latest of them that answers with a value of
 the same kind (:func:`kinship`) is the answer.
 A question that asks when is answered with the date the chosen line writes out or says relative to its
@@ -145,13 +146,17 @@ def about(entry, people: set[str]) -> bool:
     return False
 
 
-def latest(library: Library, lines: list[Line], threshold: float, within: float) -> Line:
+def latest(library: Library, lines: list[Line], threshold: float, within: float, kin: float | None = None,
+           alike=None) -> Line:
     """The best line, or when others answer nearly as well (a margin within ``within`` of the best's, and
-    over the threshold) the latest said of them: a fact that changed is answered with its current value."""
+    over the threshold) the latest said of them: a fact that changed is answered with its current value.
+    ``kin``: only lines whose span is at least this alike to the best's by ``alike`` (a value of the same
+    kind) count."""
     best = lines[0]
     if within <= 0 or best.margin < threshold:
         return best
-    close = [x for x in lines if x.margin >= max(threshold, best.margin - within)]
+    close = [x for x in lines if x.margin >= max(threshold, best.margin - within)
+             and (x is best or kin is None or alike is None or alike(best.span, x.span) >= kin)]
     return max(close, key=lambda x: said(library, x))
 
 
@@ -168,6 +173,8 @@ class Choice:
     threshold: float | None = None  # the margin under which it is "I don't know" (None: the reader's own)
     subject: bool = True  # a question naming a person memory knows reads only their lines and lines about them
     recent: float = 0.0  # lines within this margin of the best answer as well: the latest said is the answer
+    recent_kin: float | None = None  # ... of those, only lines whose span is at least this alike to the best's by
+    # :func:`kinship` (a value of the same kind; None: any line)
     stating: bool = False  # a line that asks ("Should I learn piano?") answers only when no line that states does
     whose: float | None = None  # "I don't know" when someone else's line answers better than the person's by more
     restated: float | None = None  # the answer's line gives way to a newer line that restates it (the ranking's
@@ -258,7 +265,7 @@ def decide(question: str, library: Library, lines: list[Line], threshold: float,
         states = [x for x in pool if not asking(library.doc(x.doc).entries[x.line].text)]
         if states and states[0].margin >= threshold:
             pool = states
-    best = latest(library, pool, threshold, choice.recent)
+    best = latest(library, pool, threshold, choice.recent, choice.recent_kin, alike)
     if best.margin < threshold:
         return Reading(UNKNOWN, True, f"the reader finds no answer in the lines read{' of or about ' + whom if named else ''} (best margin "
                        f"{best.margin:.2f} < {threshold:.2f}, {best.citation})", best.citation, best.span,
@@ -292,4 +299,6 @@ def read_answer(question: str, library: Library, read: list[Evidence], reader=No
 # restates the answer's (the ranking's newer-first relation) answers from a margin of -2.0 when its span is a
 # value of the same kind (kinship 0.3): both folds chose these two, and without the kind (0.5 before) a
 # restatement of something else was taken for a change ("What is Open Door known for?" -> "Harbor Light").
-DEFAULT = Choice(subject=True, recent=3.0, stating=False, whose=2.0, restated=-2.0, kin=0.3)
+# Of the lines within the recency window, only values of the best's kind count (recent_kin 0.3): both folds chose
+# it, with recent 3.0.
+DEFAULT = Choice(subject=True, recent=3.0, recent_kin=0.3, stating=False, whose=2.0, restated=-2.0, kin=0.3)
