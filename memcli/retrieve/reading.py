@@ -7,9 +7,9 @@ than the reader's window is read in several windows. Every line gets a score (it
 over the no-answer output of the window it was read in); the answer is the best line's span, and it
 is "I don't know" when that margin is under the reader's threshold (chosen on a held-out split at
 training: docs/reader.md). Of the lines that answer nearly as well with a value of the best's kind
-(:func:`latest`), the latest said is the answer. When the ranking found newer lines that restate the best one (a fact that
-changed, :func:`memcli.retrieve.current.newer_first`), the latest of them that answers with a value of
-the same kind (:func:`kinship`) is the answer.
+(:func:`latest`), the latest said is the answer. When the ranking found newer lines that restate the
+best one (a fact that changed, :func:`memcli.retrieve.current.newer_first`), the latest of them that
+answers with a value of the same kind (:func:`kinship`) is the answer.
 A question that asks when is answered with the date the chosen line writes out or says relative to its
 entry (:func:`memcli.retrieve.when.dated`), else the entry's day. No chat model is loaded.
 """
