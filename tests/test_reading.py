@@ -35,6 +35,19 @@ def line(lines, text, span, margin):
     return Line("CURRENT", lines[text], span, margin)
 
 
+def cars_and_study(lines, civic: float, outback: float, study: float) -> list[Line]:
+    """The car Priya drove, the one she bought, and Caroline's home study, with these margins."""
+    return [line(lines, "I drive a Honda Civic.", "Honda Civic", civic),
+            line(lines, "I sold the Civic and bought a Subaru Outback.", "Subaru Outback", outback),
+            line(lines, "I passed the home study last week!", "home study", study)]
+
+
+def alike(a: str, b: str) -> float:
+    """A scripted likeness of spans as values: a car and a car alike, a car and the home study not."""
+    return {frozenset(("Honda Civic", "Subaru Outback")): 0.6, frozenset(("Honda Civic", "home study")): 0.05}[
+        frozenset((a, b))]
+
+
 def test_the_best_line_answers_above_the_threshold_and_none_below_it(library):
     library, lines = library
     scored = [line(lines, "I decided to apply to Open Door.", "Open Door", 3.0),
@@ -74,11 +87,7 @@ def test_of_lines_that_answer_nearly_as_well_only_a_value_of_the_same_kind_is_ta
     """With ``recent_kin``, a later line within ``recent`` of the best counts only when its span is alike the
     best's (a car for a car; the likeness is scripted here, the real one is tests/test_reader.py's)."""
     library, lines = library
-    likeness = {frozenset(("Honda Civic", "Subaru Outback")): 0.6, frozenset(("Honda Civic", "home study")): 0.05}
-    alike = lambda a, b: likeness[frozenset((a, b))]  # noqa: E731
-    scored = [line(lines, "I drive a Honda Civic.", "Honda Civic", 9.0),
-              line(lines, "I sold the Civic and bought a Subaru Outback.", "Subaru Outback", 4.0),
-              line(lines, "I passed the home study last week!", "home study", 5.0)]
+    scored = cars_and_study(lines, 9.0, 4.0, 5.0)
     question = "What car does she drive?"
     wide = Choice(subject=False, recent=6.0)
     assert decide(question, library, scored, 0.0, wide, alike=alike).text == "home study"  # the latest of any kind
@@ -120,11 +129,7 @@ def test_a_newer_restatement_answers_only_with_a_value_of_the_kind_it_replaces(l
     library, lines = library
     civic, outback = lines["I drive a Honda Civic."], lines["I sold the Civic and bought a Subaru Outback."]
     study = lines["I passed the home study last week!"]
-    likeness = {frozenset(("Honda Civic", "Subaru Outback")): 0.6, frozenset(("Honda Civic", "home study")): 0.05}
-    alike = lambda a, b: likeness[frozenset((a, b))]  # noqa: E731
-    scored = [line(lines, "I drive a Honda Civic.", "Honda Civic", 5.0),
-              line(lines, "I sold the Civic and bought a Subaru Outback.", "Subaru Outback", 1.0),
-              line(lines, "I passed the home study last week!", "home study", 1.0)]
+    scored = cars_and_study(lines, 5.0, 1.0, 1.0)
     question = "What car does Priya drive?"
     choice = Choice(subject=False, restated=0.0, kin=0.3)
     changed = decide(question, library, scored, 0.0, choice, {("CURRENT", civic): [("CURRENT", outback)]}, alike)
