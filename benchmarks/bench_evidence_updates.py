@@ -7,12 +7,13 @@
 ``questions.jsonl``). All the chats go into one store, as one user's memory of many people; for each
 question whose value memory holds (the current value, asked in the present or the past tense, and the
 value "as of" a day), the share whose ``ask --evidence-only`` evidence within each budget shows a line
-stating the asked value (as the evidence shows it: compact evidence shows part of an entry), by half of the suite (``tune``, ``report``). The budgets are small because the
-chats are: 50 messages, some 700 tokens each, so at 500 tokens nearly everything fits.
+stating the asked value (as the evidence shows it: compact evidence shows part of an entry), by half of
+the suite (``tune``, ``report``). The budgets are small because the chats are: 50 messages, some 700
+tokens each, so at 500 tokens nearly everything fits.
 
-Every alternative of one of ``tune_evidence.py``'s axes (``--vary``, "set selection" unless told) is scored
-with the rest as shipped, so the axis is chosen on two kinds of conversation: LoCoMo's two friends (``tune_evidence.py``) and these
-(the tune half; the report half is the held-out figure).
+Every alternative of one of ``tune_evidence.py``'s axes (``--vary``, "set selection" unless told) is
+scored with the rest as shipped, so the axis is chosen on two kinds of conversation: LoCoMo's two friends
+(``tune_evidence.py``) and these (the tune half; the report half is the held-out figure).
 """
 
 from __future__ import annotations

@@ -254,45 +254,36 @@ def tune(args, root: Path) -> None:
         report[f"the shipped choice with restated={restated}, kin={kin}"] = {
             c: judged([r for r in rows if r["conv"] == c], other) for c in convs} | (
             {"updates tune": judged(tune_half, other), "updates report": judged(report_half, other)} if updates else {})
-    ranks = [replace(reading.DEFAULT, threshold=t, ranked=r) for t in THRESHOLDS for r in RANKED]
-    for tune, other in itertools.permutations(convs):  # the ranking's place: chosen with the threshold, the rest as shipped
-        on = [[r for r in rows if r["conv"] == tune], tune_half]
-        pick = chosen(on, ranks)
-        report[f"threshold and ranked chosen on {tune}"] = {
-            "choice": {"threshold": pick.threshold, "ranked": pick.ranked}, "tune": judged(on[0], pick),
-            "report": judged([r for r in rows if r["conv"] == other], pick),
-            **({"updates report": judged(report_half, pick)} if updates else {})}
-    pick = chosen(everything, ranks)
-    report["threshold and ranked chosen on both conversations" + (" and the updates' tune half" if updates else "")] = {
-        "choice": {"threshold": pick.threshold, "ranked": pick.ranked},
-        **{c: judged([r for r in rows if r["conv"] == c], pick) for c in convs},
-        **({"updates tune": judged(tune_half, pick), "updates report": judged(report_half, pick)} if updates else {})}
-    for ranked in RANKED:
-        other = replace(reading.DEFAULT, ranked=ranked)
-        report[f"the shipped choice with ranked={ranked}"] = {
-            c: judged([r for r in rows if r["conv"] == c], other) for c in convs} | (
-            {"updates tune": judged(tune_half, other), "updates report": judged(report_half, other)} if updates else {})
-    recents = [replace(reading.DEFAULT, threshold=t, recent=r, recent_kin=k)
-               for t in THRESHOLDS for r in RECENT_WIDE for k in RECENT_KIN if r > 0 or k is None]
-    for tune, other in itertools.permutations(convs):  # the latest line of the same kind: chosen with the threshold
-        on = [[r for r in rows if r["conv"] == tune], tune_half]
-        pick = chosen(on, recents)
-        report[f"threshold, recent and recent_kin chosen on {tune}"] = {
-            "choice": {"threshold": pick.threshold, "recent": pick.recent, "recent_kin": pick.recent_kin},
-            "tune": judged(on[0], pick), "report": judged([r for r in rows if r["conv"] == other], pick),
-            **({"updates report": judged(report_half, pick)} if updates else {})}
-    pick = chosen(everything, recents)
-    report["threshold, recent and recent_kin chosen on both conversations" + (" and the updates' tune half" if updates else "")] = {
-        "choice": {"threshold": pick.threshold, "recent": pick.recent, "recent_kin": pick.recent_kin},
-        **{c: judged([r for r in rows if r["conv"] == c], pick) for c in convs},
-        **({"updates tune": judged(tune_half, pick), "updates report": judged(report_half, pick)} if updates else {})}
-    for recent, kin in itertools.product(RECENT_WIDE, RECENT_KIN):  # what ships with each recent and recent_kin
-        if recent == 0 and kin is not None:
-            continue
-        other = replace(reading.DEFAULT, recent=recent, recent_kin=kin)
-        report[f"the shipped choice with recent={recent}, recent_kin={kin}"] = {
-            c: judged([r for r in rows if r["conv"] == c], other) for c in convs} | (
-            {"updates tune": judged(tune_half, other), "updates report": judged(report_half, other)} if updates else {})
+    def beside(label: str, among: list[reading.Choice], fields: tuple[str, ...], shipped: list[dict]) -> None:
+        """A search of ``fields`` alone (``among``: the rest as shipped): each fold's choice reported on the other,
+        the choice on everything, and the shipped choice with each of ``shipped`` (field values)."""
+        def picked(pick):
+            return {"choice": {f: getattr(pick, f) for f in fields}}
+        for tune, other in itertools.permutations(convs):
+            on = [[r for r in rows if r["conv"] == tune], tune_half]
+            pick = chosen(on, among)
+            report[f"{label} chosen on {tune}"] = picked(pick) | {
+                "tune": judged(on[0], pick), "report": judged([r for r in rows if r["conv"] == other], pick),
+                **({"updates report": judged(report_half, pick)} if updates else {})}
+        pick = chosen(everything, among)
+        report[f"{label} chosen on both conversations" + (" and the updates' tune half" if updates else "")] = \
+            picked(pick) | {c: judged([r for r in rows if r["conv"] == c], pick) for c in convs} | (
+                {"updates tune": judged(tune_half, pick), "updates report": judged(report_half, pick)} if updates else {})
+        for values in shipped:
+            other = replace(reading.DEFAULT, **values)
+            report["the shipped choice with " + ", ".join(f"{k}={v}" for k, v in values.items())] = {
+                c: judged([r for r in rows if r["conv"] == c], other) for c in convs} | (
+                {"updates tune": judged(tune_half, other), "updates report": judged(report_half, other)}
+                if updates else {})
+
+    # the ranking's place: chosen with the threshold, the rest as shipped
+    beside("threshold and ranked", [replace(reading.DEFAULT, threshold=t, ranked=r) for t in THRESHOLDS for r in RANKED],
+           ("threshold", "ranked"), [{"ranked": r} for r in RANKED])
+    # the latest line of the same kind: chosen with the threshold, the rest as shipped
+    pairs = [(r, k) for r in RECENT_WIDE for k in RECENT_KIN if r > 0 or k is None]
+    beside("threshold, recent and recent_kin",
+           [replace(reading.DEFAULT, threshold=t, recent=r, recent_kin=k) for t in THRESHOLDS for r, k in pairs],
+           ("threshold", "recent", "recent_kin"), [{"recent": r, "recent_kin": k} for r, k in pairs])
     alone = replace(best, subject=False, whose=None)  # the same choice without the person rule
     report["the same without the person rule"] = {
         c: judged([r for r in rows if r["conv"] == c], alone) for c in convs} | (
