@@ -17,7 +17,8 @@ The recipe (docs/reader.md, the model card, says why each part and what it measu
 - AdamW with warm-up and linear decay, batches of similar length;
 - optionally (``--squad2-part 1/4``; ``--from`` the shipped weights to run it alone) a second stage
   on SQuAD 2.0 dev's written unanswerable questions with a share of the first stage's sets again:
-  measured and not shipped (docs/reader.md says what it gave).
+  measured and not shipped (docs/reader.md says what it gave); likewise ``--distractors N``, a second
+  stage on SQuAD questions read among the sentences of their article that share the most of their words.
 """
 
 from __future__ import annotations
@@ -296,12 +297,76 @@ def passage_windows(tokenizer, examples: list[Example]):
     return out
 
 
+WORD = re.compile(r"[a-z0-9]+")
+
+
+def words(text: str) -> set[str]:
+    return set(WORD.findall(text.lower()))
+
+
+def distractor_windows(tokenizer, examples: list[Example], speakers: list[str], rng, count: int):
+    """Memory-shaped windows that teach the reader that sharing the question's words is not answering it:
+    for each of ``count`` SQuAD questions, the sentences of its article that share the most of the question's
+    words (weighted by rarity across the article) and do not hold the answer, 1-3 of them as lines with the
+    answer's sentence among them (labelled with the answer), and for half the questions the same lines alone
+    (no answer). Lines are shown as memory is (``speaker: text``, now and then dated), speakers drawn from
+    the dialogue sets' own."""
+    articles: dict[str, list[str]] = {}
+    for ex in examples:
+        pool = articles.setdefault(ex.group, [])
+        if not pool or pool[-1] != ex.context:
+            pool.append(ex.context)
+    out = []
+    picked = [e for e in examples if e.answers]
+    rng.shuffle(picked)
+    for ex in picked[:count]:
+        lines = list(dict.fromkeys(c[a:b] for c in articles[ex.group] for a, b in sentences(c)))
+        df: dict[str, int] = {}
+        for line in lines:
+            for w in words(line):
+                df[w] = df.get(w, 0) + 1
+        asked = words(ex.question)
+        start, answer = ex.starts[0], ex.answers[0]
+        own = next(((a, b) for a, b in sentences(ex.context) if a <= start < b and start + len(answer) <= b), None)
+        if own is None:
+            continue
+        target = ex.context[own[0]:own[1]]
+        others = [x for x in lines if answer.lower() not in x.lower() and x != target]
+        weight = {x: sum(math.log(len(lines) / df[w]) for w in words(x) & asked) for x in others}
+        hard = [x for x in sorted(others, key=lambda x: -weight[x]) if weight[x] > 0][:3]
+        if not hard:
+            continue
+        chosen = hard[:rng.randint(1, len(hard))]
+        mixed = chosen + [target]
+        rng.shuffle(mixed)
+        shown = memory_lines(mixed, speakers, rng)
+        at = mixed.index(target)
+        base = sum(len(x) + 1 for x in shown[:at]) + len(shown[at]) - len(target)
+        offset = start - own[0]
+        out += labelled(tokenizer, ex.question, "\n".join(shown), (base + offset, base + offset + len(answer)))[:1]
+        if rng.random() < 0.5:
+            out += labelled(tokenizer, ex.question, "\n".join(memory_lines(chosen, speakers, rng)), None)[:1]
+    return out
+
+
+def memory_lines(texts: list[str], speakers: list[str], rng) -> list[str]:
+    """``texts`` as memory shows lines: ``speaker: text``, the first now and then dated."""
+    out = [f"{rng.choice(speakers)}: {t}" for t in texts]
+    if out and rng.random() < 0.5:
+        out[0] = f"[{rng.randint(2019, 2026)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d} " \
+                 f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}] " + out[0]
+    return out
+
+
 def second_stage_windows(tokenizer, args, rng):
     """The second stage: SQuAD 2.0 dev's ``--squad2-part`` (questions written to have no answer in
-    their paragraph, which no training set here has), with a share of the first stage's sets again."""
+    their paragraph, which no training set here has) and ``--distractors`` (:func:`distractor_windows`),
+    with a share of the first stage's sets again."""
     from memcli.eval.qa import parse_part, part_of
-    squad2 = part_of(load(DATA / "squad_v2.0_dev.json.gz")[1], parse_part(args.squad2_part))
-    out = {"squad2": passage_windows(tokenizer, squad2) * args.squad2_repeat}
+    out = {}
+    if args.squad2_part != "none":
+        squad2 = part_of(load(DATA / "squad_v2.0_dev.json.gz")[1], parse_part(args.squad2_part))
+        out["squad2"] = passage_windows(tokenizer, squad2) * args.squad2_repeat
     molweni = load(DATA / "molweni_train.json.gz")[1]
     rng.shuffle(molweni)
     out["molweni"] = dialogue_windows(tokenizer, molweni[:args.again_molweni], rng, 0.0, None)
@@ -309,6 +374,10 @@ def second_stage_windows(tokenizer, args, rng):
     rng.shuffle(friends)
     out["friendsqa"] = dialogue_windows(tokenizer, friends[:args.again_friendsqa], rng, args.no_answer, (1, 6))
     squad = [e for e in load(DATA / "squad_v1.1_train.json.gz")[1] if e.answers]
+    if args.distractors:
+        speakers = sorted({line.split(": ", 1)[0] for ex in molweni + friends for line in ex.context.split("\n")
+                           if ": " in line and len(line.split(": ", 1)[0]) <= 20})
+        out["distractors"] = distractor_windows(tokenizer, squad, speakers, rng, args.distractors)
     rng.shuffle(squad)
     out["squad"] = squad_windows(tokenizer, squad[:args.again_squad], rng, args.no_answer)
     return report(out)
@@ -499,6 +568,8 @@ def main() -> None:
     parser.add_argument("--again-molweni", type=int, default=6000, help="second stage: Molweni train questions")
     parser.add_argument("--again-friendsqa", type=int, default=2000, help="second stage: FriendsQA questions")
     parser.add_argument("--again-squad", type=int, default=3000, help="second stage: SQuAD 1.1 questions")
+    parser.add_argument("--distractors", type=int, default=0, help="second stage: SQuAD 1.1 questions read "
+                        "among the lines of their article most like them (0: none)")
     parser.add_argument("--lr2", type=float, default=3e-5, help="second stage's learning rate")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--checkpoint-every", type=int, default=0, help="write training/checkpoint.safetensors")
@@ -515,7 +586,7 @@ def main() -> None:
         rounded(reader, args.frozen)
     else:
         load_shipped(reader, args.start)
-    if args.squad2_part != "none":
+    if args.squad2_part != "none" or args.distractors:
         rng = random.Random(args.seed + 1)  # the same second stage whether or not the first ran here
         torch.manual_seed(args.seed + 1)
         train(reader, second_stage_windows(tokenizer, args, rng), args, args.lr2, 1.0, rng, "second stage")
