@@ -182,6 +182,12 @@ def sentences(text: str) -> list[tuple[int, int]]:
     return [s for s in spans if s[1] > s[0]]
 
 
+def stamp(rng: random.Random) -> str:
+    """A random ``[YYYY-MM-DD HH:MM] `` as memcli dates a line."""
+    return f"[{rng.randint(2019, 2026)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d} " \
+           f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}] "
+
+
 def date_lines(text: str, rng: random.Random) -> tuple[str, list[int]]:
     """``text``'s lines with ``[YYYY-MM-DD HH:MM] `` before the first (and now and then another), and the
     characters added before each original offset (a map for moving answer offsets)."""
@@ -190,10 +196,9 @@ def date_lines(text: str, rng: random.Random) -> tuple[str, list[int]]:
     added = 0
     for i, line in enumerate(lines):
         if i == 0 or rng.random() < 0.1:
-            stamp = f"[{rng.randint(2019, 2026)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d} " \
-                    f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}] "
-            added += len(stamp)
-            out.append(stamp + line)
+            dated = stamp(rng)
+            added += len(dated)
+            out.append(dated + line)
         else:
             out.append(line)
         shift.append(added)
@@ -353,8 +358,7 @@ def memory_lines(texts: list[str], speakers: list[str], rng) -> list[str]:
     """``texts`` as memory shows lines: ``speaker: text``, the first now and then dated."""
     out = [f"{rng.choice(speakers)}: {t}" for t in texts]
     if out and rng.random() < 0.5:
-        out[0] = f"[{rng.randint(2019, 2026)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d} " \
-                 f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}] " + out[0]
+        out[0] = stamp(rng) + out[0]
     return out
 
 
