@@ -76,7 +76,8 @@ def grid(vary: set[str] | None = None) -> list[tuple[tuple[int, ...], Tuning]]:
     axes = [list(enumerate(axis)) if vary is None or name in vary
             else [(alternative_of(DEFAULT, axis), axis[alternative_of(DEFAULT, axis)])]
             for name, axis in GRID.items()]
-    return [(tuple(at for at, _ in parts), Tuning(**{k: v for _, part in parts for k, v in part.items()}))
+    return [(tuple(at for at, _ in parts), Tuning(question_map=DEFAULT.question_map,
+                                                  **{k: v for _, part in parts for k, v in part.items()}))
             for parts in itertools.product(*axes)]
 
 
@@ -104,7 +105,7 @@ def prepared(conv, memory_kind: str, work: Path, memories: list[Memory]) -> list
         out.append({"category": qa["category"], "question": qa["question"], "index": index, "answer": qa.get("answer"),
                     "gold": gold_dialog_ids(qa.get("evidence", [])), "library": library,
                     "lexical": lexical_scores(library, index, qa["question"]),
-                    "similar": index.similarities(qa["question"])})
+                    "similar": index.similarities(qa["question"], DEFAULT.question_map)})
     memories.append(memory)
     return out
 

@@ -126,10 +126,12 @@ def _sharing_check(store) -> Check | None:
 
 
 def _semantic_check(cfg) -> Check:
-    """The evidence ranking's sentence-embedding model: found, loaded and run on one sentence."""
+    """The evidence ranking's sentence-embedding model: found, loaded and run on one sentence; and the question
+    map (:mod:`memcli.semantic.query_map`) read."""
     if not cfg.search_semantic:
         return Check("semantic signal", True, "off (search.semantic is false): evidence is ranked by words alone")
     from memcli.semantic.encoder import Encoder, EncoderMissing
+    from memcli.semantic.query_map import QueryMap
 
     started = time.perf_counter()
     try:
@@ -138,8 +140,13 @@ def _semantic_check(cfg) -> Check:
     except EncoderMissing as err:
         return Check("semantic signal", False, f"{err.message}; evidence is ranked by words alone"
                      + (f" ({err.hint})" if err.hint else ""))
+    try:
+        QueryMap()
+    except EncoderMissing as err:
+        return Check("semantic signal", False, f"{err.message}; questions are compared by the encoder's own vectors"
+                     + (f" ({err.hint})" if err.hint else ""))
     return Check("semantic signal", True, f"{encoder.name} ({encoder.dimensions} dimensions) loaded and run in "
-                 f"{1000 * (time.perf_counter() - started):.0f} ms")
+                 f"{1000 * (time.perf_counter() - started):.0f} ms, with the question map")
 
 
 def _model_checks(cfg, checks: list[Check], verbose: bool) -> dict:

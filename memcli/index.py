@@ -158,17 +158,18 @@ class LibraryIndex:
             self._vectors.inline = self.inline
         return self._vectors
 
-    def similarities(self, text: str) -> dict[tuple[str, int], float]:
+    def similarities(self, text: str, share: float = 0.0) -> dict[tuple[str, int], float]:
         """Cosine similarity of ``text`` with every live entry by (document, line); empty without
-        the semantic signal."""
+        the semantic signal. ``share``: how far the question map moves ``text``'s vector
+        (:meth:`memcli.semantic.vectors.EntryVectors.question`)."""
         vectors = self.vectors()
-        return vectors.similarities(text) if vectors is not None else {}
+        return vectors.similarities(text, share) if vectors is not None else {}
 
-    def sentence_similarity(self, text: str) -> Callable[[list[str]], list[float]] | None:
+    def sentence_similarity(self, text: str, share: float = 0.0) -> Callable[[list[str]], list[float]] | None:
         """Cosine similarity of ``text`` with sentences of entries (compact evidence's
         :class:`memcli.retrieve.evidence.Focus`); None without the semantic signal."""
         vectors = self.vectors()
-        return vectors.sentence_similarity(text) if vectors is not None else None
+        return vectors.sentence_similarity(text, share) if vectors is not None else None
 
     # ------------------------------------------------------------ refresh
 

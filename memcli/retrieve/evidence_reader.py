@@ -21,7 +21,9 @@
    after it (the reply that answers it), which often shares no word with the
    question asked of memory.
 5. The semantic signal (:mod:`memcli.semantic`): the question's cosine
-   similarity with every entry's sentence vector, above the library's median,
+   similarity with every entry's sentence vector (the question's moved
+   ``question_map`` of the way toward where lines that answer such questions
+   lie, :mod:`memcli.semantic.query_map`), above the library's median,
    adds up to ``semantic_weight`` times the best lexical score, and the
    ``semantic_pool`` most similar entries join the candidates, so an entry that
    answers in other words ("swimming" for "activities") can rank. After the
@@ -93,7 +95,9 @@ class Tuning:
     score less ``diversity`` times its likeness to the nearest entry already taken (0: one by one);
     ``feedback_entries``, ``feedback_weight``: the question's vector is moved toward the mean of the
     vectors of the ``feedback_entries`` best entries by ``feedback_weight`` and the entries' similarities
-    taken again with it (step 5 with relevance feedback; 0: the question's own).
+    taken again with it (step 5 with relevance feedback; 0: the question's own); ``question_map``: how far
+    the question's vector is moved toward the question map's (:mod:`memcli.semantic.query_map`, trained on
+    public question / answer-line pairs; 0: the encoder's own).
     """
 
     region_weight: float = REGION_WEIGHT
@@ -109,17 +113,18 @@ class Tuning:
     diversity_pool: int = 0
     feedback_entries: int = 0
     feedback_weight: float = 0.0
+    question_map: float = 0.0
 
 
 # The evidence an outer model reads (ask --evidence-only, memory_search): chosen on two kinds of chat by evidence
 # recall and, for what an entry shows of itself, by the share of the answer's words the evidence shows,
 # tune_evidence.py and bench_evidence_updates.py (docs/benchmarks.md, "Evidence ranking").
 DEFAULT = Tuning(semantic_weight=0.75, semantic_pool=30, compact=True, closest_sentence=True, whole_share=0.25,
-                 diversity=0.35, diversity_pool=100)
+                 diversity=0.35, diversity_pool=100, question_map=0.5)
 # The evidence memcli answers from (ask with an answer: its reader, the agent's and the hybrid reader's recall
-# guard, composed KV memory): every entry compact (its reader reads the best entries whole) and set selection
-# chosen by the reader's answers, benchmarks/tune_reader.py (docs/benchmarks.md, "Evidence ranking").
-ANSWERING = replace(DEFAULT, diversity=1.0, whole_share=0.0)
+# guard, composed KV memory): every entry compact (its reader reads the best entries whole), set selection and
+# the question map chosen by the reader's answers, benchmarks/tune_reader.py (docs/benchmarks.md, "Evidence ranking").
+ANSWERING = replace(DEFAULT, diversity=1.0, whole_share=0.0, question_map=0.0)
 
 
 @dataclass
@@ -143,7 +148,7 @@ def ranked_entries(library: Library, index: LibraryIndex, question: str, *, part
     named = named_documents(index, question)
     scores = lexical_scores(library, index, question, partitions=partitions, prefer=prefer,
                             region_weight=tuning.region_weight, among=named)
-    similar = index.similarities(meaning(index, question)) if tuning.semantic_weight > 0 else {}
+    similar = index.similarities(meaning(index, question), tuning.question_map) if tuning.semantic_weight > 0 else {}
     if named is not None and similar:
         similar = within(similar, named)
     if library.as_of is not None:  # only the entries said by then
@@ -489,7 +494,7 @@ def focus(index: LibraryIndex, question: str, tuning: Tuning = DEFAULT, budget: 
     with ``tuning.closest_sentence`` and the semantic signal, the sentence nearest it in meaning of
     an entry that holds none; the best entries whole while they fit in ``tuning.whole_share`` of
     ``budget``."""
-    nearest = (index.sentence_similarity(meaning(index, question))
+    nearest = (index.sentence_similarity(meaning(index, question), tuning.question_map)
                if tuning.closest_sentence and tuning.semantic_weight > 0 else None)
     return Focus(frozenset(terms(question)), nearest, int(tuning.whole_share * budget))
 

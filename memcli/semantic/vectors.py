@@ -174,6 +174,7 @@ class EntryVectors:
             self.db = self._connect(self.path)
         self._signature: tuple = ()
         self._questions: OrderedDict[str, np.ndarray] = OrderedDict()  # recent questions' vectors
+        self._query_map: object = None  # memcli.semantic.query_map.QueryMap, read with the first question
         self._sentences: dict[bytes, np.ndarray] = {}  # sentence vectors read so far, by key
         self.inline = True  # a question may embed what is missing (False: never; see refresh(compute=False))
         self.missing = 0  # entries without a vector at the last refresh (only when refresh may not compute)
@@ -455,12 +456,13 @@ class EntryVectors:
         self._matrix = (np.concatenate(parts).astype(np.float32) if parts
                         else np.zeros((0, self.encoder.dimensions), np.float32))
 
-    def similarities(self, text: str) -> Similarities:
-        """Cosine similarity of ``text`` with every live entry that has a vector, by (document, line)."""
+    def similarities(self, text: str, share: float = 0.0) -> Similarities:
+        """Cosine similarity of ``text`` (as a question, :meth:`question`) with every live entry that has a
+        vector, by (document, line)."""
         self.refresh(compute=self.inline)
         if not self._keys:
             return Similarities([], {}, np.zeros(0, np.float32))
-        vector = self.question(text)
+        vector = self.question(text, share)
         return Similarities(self._keys, self._position, self._matrix @ vector, self._doc_rows, self._matrix, vector)
 
     def of(self, entries: dict[tuple[str, int], Entry]) -> dict[tuple[str, int], np.ndarray]:
@@ -472,21 +474,30 @@ class EntryVectors:
             out.update(zip(missing, self.encoder.encode([entry_text(entries[key]) for key in missing])))
         return out
 
-    def question(self, text: str) -> np.ndarray:
-        """``text``'s vector; the last ``QUESTIONS_KEPT`` are kept (a question's entries and sentences
-        are scored with one encoding, and a question asked again is not encoded again)."""
+    def question(self, text: str, share: float = 0.0) -> np.ndarray:
+        """``text``'s vector as a question: the encoder's, moved ``share`` of the way toward the question map's
+        (:mod:`memcli.semantic.query_map`; 0: the encoder's own). The last ``QUESTIONS_KEPT`` encodings are kept
+        (a question's entries and sentences are scored with one encoding, and a question asked again is not
+        encoded again)."""
         vector = self._questions.pop(text, None)
         if vector is None:
             vector = self.encoder.encode([text])[0]
         self._questions[text] = vector
         while len(self._questions) > QUESTIONS_KEPT:
             self._questions.popitem(last=False)
+        if share:
+            if self._query_map is None:
+                from memcli.semantic.query_map import for_encoder
+
+                self._query_map = for_encoder(self.encoder, self.on_warning) or False
+            if self._query_map:
+                vector = self._query_map.question(vector, share)
         return vector
 
-    def sentence_similarity(self, text: str) -> Callable[[list[str]], list[float]]:
-        """A function giving the cosine similarity of ``text`` with each of some sentences of entries
-        (their vectors computed by :meth:`refresh`)."""
-        vector = self.question(text)
+    def sentence_similarity(self, text: str, share: float = 0.0) -> Callable[[list[str]], list[float]]:
+        """A function giving the cosine similarity of ``text`` (as a question, :meth:`question`) with each of
+        some sentences of entries (their vectors computed by :meth:`refresh`)."""
+        vector = self.question(text, share)
         return lambda parts: (self.sentence_vectors(parts) @ vector).tolist()
 
     def sentence_vectors(self, parts: list[str]) -> np.ndarray:
