@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "training"))
 
-from train_reader import SENTENCE_END, sha256, write_safetensors  # noqa: E402
+from train_reader import sentences, sha256, write_safetensors  # noqa: E402
 
 from memcli.qa.sets import Example, load  # noqa: E402
 from memcli.semantic.encoder import MODEL_NAME, Encoder  # noqa: E402
@@ -58,15 +58,6 @@ FIXTURE = ROOT / "tests" / "fixtures" / "query_map_outputs.json"
 FIXTURE_QUESTIONS = ["What activities does she do with her family?", "Where did he travel last year?",
                      "Which sport does Ana play?"]
 _WORD = re.compile(r"[^\W\d_][\w'\u2019]*")
-
-
-def sentences(text: str) -> list[tuple[int, int]]:
-    spans, at = [], 0
-    for m in SENTENCE_END.finditer(text):
-        spans.append((at, m.start()))
-        at = m.end()
-    spans.append((at, len(text)))
-    return [s for s in spans if s[1] > s[0]]
 
 
 def without_names(question: str, names: set[str]) -> str:
