@@ -26,7 +26,7 @@ def weights_path() -> Path:
 
 
 class QueryMap:
-    """``map(vector)``: a question's vector as the ranking compares it with entries' (unit length)."""
+    """The trained map (``map``) and a question's vector moved part of the way toward it (``question``)."""
 
     def __init__(self, path: Path | None = None):
         path = path or weights_path()
