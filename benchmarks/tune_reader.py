@@ -41,6 +41,7 @@ RESTATED = [None, 0.5, 0.0, -2.0, -4.0, -6.0, float("-inf")]  # the margin a new
 KIN = [None, 0.15, 0.3]  # how alike its span must be to the one it replaces (None: any)
 RECENT_WIDE = [0.0, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0]  # with RECENT_KIN, searched with the threshold, the rest as shipped
 RECENT_KIN = [None, 0.3, 0.6]  # how alike a nearly-as-good line's span must be to the best's to count as newer
+MEANING = [0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0]  # what a line's likeness in meaning weighs (chosen alone)
 RANKED = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0]  # how much less a line's margin counts a doubling of its place in the ranking
 # (searched with the threshold, the rest as shipped: the whole grid times five would take hours)
 
@@ -58,9 +59,11 @@ class Watch:
         self.original = reading.read_answer
 
     def __enter__(self):
-        def watching(question, library, read, reader=None, choice=None, restated=None, order=None):
+        def watching(question, library, read, reader=None, choice=None, restated=None, order=None, index=None):
             reader = reader or reading.shared_reader()
             lines = reading.score_lines(question, library, read, reader, order)
+            if index is not None:  # every line's likeness, whatever the choice's weight on it
+                lines = reading.likeness(index, question, lines)
             self.last = (library, lines, reader.threshold, restated or {})
             return reading.decide(question, library, lines, reader.threshold, choice or reading.DEFAULT, restated,
                                   reading.kinship(reader))
@@ -254,19 +257,22 @@ def tune(args, root: Path) -> None:
         report[f"the shipped choice with restated={restated}, kin={kin}"] = {
             c: judged([r for r in rows if r["conv"] == c], other) for c in convs} | (
             {"updates tune": judged(tune_half, other), "updates report": judged(report_half, other)} if updates else {})
-    def beside(label: str, among: list[reading.Choice], fields: tuple[str, ...], shipped: list[dict]) -> None:
+    def beside(label: str, among: list[reading.Choice], fields: tuple[str, ...], shipped: list[dict],
+               suite: bool = True) -> None:
         """A search of ``fields`` alone (``among``: the rest as shipped): each fold's choice reported on the other,
-        the choice on everything, and the shipped choice with each of ``shipped`` (field values)."""
+        the choice on everything, and the shipped choice with each of ``shipped`` (field values); ``suite=False``:
+        chosen on the conversations alone (the update suite's halves both only reported)."""
         def picked(pick):
             return {"choice": {f: getattr(pick, f) for f in fields}}
+        everything_ = everything if suite else everything[:-1]
         for tune, other in itertools.permutations(convs):
-            on = [[r for r in rows if r["conv"] == tune], tune_half]
+            on = [[r for r in rows if r["conv"] == tune], tune_half if suite else []]
             pick = chosen(on, among)
             report[f"{label} chosen on {tune}"] = picked(pick) | {
                 "tune": judged(on[0], pick), "report": judged([r for r in rows if r["conv"] == other], pick),
                 **({"updates report": judged(report_half, pick)} if updates else {})}
-        pick = chosen(everything, among)
-        report[f"{label} chosen on both conversations" + (" and the updates' tune half" if updates else "")] = \
+        pick = chosen(everything_, among)
+        report[f"{label} chosen on both conversations" + (" and the updates' tune half" if updates and suite else "")] = \
             picked(pick) | {c: judged([r for r in rows if r["conv"] == c], pick) for c in convs} | (
                 {"updates tune": judged(tune_half, pick), "updates report": judged(report_half, pick)} if updates else {})
         for values in shipped:
@@ -279,6 +285,10 @@ def tune(args, root: Path) -> None:
     # the ranking's place: chosen with the threshold, the rest as shipped
     beside("threshold and ranked", [replace(reading.DEFAULT, threshold=t, ranked=r) for t in THRESHOLDS for r in RANKED],
            ("threshold", "ranked"), [{"ranked": r} for r in RANKED])
+    # a line's likeness in meaning: chosen on the conversations alone at the shipped threshold (the update suite,
+    # which keeps asking for more of it while conv-26 loses, held out), the rest as shipped
+    beside("meaning", [replace(reading.DEFAULT, meaning=m) for m in MEANING], ("meaning",),
+           [{"meaning": m} for m in MEANING], suite=False)
     # the latest line of the same kind: chosen with the threshold, the rest as shipped
     pairs = [(r, k) for r in RECENT_WIDE for k in RECENT_KIN if r > 0 or k is None]
     beside("threshold, recent and recent_kin",

@@ -122,9 +122,9 @@ JITTER = 0.05
 def steady_reader(trials: int = 24, jitter: float = JITTER):
     """Every answer memcli's reader decides in this process within the block (``reading.decide``, as ``ask``
     calls it) is decided again ``trials`` times with each line's margin moved by up to +-``jitter`` and each
-    likeness of two spans by up to +-``jitter`` / 5; any other answer fails the test. A test that asserts what
-    ``ask`` answers wraps it in this, so that what it asserts does not hang on a score margin another
-    machine's rounding could turn over."""
+    likeness (of two spans, of a line to the question) by up to +-``jitter`` / 5; any other answer fails the
+    test. A test that asserts what ``ask`` answers wraps it in this, so that what it asserts does not hang on a
+    score margin another machine's rounding could turn over."""
     from memcli.retrieve import reading
 
     original, fragile = reading.decide, []
@@ -133,7 +133,8 @@ def steady_reader(trials: int = 24, jitter: float = JITTER):
         said = original(question, library, lines, threshold, choice, restated, alike)
         rng = random.Random(question)
         for _ in range(trials):
-            moved = sorted((replace(x, margin=x.margin + rng.uniform(-jitter, jitter)) for x in lines),
+            moved = sorted((replace(x, margin=x.margin + rng.uniform(-jitter, jitter),
+                                    likeness=x.likeness + rng.uniform(-jitter / 5, jitter / 5)) for x in lines),
                            key=lambda x: -x.margin)
             bent: dict = {}
 

@@ -56,8 +56,7 @@ def test_a_correction_supersedes_the_nearest_earlier_entry_of_the_same_speaker_t
     assert corrections([fixed], [entry(9, "Olek", "Northwind called again.", "2024-03-05T10:00")]) == {}
 
 
-@pytest.mark.slow  # a measured failure of the reader, kept out of the fast tier
-@pytest.mark.xfail(strict=True, reason="memcli's reader (issue 77): the correction's value scores under the threshold (margin 0.28 < 0.5)")
+@pytest.mark.slow  # several processes: the slow tier (CI runs it)
 def test_ingest_marks_the_corrected_entry_in_current_and_ask_reads_it_only_before_the_correction(tmp_path):
     """The real command: the corrected line stays where it is, with superseded_by; the evidence after the
     correction leaves it out but shows it as the correction's history, ``--as-of`` a day before the
@@ -83,7 +82,8 @@ def test_ingest_marks_the_corrected_entry_in_current_and_ask_reads_it_only_befor
     history = [old for e in found for old in e.get("replaced", [])]  # the correction's range says what it replaced
     assert history == [{"seq": 1, "by": 3, "time": "2024-03-01T10:00", "text": "I drive a Tesla Model 3."}], found
     assert "I drive a Tesla" in evidence("--as-of", "2024-03-05")
-    # the answer: the correction's value, held by the question's word "drive" in the line it corrected
+    # the answer: the correction's value (the reader's margin 0.28 alone, under its threshold 0.5; 0.84 with the
+    # line's likeness in meaning to the question), held by the question's word "drive" in the line it corrected
     answer = run_memcli("--store", store, "ask", "What car does Priti drive?", "--json")
     assert answer.code == 0 and json.loads(answer.stdout)["answer"] == "Mazda CX-5", answer.stdout
 

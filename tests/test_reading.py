@@ -160,3 +160,52 @@ def test_with_ranked_a_line_the_ranking_put_far_down_counts_less(library):
     assert decide("Which agency?", library, [far], 2.0, Choice(subject=False, ranked=0.5)).abstained  # 1.0 < 2.0
     unranked = Line("CURRENT", lines["I drive a Honda Civic."], "Honda Civic", 3.0)  # a line the ranking did not order
     assert decide("Which agency?", library, [unranked, top], 0.0, Choice(subject=False, ranked=0.5)).text == "Honda Civic"
+
+
+def test_with_meaning_a_line_nearer_the_question_in_meaning_can_outweigh_a_higher_margin(library):
+    library, lines = library
+    # the reader's pull toward a line sharing the question's words: a car's line scores above the agency's
+    car = Line("CURRENT", lines["I drive a Honda Civic."], "Honda Civic", 3.0, likeness=-0.2)
+    agency = Line("CURRENT", lines["I decided to apply to Open Door."], "Open Door", 2.0, likeness=0.1)
+    assert decide("Which agency?", library, [car, agency], 0.0, Choice(subject=False)).text == "Honda Civic"  # off
+    said = decide("Which agency?", library, [car, agency], 0.0, Choice(subject=False, meaning=8.0))
+    assert said.text == "Open Door" and said.margin == pytest.approx(2.8)  # 2.0 + 8 * 0.1 against 3.0 - 1.6
+    assert said.decided()["lines"][0]["likeness"] == 0.1
+    far = replace(agency, likeness=-0.3)  # the threshold is met by the weighed margin: 2.0 - 2.4 < 0
+    assert decide("Which agency?", library, [far], 0.0, Choice(subject=False, meaning=8.0)).abstained
+
+
+def test_a_lines_likeness_is_its_cosine_with_the_question_less_the_mean_of_the_lines_read(tmp_path):
+    from memcli.retrieve.evidence_reader import meaning
+    from memcli.retrieve.reading import likeness
+
+    memory = Memory(tmp_path / "store", create=True, settings={"search.vectors": "inline"})
+    said = ["Do you think I should learn to play piano?", "I quit squash and took up tennis."]
+    for n, text in enumerate(said):
+        memory.remember(text, speaker="Ana", time=f"2023-10-0{n + 1}T10:00")
+    library = Library(memory.store)
+    at = {library.doc("CURRENT").entries[n].text: n for n in library.doc("CURRENT").lines}
+    read = [Line("CURRENT", at[text], "x", 0.0) for text in said]
+    with memory.store.reading():
+        piano, tennis = likeness(memory.index, "Which sport does Ana play?", read)
+        asked = meaning(memory.index, "Which sport does Ana play?")  # as the ranking compares it with entries
+        cosines = memory.index.similarities(asked)
+    memory.close()
+    assert piano.likeness + tennis.likeness == pytest.approx(0.0, abs=1e-6)
+    assert tennis.likeness - piano.likeness == pytest.approx(cosines[tennis.doc, tennis.line]
+                                                             - cosines[piano.doc, piano.line], abs=1e-6)
+    assert tennis.likeness - piano.likeness > 0.1  # a sport's line nearer a question about sport than piano's
+    assert likeness(memory.index, "Which sport?", []) == []
+
+
+def test_whose_line_answers_is_judged_by_the_readers_margins_not_by_likeness_in_meaning(library):
+    library, lines = library
+    # Priya's line is nearer the question in meaning; the reader finds Caroline's answer within `whose` of it
+    cousin = line(lines, "Thanks, Caroline! My cousin adopted in Portland.", "cousin", 3.0)
+    agency = line(lines, "I decided to apply to Open Door.", "Open Door", 1.5)
+    choice = Choice(whose=2.0, meaning=8.0)
+    near, far = replace(cousin, likeness=0.1), replace(agency, likeness=-0.1)  # 3.8 against -0.1 once weighed
+    said = decide("Which agency did Caroline apply to?", library, [near, far], 0.0, choice)
+    assert said.text == "Open Door" and not said.abstained
+    far_behind = replace(far, margin=0.5)  # now the reader itself puts Priya's line ahead by more than 2
+    assert decide("Which agency did Caroline apply to?", library, [near, far_behind], 0.0, choice).abstained

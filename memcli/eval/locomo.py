@@ -296,7 +296,7 @@ class Runner:
             read = best_part(found.library, evidence, found.order, self.answer_context,
                              count=self.model.count_tokens)
             said = respond(self.model, memory.store, qa["question"], read, found.library, stats,
-                           answer=memory.answer_style(), keep_evidence=False)
+                           answer=memory.answer_style(), keep_evidence=False, index=memory.index)
             reply, rounds, abstained = said.text, 0, said.abstained
             counts = {"prompt_tokens": stats.prompt_tokens, "prefilled_tokens": stats.prefilled_tokens,
                       "restored_tokens": stats.restored_tokens, "generated_tokens": stats.completion_tokens}

@@ -165,7 +165,7 @@ def composed_ask(engine: KVEngine, store, index, question: str, *, budget: int, 
         result.answer, result.abstained, result.why = UNKNOWN, True, "no evidence"
     elif answer == "extract":  # memcli's reader answers: no model reads the composition
         with store.reading():
-            said = respond(None, store, question, result.read, Library(store), stats, answer="extract")
+            said = respond(None, store, question, result.read, Library(store), stats, answer="extract", index=index)
         result.answer, result.abstained, result.why, result.decided = said.text, said.abstained, said.why, \
             said.decided or {}
         result.timings["answer_s"] = round(time.perf_counter() - retrieved, 3)

@@ -87,12 +87,13 @@ class Said:
 
 def respond(model: ChatModel | None, store, question: str, read: list[Evidence], library, stats: CallStats, *,
             answer: str = "generate", keep_evidence: bool = True, restated: dict | None = None,
-            order: list | None = None) -> Said:
+            order: list | None = None, index=None) -> Said:
     """The answer to ``question`` from the evidence ``read``, as ``answer`` says: ``extract`` (memcli's
     trained reader picks a span of a line, :mod:`memcli.retrieve.reading`; no chat model) or
     ``generate`` (the model writes it, checked against the evidence); ``restated``: the ranking's older entries
     to the newer ones that restate them (:class:`memcli.retrieve.evidence_reader.Retrieval`), which the
-    reader answers from instead. ``eval`` answers its baselines
+    reader answers from instead; ``index``: the library's, for the lines' likeness in meaning to the question
+    (:func:`memcli.retrieve.reading.likeness`). ``eval`` answers its baselines
     (the gold evidence too) with it, so they are scored with the same answer code as ``ask``."""
     from memcli.retrieve.answer import UNKNOWN
     from memcli.retrieve.answer import answer as generate
@@ -100,7 +101,7 @@ def respond(model: ChatModel | None, store, question: str, read: list[Evidence],
     if answer == "extract":
         from memcli.retrieve.reading import read_answer
 
-        picked = read_answer(question, library or Library(store), read, restated=restated, order=order)
+        picked = read_answer(question, library or Library(store), read, restated=restated, order=order, index=index)
         return Said(picked.text, picked.abstained, picked.reason, decided=picked.decided())
     written = generate(model, question, read, stats, keep_evidence=keep_evidence)
     if written is None:
@@ -185,7 +186,7 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
     if answering:
         said = respond(model, store, question, result.read, found.library, stats, answer=answer,
                        keep_evidence=keep_evidence, restated=getattr(found, "restated", None),
-                       order=getattr(found, "order", None))  # documents loaded already
+                       order=getattr(found, "order", None), index=index)  # documents loaded already
         result.answer, result.abstained, result.why = said.text, said.abstained, said.why
         result.decided = said.decided or {}
         result.read = said.read if said.read is not None else result.read

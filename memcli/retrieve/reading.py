@@ -3,9 +3,11 @@ the answer is the span of a line it finds best, or "I don't know" when its no-an
 
 What it reads is the best-ranked part of the evidence (``ask.answer_context`` tokens), range by range
 in document order, each range as memcli shows memory (``[time] speaker: text`` lines); a range longer
-than the reader's window is read in several windows. Every line gets a score (its best span's margin
-over the no-answer output of the window it was read in); the answer is the best line's span, and it
-is "I don't know" when that margin is under the reader's threshold (chosen on a held-out split at
+than the reader's window is read in several windows. Every line gets a score: its best span's margin
+over the no-answer output of the window it was read in, plus ``Choice.meaning`` times how much nearer the
+line is to the question in meaning than the lines read are on average (:func:`likeness`: the reader alone
+takes "Should I learn to play piano?" for the sport someone plays). The answer is the best line's span,
+and it is "I don't know" when that score is under the reader's threshold (chosen on a held-out split at
 training: docs/reader.md). Of the lines that answer nearly as well with a value of the best's kind
 (:func:`latest`), the latest said is the answer. When the ranking found newer lines that restate the
 best one (a fact that changed, :func:`memcli.retrieve.current.newer_first`), the latest of them that
@@ -54,6 +56,8 @@ class Line:
     span: str
     margin: float  # the span's score less the no-answer score (above the threshold: it answers)
     rank: int | None = None  # the entry's place in the ranking, best first from 0 (None: not ranked)
+    likeness: float = 0.0  # how much nearer its entry is to the question in meaning than the lines read are on
+    # average (cosine of the sentence vectors, :func:`likeness`; 0: not measured)
 
     @property
     def citation(self) -> str:
@@ -76,7 +80,8 @@ class Reading:
         return {"by": "reader", "line": self.citation, "span": self.span,
                 "margin": None if self.margin is None else round(self.margin, 3),
                 "threshold": round(self.threshold, 3),
-                "lines": [{"line": x.citation, "span": x.span, "margin": round(x.margin, 3)} for x in self.lines[:5]]}
+                "lines": [{"line": x.citation, "span": x.span, "margin": round(x.margin, 3),
+                           "likeness": round(x.likeness, 3)} for x in self.lines[:5]]}
 
 
 def passages(library: Library, read: list[Evidence]):
@@ -177,12 +182,14 @@ class Choice:
     # :func:`kinship` (a value of the same kind; None: any line)
     stating: bool = False  # a line that asks ("Should I learn piano?") answers only when no line that states does
     whose: float | None = None  # "I don't know" when someone else's line answers better than the person's by more
+    # (by the reader's margins, ``meaning`` aside)
     restated: float | None = None  # the answer's line gives way to a newer line that restates it (the ranking's
     # newer-first relation, ``restated``) when the reader finds a span there with at least this margin (None: off)
     kin: float | None = None  # ... and when that span is a value of the same kind as the one it replaces: at
     # least this alike by :func:`kinship` (None: any span)
     ranked: float = 0.0  # a line's margin counts this much less for each doubling of its place in the ranking
     # (``Line.rank``; 0: off, as shipped: measured, it lowered LoCoMo's held-out scores, docs/benchmarks.md)
+    meaning: float = 0.0  # a line's margin gains this much times its ``Line.likeness`` (0: the reader's alone)
 
 
 def score_lines(question: str, library: Library, read: list[Evidence], reader=None,
@@ -243,21 +250,46 @@ def newest(library: Library, best: Line, pool: list[Line], restated: dict, floor
     return best
 
 
+def likeness(index, question: str, lines: list[Line]) -> list[Line]:
+    """``lines`` with their ``likeness``: the cosine of each one's entry with the question (the sentence vectors the
+    ranking compares them by, the question without the names it asks about: :func:`memcli.retrieve.evidence_reader.meaning`)
+    less the mean of the lines read; unchanged without the semantic signal."""
+    from memcli.retrieve.evidence_reader import meaning, median_similarity
+
+    similar = index.similarities(meaning(index, question)) if lines else {}
+    if not similar:
+        return lines
+    middle = median_similarity(similar)  # an entry without a vector (written since) counts as a middling one
+    cosines = [similar.get((x.doc, x.line), middle) for x in lines]
+    mean = sum(cosines) / len(cosines)
+    return [replace(x, likeness=c - mean) for x, c in zip(lines, cosines)]
+
+
+def adjusted(lines: list[Line], choice: Choice) -> list[Line]:
+    """The lines with their margins as ``choice`` weighs them (``ranked``, ``meaning``), best first."""
+    if not (choice.ranked or choice.meaning):
+        return lines
+    return sorted((replace(x, margin=x.margin + choice.meaning * x.likeness
+                           - (choice.ranked * log2(1 + x.rank) if choice.ranked and x.rank is not None else 0.0))
+                   for x in lines), key=lambda x: -x.margin)
+
+
 def decide(question: str, library: Library, lines: list[Line], threshold: float, choice: Choice = Choice(),
            restated: dict | None = None, alike=None) -> Reading:
-    """The answer from the scored lines (:func:`score_lines`); ``restated``, ``alike``: see :func:`newest`."""
+    """The answer from the scored lines (:func:`score_lines`, :func:`likeness`); ``restated``, ``alike``: see
+    :func:`newest`."""
     threshold = threshold if choice.threshold is None else choice.threshold
-    if choice.ranked:
-        lines = sorted((replace(x, margin=x.margin - choice.ranked * log2(1 + x.rank)) if x.rank is not None else x
-                        for x in lines), key=lambda x: -x.margin)
+    answering = adjusted(lines, replace(choice, meaning=0.0))  # whose line answers is the reader's judgement
+    lines = adjusted(lines, choice)
     if not lines:
         return Reading(UNKNOWN, True, "no evidence", threshold=threshold)
     named = named_people(question, library.speakers()) if choice.subject else set()
     pool, whom = lines, ""
     if named:  # a question about someone is answered from their lines or lines about them
         pool = [x for x in lines if about(library.doc(x.doc).entries[x.line], named)]
-        other, whom = lines[0], " or ".join(sorted(named))
-        if not pool or (choice.whose is not None and other not in pool and other.margin - pool[0].margin > choice.whose):
+        own = [x for x in answering if about(library.doc(x.doc).entries[x.line], named)]
+        other, whom = answering[0], " or ".join(sorted(named))
+        if not pool or (choice.whose is not None and other not in own and other.margin - own[0].margin > choice.whose):
             return Reading(UNKNOWN, True, f"the lines that answer are someone else's, not {whom}'s nor about them "
                            f"(best {other.citation}: {other.span!r})", other.citation, other.span, other.margin,
                            threshold, lines)
@@ -283,12 +315,15 @@ def decide(question: str, library: Library, lines: list[Line], threshold: float,
 
 def read_answer(question: str, library: Library, read: list[Evidence], reader=None,
                 choice: Choice | None = None, restated: dict | None = None,
-                order: list[tuple[str, int]] | None = None) -> Reading:
+                order: list[tuple[str, int]] | None = None, index=None) -> Reading:
     """The answer to ``question`` from the evidence ranges ``read`` (see the module's text); ``restated``: the
     ranking's older entries to the newer ones that restate them (:func:`newest`); ``order``: its entries, best
-    first."""
+    first; ``index``: the library's (:class:`memcli.index.LibraryIndex`), for the lines' likeness in meaning
+    (None: the reader's margins alone)."""
     reader, choice = reader or shared_reader(), choice or DEFAULT
     lines = score_lines(question, library, read, reader, order if choice.ranked else None)  # places only if used
+    if choice.meaning and index is not None:
+        lines = likeness(index, question, lines)
     return decide(question, library, lines, reader.threshold, choice, restated, kinship(reader))
 
 
@@ -300,5 +335,7 @@ def read_answer(question: str, library: Library, read: list[Evidence], reader=No
 # value of the same kind (kinship 0.3): both folds chose these two, and without the kind (0.5 before) a
 # restatement of something else was taken for a change ("What is Open Door known for?" -> "Harbor Light").
 # Of the lines within the recency window, only values of the best's kind count (recent_kin 0.3): both folds chose
-# it, with recent 3.0.
-DEFAULT = Choice(subject=True, recent=3.0, recent_kin=0.3, stating=False, whose=2.0, restated=-2.0, kin=0.3)
+# it, with recent 3.0. A line's likeness in meaning weighs 8 (meaning): chosen on both conversations alone (0-12
+# tie there; 8 answers most), the update suite held out for it (more weight keeps helping it while conv-26 loses).
+DEFAULT = Choice(subject=True, recent=3.0, recent_kin=0.3, stating=False, whose=2.0, restated=-2.0, kin=0.3,
+                 meaning=8.0)
