@@ -328,14 +328,16 @@ def test_ask_on_the_shipped_chat_knows_which_part_of_a_fact_changed(tmp_path):
     assert "Kubernetes" in answers["How is ledgerd deployed?"], answers
 
 
-@pytest.mark.slow  # a measured failure of the reader, kept out of the fast tier
-@pytest.mark.xfail(strict=True, reason="memcli's reader (issue 77): the update's new value scores under the threshold, or the question's 'piano' is the answer")
+@pytest.mark.slow  # several processes: the slow tier (CI runs it)
 @pytest.mark.parametrize("lines, question, right, wrong, may_abstain", [
-    ((("I use an iPhone 13.", "2023-05-27T13:03"),
-      ("It's a Fairphone 5, not an iPhone 13, my mistake.", "2023-05-27T13:09"),
-      ("Just got back from a walk.", "2023-06-10T10:00"),
-      ("Dropped the Fairphone 5 in a lake, so now I have a Pixel 8.", "2023-07-26T10:00")),
-     "What phone does Dalia use?", "Pixel 8", "Fairphone", False),  # the update names the value it replaces
+    pytest.param((("I use an iPhone 13.", "2023-05-27T13:03"),
+                  ("It's a Fairphone 5, not an iPhone 13, my mistake.", "2023-05-27T13:09"),
+                  ("Just got back from a walk.", "2023-06-10T10:00"),
+                  ("Dropped the Fairphone 5 in a lake, so now I have a Pixel 8.", "2023-07-26T10:00")),
+                 "What phone does Dalia use?", "Pixel 8", "Fairphone", False,  # the update names the value it replaces
+                 marks=pytest.mark.xfail(strict=True, reason="memcli's reader (issue 77): the update's new value "
+                                                             "scores under the threshold")),
+    # tennis 3.93 and piano 0.58 with their likeness in meaning (piano alone scored above tennis)
     ((("I quit squash and took up tennis.", "2024-01-12T14:06"),
       ("Do you think I should learn to play piano?", "2024-03-08T16:00")),
      "Which sport does Dalia play?", "tennis", "piano", True),  # a sentence that asks answers nothing
@@ -379,11 +381,11 @@ def test_ask_when_answers_with_the_date_the_sentence_writes_out(tmp_path):
         assert memory.ask("When is Nadia's thesis due?").answer == "June 12"
 
 
-@pytest.mark.slow  # a measured failure of the reader, kept out of the fast tier
-@pytest.mark.xfail(strict=True, reason="memcli's reader (issue 77): the earlier date ('March 3') scores more than 3 above the moved one")
+@pytest.mark.slow  # several processes: the slow tier (CI runs it)
 def test_ask_when_answers_with_the_date_a_later_line_moved_it_to(tmp_path):
     """The real command and memcli's reader: a deadline pushed later is answered with the later line's date,
-    and as of a day before the move with the date a correction gave."""
+    and as of a day before the move with the date a correction gave (with the lines' likeness in meaning,
+    "June 12" 12.51 is within the recency window of "March 3" 14.86, 2.36 < 3)."""
     from conftest import run_memcli
 
     def ask(store, lines, *more):
@@ -420,11 +422,11 @@ def test_ask_which_day_answers_with_the_day_a_later_line_moved_it_to(tmp_path):
     assert json.loads(said.stdout)["answer"] == "Sunday", said.stdout
 
 
-@pytest.mark.slow  # a measured failure of the reader, kept out of the fast tier
-@pytest.mark.xfail(strict=True, reason="memcli's reader (issue 77): the job question is not answered with either company")
+@pytest.mark.slow  # several processes: the slow tier (CI runs it)
 def test_ask_ranks_the_persons_job_above_their_small_talk_and_answers_past_a_label(tmp_path):
     """The real command and memcli's reader: the question's vector without "Vera" (evidence_reader.meaning) puts
-    the line about her job in a 50-token budget, not her small talk; "Correction:" is no answer."""
+    the line about her job in a 50-token budget, not her small talk; "Correction:" is no answer (with the
+    lines' likeness in meaning, "Orbital Foods" 1.11 and "Quarry Bank" 0.66, over the threshold 0.5)."""
     from conftest import run_memcli
 
     store = tmp_path / ".memcli"
