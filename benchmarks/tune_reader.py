@@ -7,10 +7,10 @@ LoCoMo development pair: chosen on one conversation, reported on the other, both
 
 Each conversation is ingested into a store of its own (as ``memcli eval locomo`` does, raw turns), its
 vectors computed, and every question of categories 1-5 asked as ``memcli ask`` asks it; the reader scores
-the lines once, and each choice (threshold, subject rule, recency and its kind, a newer restatement's margin and kind) decides
-from those scores (and the ranking's newer-first relation, kept with them). A question's
-score is LoCoMo's F1 for categories 1-4, and 1 for "I don't know" on category 5 (adversarial), 0 otherwise;
-a choice is judged by the mean of all of them. With ``--updates SUITE`` (benchmarks/updates_suite.py's format)
+the lines once (with each line's likeness in meaning to the question), and each choice (threshold, subject
+rule, recency and its kind, a newer restatement's margin and kind, the likeness's weight) decides from those
+scores (and the ranking's newer-first relation, kept with them). A question's score is LoCoMo's F1 for
+categories 1-4, and 1 for "I don't know" on category 5 (adversarial), 0 otherwise; a choice is judged by the mean of all of them. With ``--updates SUITE`` (benchmarks/updates_suite.py's format)
 the suite's tune half counts too, as much as a conversation (its questions asked as bench_updates.py asks
 them, right as it judges them); the report half is only reported, with the choice made on everything else.
 """
