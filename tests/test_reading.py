@@ -209,3 +209,27 @@ def test_whose_line_answers_is_judged_by_the_readers_margins_not_by_likeness_in_
     assert said.text == "Open Door" and not said.abstained
     far_behind = replace(far, margin=0.5)  # now the reader itself puts Priya's line ahead by more than 2
     assert decide("Which agency did Caroline apply to?", library, [near, far_behind], 0.0, choice).abstained
+
+
+def test_a_span_naming_the_person_asked_about_is_no_answer_and_the_lines_text_answers(library):
+    from memcli.qa.model import Span
+    from memcli.retrieve.evidence import Evidence
+    from memcli.retrieve.reading import passages, score_lines
+
+    library, lines = library
+    n = lines["I decided to apply to Open Door."]
+    read = [Evidence("CURRENT", n, n)]
+    texts, parts, _ = passages(library, read)
+    label, body = parts[0]
+
+    class Scripted:  # the speaker label scores best, then "Open Door" in the text
+        def by_part(self, question, texts, parts):
+            text = texts[0]
+            at = text.index("Open Door")
+            return [[Span(0, *label, text[label[0]:label[1]], 6.0, 0.0),
+                     Span(0, at, at + 9, "Open Door", 4.0, 0.0)]]
+
+    about_her = score_lines("Which agency did Caroline apply to?", library, read, Scripted())
+    assert [(x.span, x.margin) for x in about_her] == [("Open Door", 4.0)]
+    who = score_lines("Who applied to Open Door?", library, read, Scripted())  # names no one: the label answers
+    assert [(x.span, x.margin) for x in who] == [("Caroline", 6.0)]

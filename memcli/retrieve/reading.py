@@ -195,16 +195,22 @@ class Choice:
 def score_lines(question: str, library: Library, read: list[Evidence], reader=None,
                 order: list[tuple[str, int]] | None = None) -> list[Line]:
     """Every line read with the reader's best span in it and its margin, best first; ``order``: the ranking's
-    entries, best first (each line's ``rank``)."""
+    entries, best first (each line's ``rank``). A span that is the name of someone the question names answers
+    nothing ("Whose birthday did Melanie celebrate?" is not "Melanie"): a line's speaker label then gives way
+    to the best span of its text."""
     reader = reader or shared_reader()
     place = {key: k for k, key in enumerate(order or ())}
     texts, parts, owners = passages(library, read)
+    asked_of = {name.lower() for name in named_people(question, library.speakers())}
     best_of: dict[tuple[str, int], Line] = {}
     for p, spans in enumerate(reader.by_part(question, texts, parts) if texts else []):
         for k, span in enumerate(spans):
             if span is None:
                 continue
-            line = Line(*owners[p][k], span.text.strip(_EDGES) or span.text.strip(), span.margin,
+            text = span.text.strip(_EDGES) or span.text.strip()
+            if text.lower() in asked_of:
+                continue
+            line = Line(*owners[p][k], text, span.margin,
                         place.get(owners[p][k], len(place)) if order is not None else None)
             if owners[p][k] not in best_of or line.margin > best_of[owners[p][k]].margin:
                 best_of[owners[p][k]] = line
