@@ -7,9 +7,8 @@ LoCoMo development pair: chosen on one conversation, reported on the other, both
 
 Each conversation is ingested into a store of its own (as ``memcli eval locomo`` does, raw turns), its
 vectors computed, and every question of categories 1-5 asked as ``memcli ask`` asks it; the reader scores
-the lines once (with each line's likeness in meaning to the question and its span's fit as an answer), and
-each choice (threshold, subject rule, recency and its kind, a newer restatement's margin and kind, the weights
-of the likeness and the fit) decides from those
+the lines once (with each line's likeness in meaning to the question), and each choice (threshold, subject
+rule, recency and its kind, a newer restatement's margin and kind, the likeness's weight) decides from those
 scores (and the ranking's newer-first relation, kept with them). A question's score is LoCoMo's F1 for
 categories 1-4, and 1 for "I don't know" on category 5 (adversarial), 0 otherwise; a choice is judged by the mean of all of them. With ``--updates SUITE`` (benchmarks/updates_suite.py's format)
 the suite's tune half counts too, as much as a conversation (its questions asked as bench_updates.py asks
@@ -43,7 +42,6 @@ KIN = [None, 0.15, 0.3]  # how alike its span must be to the one it replaces (No
 RECENT_WIDE = [0.0, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0]  # with RECENT_KIN, searched with the threshold, the rest as shipped
 RECENT_KIN = [None, 0.3, 0.6]  # how alike a nearly-as-good line's span must be to the best's to count as newer
 MEANING = [0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0]  # what a line's likeness in meaning weighs (chosen alone)
-FIT = [0.0, 1.0, 2.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0]  # what a span's fit as an answer weighs (the answer map)
 RANKED = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0]  # how much less a line's margin counts a doubling of its place in the ranking
 # (searched with the threshold, the rest as shipped: the whole grid times five would take hours)
 
@@ -66,7 +64,6 @@ class Watch:
             lines = reading.score_lines(question, library, read, reader, order)
             if index is not None:  # every line's likeness, whatever the choice's weight on it
                 lines = reading.likeness(index, question, lines)
-            lines = reading.fits(reader, reading.asked(index, question), lines)  # and its span's fit
             self.last = (library, lines, reader.threshold, restated or {})
             return reading.decide(question, library, lines, reader.threshold, choice or reading.DEFAULT, restated,
                                   reading.kinship(reader))
@@ -292,10 +289,6 @@ def tune(args, root: Path) -> None:
     # which keeps asking for more of it while conv-26 loses, held out), the rest as shipped
     beside("meaning", [replace(reading.DEFAULT, meaning=m) for m in MEANING], ("meaning",),
            [{"meaning": m} for m in MEANING], suite=False)
-    # a span's fit as an answer (the answer map): alone, then with the threshold, the rest as shipped
-    beside("fit", [replace(reading.DEFAULT, fit=f) for f in FIT], ("fit",), [{"fit": f} for f in FIT])
-    beside("threshold and fit", [replace(reading.DEFAULT, threshold=t, fit=f) for t in THRESHOLDS for f in FIT],
-           ("threshold", "fit"), [])
     # the latest line of the same kind: chosen with the threshold, the rest as shipped
     pairs = [(r, k) for r in RECENT_WIDE for k in RECENT_KIN if r > 0 or k is None]
     beside("threshold, recent and recent_kin",

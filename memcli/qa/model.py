@@ -21,11 +21,9 @@ import numpy as np
 
 from memcli import deadline
 from memcli.qa import features
-from memcli.semantic.encoder import MODEL_NAME, Encoder, EncoderMissing, pad, read_safetensors, transformer
-from memcli.semantic.query_map import QueryMap
+from memcli.semantic.encoder import Encoder, EncoderMissing, pad, read_safetensors, transformer
 
 WEIGHTS = "reader.safetensors"
-ANSWER_MAP = "answer_map.safetensors"  # where a question's answers lie among sentence vectors (training/train_answer_map.py)
 BATCH_TOKENS = 8192
 
 
@@ -53,18 +51,6 @@ def metadata(path: Path) -> dict[str, str]:
         return json.loads(handle.read(size)).get("__metadata__", {})
 
 
-def answer_map(encoder):
-    """The answer map (:meth:`Reader.fit`) for ``encoder``, or None: another encoder, or weights that cannot be
-    read (then answers are judged without it)."""
-    if getattr(encoder, "name", None) != MODEL_NAME:
-        return None
-    try:
-        amap = QueryMap(Path(str(resources.files("memcli.qa").joinpath(ANSWER_MAP))))
-    except EncoderMissing:
-        return None
-    return amap if amap.W.shape == (encoder.dimensions, encoder.dimensions) else None
-
-
 class Reader:
     """``read(question, passages)``: the best span of each passage; ``best(...)``: the best of all."""
 
@@ -83,33 +69,16 @@ class Reader:
         self.threshold = THRESHOLD
         self.encoder = encoder
         self._vectors: dict[str, np.ndarray] = {}
-        self._answer_map = None  # memcli.semantic.query_map.QueryMap of ANSWER_MAP, read with the first fit (False: none)
 
     def alike(self, a: str, b: str) -> float:
         """How alike two spans are as values (the cosine of their sentence vectors): a rent and a rent, a
         city and a city score high; a rent and the reason for it, low."""
-        self._embed((a, b))
-        return float(self._vectors[a] @ self._vectors[b])
-
-    def fit(self, question: str, spans: list[str]) -> list[float] | None:
-        """How much each span looks like an answer to ``question``: the cosine of its sentence vector with the
-        answer map's image of the question's (``normalize(W q + b)``, trained to lie where the vectors of a
-        question's answers lie: a city for "Where does she live now?", a sport for "Which sport does he play?";
-        docs/reader.md); None when the answer map cannot be read, or the encoder is not the one it was trained for."""
-        if self._answer_map is None:
-            self._answer_map = answer_map(self.encoder) or False
-        if not self._answer_map or not spans:
-            return None
-        self._embed((question, *spans))
-        mapped = self._answer_map.map(self._vectors[question])
-        return [float(self._vectors[span] @ mapped) for span in spans]
-
-    def _embed(self, texts) -> None:
-        missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+        missing = [t for t in dict.fromkeys((a, b)) if t not in self._vectors]
         if missing:
-            if len(self._vectors) + len(missing) > 4096:
+            if len(self._vectors) > 4096:
                 self._vectors.clear()
             self._vectors.update(zip(missing, self.encoder.encode(missing)))
+        return float(self._vectors[a] @ self._vectors[b])
 
     def logits(self, batch: list[list[int]], firsts: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
         """Start and end logits of each window (token ids, where its passage begins)."""

@@ -58,8 +58,6 @@ class Line:
     rank: int | None = None  # the entry's place in the ranking, best first from 0 (None: not ranked)
     likeness: float = 0.0  # how much nearer its entry is to the question in meaning than the lines read are on
     # average (cosine of the sentence vectors, :func:`likeness`; 0: not measured)
-    fit: float = 0.0  # how much more its span looks like an answer to the question than the spans of the lines read
-    # do on average (the reader's answer map, :func:`fits`; 0: not measured)
 
     @property
     def citation(self) -> str:
@@ -83,7 +81,7 @@ class Reading:
                 "margin": None if self.margin is None else round(self.margin, 3),
                 "threshold": round(self.threshold, 3),
                 "lines": [{"line": x.citation, "span": x.span, "margin": round(x.margin, 3),
-                           "likeness": round(x.likeness, 3), "fit": round(x.fit, 3)} for x in self.lines[:5]]}
+                           "likeness": round(x.likeness, 3)} for x in self.lines[:5]]}
 
 
 def passages(library: Library, read: list[Evidence]):
@@ -192,7 +190,6 @@ class Choice:
     ranked: float = 0.0  # a line's margin counts this much less for each doubling of its place in the ranking
     # (``Line.rank``; 0: off, as shipped: measured, it lowered LoCoMo's held-out scores, docs/benchmarks.md)
     meaning: float = 0.0  # a line's margin gains this much times its ``Line.likeness`` (0: the reader's alone)
-    fit: float = 0.0  # ... and this much times its ``Line.fit`` (0: without the answer map)
 
 
 def score_lines(question: str, library: Library, read: list[Evidence], reader=None,
@@ -259,14 +256,6 @@ def newest(library: Library, best: Line, pool: list[Line], restated: dict, floor
     return best
 
 
-def asked(index, question: str) -> str:
-    """The question as its meaning is compared with memory's: without the name of the one person it names
-    (:func:`memcli.retrieve.evidence_reader.meaning`; as it is without an index)."""
-    from memcli.retrieve.evidence_reader import meaning
-
-    return meaning(index, question) if index is not None else question
-
-
 def likeness(index, question: str, lines: list[Line]) -> list[Line]:
     """``lines`` with their ``likeness``: the cosine of each one's entry with the question (the sentence vectors the
     ranking compares them by, the question without the names it asks about: :func:`memcli.retrieve.evidence_reader.meaning`)
@@ -282,21 +271,11 @@ def likeness(index, question: str, lines: list[Line]) -> list[Line]:
     return [replace(x, likeness=c - mean) for x, c in zip(lines, cosines)]
 
 
-def fits(reader, question: str, lines: list[Line]) -> list[Line]:
-    """``lines`` with their ``fit``: how much each one's span looks like an answer to ``question`` (the reader's
-    answer map, :meth:`memcli.qa.model.Reader.fit`) less the mean of the lines read; unchanged without the map."""
-    cosines = reader.fit(question, [x.span for x in lines]) if lines else None
-    if not cosines:
-        return lines
-    mean = sum(cosines) / len(cosines)
-    return [replace(x, fit=c - mean) for x, c in zip(lines, cosines)]
-
-
 def adjusted(lines: list[Line], choice: Choice) -> list[Line]:
-    """The lines with their margins as ``choice`` weighs them (``ranked``, ``meaning``, ``fit``), best first."""
-    if not (choice.ranked or choice.meaning or choice.fit):
+    """The lines with their margins as ``choice`` weighs them (``ranked``, ``meaning``), best first."""
+    if not (choice.ranked or choice.meaning):
         return lines
-    return sorted((replace(x, margin=x.margin + choice.meaning * x.likeness + choice.fit * x.fit
+    return sorted((replace(x, margin=x.margin + choice.meaning * x.likeness
                            - (choice.ranked * log2(1 + x.rank) if choice.ranked and x.rank is not None else 0.0))
                    for x in lines), key=lambda x: -x.margin)
 
@@ -306,7 +285,7 @@ def decide(question: str, library: Library, lines: list[Line], threshold: float,
     """The answer from the scored lines (:func:`score_lines`, :func:`likeness`); ``restated``, ``alike``: see
     :func:`newest`."""
     threshold = threshold if choice.threshold is None else choice.threshold
-    answering = adjusted(lines, replace(choice, meaning=0.0, fit=0.0))  # whose line answers is the reader's judgement
+    answering = adjusted(lines, replace(choice, meaning=0.0))  # whose line answers is the reader's judgement
     lines = adjusted(lines, choice)
     if not lines:
         return Reading(UNKNOWN, True, "no evidence", threshold=threshold)
@@ -351,8 +330,6 @@ def read_answer(question: str, library: Library, read: list[Evidence], reader=No
     lines = score_lines(question, library, read, reader, order if choice.ranked else None)  # places only if used
     if choice.meaning and index is not None:
         lines = likeness(index, question, lines)
-    if choice.fit:
-        lines = fits(reader, asked(index, question), lines)
     return decide(question, library, lines, reader.threshold, choice, restated, kinship(reader))
 
 
