@@ -220,7 +220,7 @@ def test_a_span_naming_the_person_asked_about_is_no_answer_and_the_lines_text_an
     n = lines["I decided to apply to Open Door."]
     read = [Evidence("CURRENT", n, n)]
     texts, parts, _ = passages(library, read)
-    label, body = parts[0]
+    label, _ = parts[0]
 
     class Scripted:  # the speaker label scores best, then "Open Door" in the text
         def by_part(self, question, texts, parts):

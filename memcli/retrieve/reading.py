@@ -196,7 +196,7 @@ def score_lines(question: str, library: Library, read: list[Evidence], reader=No
                 order: list[tuple[str, int]] | None = None) -> list[Line]:
     """Every line read with the reader's best span in it and its margin, best first; ``order``: the ranking's
     entries, best first (each line's ``rank``). A span that is the name of someone the question names answers
-    nothing ("Whose birthday did Melanie celebrate?" is not "Melanie"): a line's speaker label then gives way
+    nothing ("Who is Mateo's partner?" is not "Mateo"): a line's speaker label then gives way
     to the best span of its text."""
     reader = reader or shared_reader()
     place = {key: k for k, key in enumerate(order or ())}
