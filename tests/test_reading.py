@@ -233,3 +233,20 @@ def test_a_span_naming_the_person_asked_about_is_no_answer_and_the_lines_text_an
     assert [(x.span, x.margin) for x in about_her] == [("Open Door", 4.0)]
     who = score_lines("Who applied to Open Door?", library, read, Scripted())  # names no one: the label answers
     assert [(x.span, x.margin) for x in who] == [("Caroline", 6.0)]
+
+
+def test_a_name_that_only_addresses_someone_is_in_no_part_a_span_may_come_from(library):
+    from memcli.retrieve.evidence import Evidence
+    from memcli.retrieve.reading import addresses, passages
+
+    library, lines = library
+    n = lines["Thanks, Caroline! My cousin adopted in Portland."]
+    texts, parts, owners = passages(library, [Evidence("CURRENT", n, n)])
+    pieces = [texts[0][a:b] for a, b in parts[0]]
+    assert pieces == ["Priya", "Thanks, ", " My cousin adopted in Portland."]  # the label, the text around the name
+    assert owners[0] == [("CURRENT", n)] * 3
+    people = {"Caroline", "Priya"}
+    assert addresses("Hey Mel, how was it?", {"Melanie"}) == [(4, 8)]
+    assert addresses("I told Caroline, and she cried.", people) == []  # spoken of, not to
+    assert addresses("Caroline is my friend.", people) == []
+    assert not about(library.doc("CURRENT").entries[n], {"Caroline"})

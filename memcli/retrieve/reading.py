@@ -1,17 +1,18 @@
 """The ``small`` profile's answer: memcli's trained reader (:mod:`memcli.qa.model`) reads the evidence and
 the answer is the span of a line it finds best, or "I don't know" when its no-answer output wins.
 
-What it reads is the best-ranked part of the evidence (``ask.answer_context`` tokens), range by range
-in document order, each range as memcli shows memory (``[time] speaker: text`` lines); a range longer
-than the reader's window is read in several windows. Every line gets a score: its best span's margin
-over the no-answer output of the window it was read in, plus ``Choice.meaning`` times how much nearer the
-line is to the question in meaning than the lines read are on average (:func:`likeness`: the reader alone
-takes "Should I learn to play piano?" for the sport someone plays). The answer is the best line's span,
-and it is "I don't know" when that score is under the reader's threshold (chosen on a held-out split at
+What it reads is the best-ranked part of the evidence (``ask.answer_context`` tokens), range by range in
+document order, each range as memcli shows memory (``[time] speaker: text`` lines); a range longer than the
+reader's window is read in several windows. A span is the line's speaker or comes from its text, never from
+the time shown nor from a name the line only addresses ("Thanks, Caroline!"). Every line gets a score: its
+best span's margin over the no-answer output of the window it was read in, plus ``Choice.meaning`` times how
+much nearer the line is to the question in meaning than the lines read are on average (:func:`likeness`: the
+reader alone takes "Should I learn to play piano?" for the sport someone plays). The answer is the best line's
+span, and it is "I don't know" when that score is under the reader's threshold (chosen on a held-out split at
 training: docs/reader.md). Of the lines that answer nearly as well with a value of the best's kind
-(:func:`latest`), the latest said is the answer. When the ranking found newer lines that restate the
-best one (a fact that changed, :func:`memcli.retrieve.current.newer_first`), the latest of them that
-answers with a value of the same kind (:func:`kinship`) is the answer.
+(:func:`latest`), the latest said is the answer. When the ranking found newer lines that restate the best one
+(a fact that changed, :func:`memcli.retrieve.current.newer_first`), the latest of them that answers with a
+value of the same kind (:func:`kinship`) is the answer.
 A question that asks when is answered with the date the chosen line writes out or says relative to its
 entry (:func:`memcli.retrieve.when.dated`), else the entry's day. No chat model is loaded.
 """
@@ -86,11 +87,13 @@ class Reading:
 
 def passages(library: Library, read: list[Evidence]):
     """The ranges read as the reader reads them (``[time] speaker: text`` lines, the time shown where it
-    changes), the parts of each a span may come from (a line's speaker, or its text: never the time,
-    nor across the label), and the (document, line) of each part."""
+    changes), the parts of each a span may come from (a line's speaker, or its text: never the time, nor
+    across the label, nor a name that only addresses someone, "Thanks, Caroline!": :func:`addresses`), and
+    the (document, line) of each part."""
     texts, parts, owners = [], [], []
-    for e in read:
-        doc = library.doc(e.doc)
+    docs = [library.doc(e.doc) for e in read]
+    people = library.speakers()  # of the documents read, loaded now
+    for e, doc in zip(read, docs):
         lines = [n for n in doc.lines if e.start_line <= n <= e.end_line]
         if not lines:
             continue
@@ -106,8 +109,10 @@ def passages(library: Library, read: list[Evidence]):
             line = render_entry(entry, with_time=with_time)
             who = at + (len(time_prefix(entry)) if with_time else 0)
             name = speaker_of(entry)
-            ranges += [(who, who + len(name)), (who + len(name) + 2, at + len(line))]
-            whose += [(e.doc, n), (e.doc, n)]
+            said_from = who + len(name) + 2
+            pieces = _unaddressed(line[said_from - at:], people)
+            ranges += [(who, who + len(name))] + [(said_from + a, said_from + b) for a, b in pieces]
+            whose += [(e.doc, n)] * (1 + len(pieces))
             rendered.append(line)
             at += len(line) + 1
             shown = entry
@@ -134,21 +139,42 @@ def named_people(question: str, people: set[str]) -> set[str]:
     return named
 
 
-def about(entry, people: set[str]) -> bool:
-    """Whether an entry is one of ``people``'s or speaks of one of them (a name that only addresses them,
-    "Thanks, Ana!", does not count)."""
-    if entry.meta.get("speaker") in people:
-        return True
-    text = entry.text
+def addresses(text: str, people: set[str]) -> list[tuple[int, int]]:
+    """The character ranges of ``text`` where a name of one of ``people`` only addresses them ("Thanks,
+    Ana!", "Hey Mel, ..."): the name and the mark after it."""
+    out = []
     for match in _WORD.finditer(text):
         word = _bare(match.group())
         if len(word) < 3 or not word[0].isupper() or not any(p.lower().startswith(word.lower()) for p in people):
             continue
         before = re.split(r"[.!?,;:]", text[:match.start()])[-1].split()
         after = text[match.end():].lstrip()
-        if not (len(before) <= 1 and (not after or after[0] in ",.!?;:")):
-            return True
-    return False
+        if len(before) <= 1 and (not after or after[0] in ",.!?;:"):
+            out.append((match.start(), len(text) - len(after) + (1 if after else 0)))
+    return out
+
+
+def _unaddressed(text: str, people: set[str]) -> list[tuple[int, int]]:
+    """``text``'s ranges around the names in it that only address someone (:func:`addresses`)."""
+    out, at = [], 0
+    for a, b in addresses(text, people):
+        if a > at:
+            out.append((at, a))
+        at = b
+    if at < len(text):
+        out.append((at, len(text)))
+    return out
+
+
+def about(entry, people: set[str]) -> bool:
+    """Whether an entry is one of ``people``'s or speaks of one of them (a name that only addresses them,
+    "Thanks, Ana!", does not count)."""
+    if entry.meta.get("speaker") in people:
+        return True
+    text = entry.text
+    spoken_to = {start for start, _ in addresses(text, people)}
+    return any(match.start() not in spoken_to and len(word := _bare(match.group())) >= 3 and word[0].isupper()
+               and any(p.lower().startswith(word.lower()) for p in people) for match in _WORD.finditer(text))
 
 
 def latest(library: Library, lines: list[Line], threshold: float, within: float, kin: float | None = None,
