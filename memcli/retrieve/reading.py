@@ -139,14 +139,20 @@ def named_people(question: str, people: set[str]) -> set[str]:
     return named
 
 
+def _naming(text: str, people: set[str]):
+    """The words of ``text`` that name one of ``people`` (a capitalized word of three letters or more that
+    begins a name: "Mel" names Melanie)."""
+    for match in _WORD.finditer(text):
+        word = _bare(match.group())
+        if len(word) >= 3 and word[0].isupper() and any(p.lower().startswith(word.lower()) for p in people):
+            yield match
+
+
 def addresses(text: str, people: set[str]) -> list[tuple[int, int]]:
     """The character ranges of ``text`` where a name of one of ``people`` only addresses them ("Thanks,
     Ana!", "Hey Mel, ..."): the name and the mark after it."""
     out = []
-    for match in _WORD.finditer(text):
-        word = _bare(match.group())
-        if len(word) < 3 or not word[0].isupper() or not any(p.lower().startswith(word.lower()) for p in people):
-            continue
+    for match in _naming(text, people):
         before = re.split(r"[.!?,;:]", text[:match.start()])[-1].split()
         after = text[match.end():].lstrip()
         if len(before) <= 1 and (not after or after[0] in ",.!?;:"):
@@ -171,10 +177,8 @@ def about(entry, people: set[str]) -> bool:
     "Thanks, Ana!", does not count)."""
     if entry.meta.get("speaker") in people:
         return True
-    text = entry.text
-    spoken_to = {start for start, _ in addresses(text, people)}
-    return any(match.start() not in spoken_to and len(word := _bare(match.group())) >= 3 and word[0].isupper()
-               and any(p.lower().startswith(word.lower()) for p in people) for match in _WORD.finditer(text))
+    spoken_to = {start for start, _ in addresses(entry.text, people)}
+    return any(match.start() not in spoken_to for match in _naming(entry.text, people))
 
 
 def latest(library: Library, lines: list[Line], threshold: float, within: float, kin: float | None = None,
