@@ -13,6 +13,8 @@ scores (and the ranking's newer-first relation, kept with them). A question's sc
 categories 1-4, and 1 for "I don't know" on category 5 (adversarial), 0 otherwise; a choice is judged by the mean of all of them. With ``--updates SUITE`` (benchmarks/updates_suite.py's format)
 the suite's tune half counts too, as much as a conversation (its questions asked as bench_updates.py asks
 them, right as it judges them); the report half is only reported, with the choice made on everything else.
+``--only whose`` (or ``ranked``, ``meaning``, ``recent``) runs that one search of a few fields beside the shipped choice
+instead of the full grid and every search (the whose search: 5 minutes here, most of it asking the questions).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from memcli.store.lines import Library
 THRESHOLDS = [x / 2 for x in range(-4, 13)]
 SUBJECT = [True]  # the choice made, the same without the rule is reported beside it
 WHOSE = [None, 1.0, 2.0, 4.0]
+WHOSE_WIDE = [None, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0]  # searched alone, the rest as shipped (--only whose)
 TIE = 1 / 150  # about one question of a development conversation
 RECENT = [0.0, 0.5, 1.0, 2.0, 3.0, 5.0]
 STATING = [False, True]
@@ -41,6 +44,7 @@ RESTATED = [None, 0.5, 0.0, -2.0, -4.0, -6.0, float("-inf")]  # the margin a new
 KIN = [None, 0.15, 0.3]  # how alike its span must be to the one it replaces (None: any)
 RECENT_WIDE = [0.0, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0]  # with RECENT_KIN, searched with the threshold, the rest as shipped
 RECENT_KIN = [None, 0.3, 0.6]  # how alike a nearly-as-good line's span must be to the best's to count as newer
+SEARCHES = ["whose", "ranked", "meaning", "recent"]  # the searches beside the full grid (--only)
 MEANING = [0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0]  # what a line's likeness in meaning weighs (chosen alone)
 RANKED = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0]  # how much less a line's margin counts a doubling of its place in the ranking
 # (searched with the threshold, the rest as shipped: the whole grid times five would take hours)
@@ -169,6 +173,8 @@ def main() -> None:
     parser.add_argument("conversations", type=Path, nargs=2)
     parser.add_argument("--updates", type=Path, metavar="SUITE", help="the update suite: its tune half counts too")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--only", choices=SEARCHES, action="append",
+                        help="only this search beside the shipped choice (repeatable; default: the full grid and every one)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="tune-reader-") as root:
         tune(args, Path(root))
@@ -235,28 +241,30 @@ def tune(args, root: Path) -> None:
     if updates:
         report["shipped"]["updates tune"] = judged(tune_half, reading.DEFAULT)
         report["shipped"]["updates report"] = judged(report_half, reading.DEFAULT)
-    for tune, other in itertools.permutations(convs):
-        on = [[r for r in rows if r["conv"] == tune], tune_half]
-        best = chosen(on)
-        report[f"chosen on {tune}" + (" and the updates' tune half" if updates else "")] = {
-            "choice": asdict(best), "tune": judged(on[0], best),
-            "report": judged([r for r in rows if r["conv"] == other], best)}
     everything = [[r for r in rows if r["conv"] == c] for c in convs] + [tune_half]
-    best = chosen(everything)
-    report["chosen on both conversations" + (" and the updates' tune half" if updates else "")] = {
-        "choice": asdict(best), **{c: judged([r for r in rows if r["conv"] == c], best) for c in convs},
-        **({"updates tune": judged(tune_half, best), "updates report": judged(report_half, best)} if updates else {})}
-    for whose in WHOSE:  # the choice with each value of the whose rule beside it
-        other = replace(best, whose=whose)
-        report[f"the same with whose={whose}"] = {
-            c: judged([r for r in rows if r["conv"] == c], other) for c in convs} | (
-            {"updates tune": judged(tune_half, other), "objective": round(objective(everything, other), 4)}
-            if updates else {"objective": round(objective(everything, other), 4)})
-    for restated, kin in itertools.product(RESTATED, KIN):  # what ships with each margin a newer restatement needs
-        other = replace(reading.DEFAULT, restated=restated, kin=kin)
-        report[f"the shipped choice with restated={restated}, kin={kin}"] = {
-            c: judged([r for r in rows if r["conv"] == c], other) for c in convs} | (
-            {"updates tune": judged(tune_half, other), "updates report": judged(report_half, other)} if updates else {})
+    full = not args.only  # the full grid, and what is reported beside its choice
+    if full:
+        for tune, other in itertools.permutations(convs):
+            on = [[r for r in rows if r["conv"] == tune], tune_half]
+            best = chosen(on)
+            report[f"chosen on {tune}" + (" and the updates' tune half" if updates else "")] = {
+                "choice": asdict(best), "tune": judged(on[0], best),
+                "report": judged([r for r in rows if r["conv"] == other], best)}
+        best = chosen(everything)
+        report["chosen on both conversations" + (" and the updates' tune half" if updates else "")] = {
+            "choice": asdict(best), **{c: judged([r for r in rows if r["conv"] == c], best) for c in convs},
+            **({"updates tune": judged(tune_half, best), "updates report": judged(report_half, best)} if updates else {})}
+        for whose in WHOSE:  # the choice with each value of the whose rule beside it
+            other = replace(best, whose=whose)
+            report[f"the same with whose={whose}"] = {
+                c: judged([r for r in rows if r["conv"] == c], other) for c in convs} | (
+                {"updates tune": judged(tune_half, other), "objective": round(objective(everything, other), 4)}
+                if updates else {"objective": round(objective(everything, other), 4)})
+        for restated, kin in itertools.product(RESTATED, KIN):  # what ships with each margin a newer restatement needs
+            other = replace(reading.DEFAULT, restated=restated, kin=kin)
+            report[f"the shipped choice with restated={restated}, kin={kin}"] = {
+                c: judged([r for r in rows if r["conv"] == c], other) for c in convs} | (
+                {"updates tune": judged(tune_half, other), "updates report": judged(report_half, other)} if updates else {})
     def beside(label: str, among: list[reading.Choice], fields: tuple[str, ...], shipped: list[dict],
                suite: bool = True) -> None:
         """A search of ``fields`` alone (``among``: the rest as shipped): each fold's choice reported on the other,
@@ -282,20 +290,30 @@ def tune(args, root: Path) -> None:
                 {"updates tune": judged(tune_half, other), "updates report": judged(report_half, other)}
                 if updates else {})
 
+    def wanted(search: str) -> bool:
+        return full or search in args.only
+
+    # the person rule's margin: chosen alone at the shipped threshold, the rest as shipped
+    if wanted("whose"):
+        beside("whose", [replace(reading.DEFAULT, whose=w) for w in WHOSE_WIDE], ("whose",),
+               [{"whose": w} for w in WHOSE_WIDE])
     # the ranking's place: chosen with the threshold, the rest as shipped
-    beside("threshold and ranked", [replace(reading.DEFAULT, threshold=t, ranked=r) for t in THRESHOLDS for r in RANKED],
-           ("threshold", "ranked"), [{"ranked": r} for r in RANKED])
+    if wanted("ranked"):
+        beside("threshold and ranked", [replace(reading.DEFAULT, threshold=t, ranked=r) for t in THRESHOLDS for r in RANKED],
+               ("threshold", "ranked"), [{"ranked": r} for r in RANKED])
     # a line's likeness in meaning: chosen on the conversations alone at the shipped threshold (the update suite,
     # which keeps asking for more of it while conv-26 loses, held out), the rest as shipped
-    beside("meaning", [replace(reading.DEFAULT, meaning=m) for m in MEANING], ("meaning",),
-           [{"meaning": m} for m in MEANING], suite=False)
+    if wanted("meaning"):
+        beside("meaning", [replace(reading.DEFAULT, meaning=m) for m in MEANING], ("meaning",),
+               [{"meaning": m} for m in MEANING], suite=False)
     # the latest line of the same kind: chosen with the threshold, the rest as shipped
     pairs = [(r, k) for r in RECENT_WIDE for k in RECENT_KIN if r > 0 or k is None]
-    beside("threshold, recent and recent_kin",
-           [replace(reading.DEFAULT, threshold=t, recent=r, recent_kin=k) for t in THRESHOLDS for r, k in pairs],
-           ("threshold", "recent", "recent_kin"), [{"recent": r, "recent_kin": k} for r, k in pairs])
-    alone = replace(best, subject=False, whose=None)  # the same choice without the person rule
-    report["the same without the person rule"] = {
+    if wanted("recent"):
+        beside("threshold, recent and recent_kin",
+               [replace(reading.DEFAULT, threshold=t, recent=r, recent_kin=k) for t in THRESHOLDS for r, k in pairs],
+               ("threshold", "recent", "recent_kin"), [{"recent": r, "recent_kin": k} for r, k in pairs])
+    alone = replace(reading.DEFAULT, subject=False, whose=None)  # the shipped choice without the person rule
+    report["the shipped choice without the person rule"] = {
         c: judged([r for r in rows if r["conv"] == c], alone) for c in convs} | (
         {"updates report": judged(report_half, alone)} if updates else {})
     print(json.dumps(report, indent=1))

@@ -373,5 +373,7 @@ def read_answer(question: str, library: Library, read: list[Evidence], reader=No
 # Of the lines within the recency window, only values of the best's kind count (recent_kin 0.3): both folds chose
 # it, with recent 3.0. A line's likeness in meaning weighs 8 (meaning): chosen on both conversations alone (0-12
 # tie there; 8 answers most), the update suite held out for it (more weight keeps helping it while conv-26 loses).
+# whose stays 2.0: searched alone both folds choose 0.5 (category 5 up, F1 level), which answers the README's
+# quickstart question "I don't know" (another speaker's "cousin" outscores the answer by 1.72: docs/benchmarks.md).
 DEFAULT = Choice(subject=True, recent=3.0, recent_kin=0.3, stating=False, whose=2.0, restated=-2.0, kin=0.3,
                  meaning=8.0)
