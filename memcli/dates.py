@@ -20,9 +20,13 @@ WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", 
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
           "November", "December")
 _COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7}
+_SHORT_DAYS = {"Mon": "monday", "Tue": "tuesday", "Tues": "tuesday", "Wed": "wednesday", "Thu": "thursday",
+               "Thur": "thursday", "Thurs": "thursday", "Fri": "friday", "Sat": "saturday", "Sun": "sunday"}
+_DAY = "(?:" + "|".join(WEEKDAYS) + "|(?-i:" + "|".join(sorted(_SHORT_DAYS, key=len, reverse=True)) + r")\b\.?)"
 RELATIVE = re.compile(
     r"\b(yesterday|today|tonight|this morning|last night|"
-    r"(?:last|next) (?:week(?:end)?|month|year|" + "|".join(WEEKDAYS) + r")|"
+    r"(?:last|next) (?:week(?:end)?|month|year|" + _DAY + r")|"
+    r"(?:this |the )?past (?:week(?:end)?|" + _DAY + r")|this (?:week|month|year)|"
     r"(?:\d+|an?|one|two|three|four|five|six|seven|(?:a )?couple of|(?:a )?few) (?:days?|weeks?|months?|years?) ago)\b",
     re.I)
 
@@ -79,6 +83,14 @@ def _month(day: dt.date, step: int) -> tuple[int, int]:
     return index // 12, index % 12 + 1
 
 
+def _plain(phrase: str) -> str:
+    """A relative date's words as :func:`event_time` reads them: lower case, a short day's name whole ("Tues" is
+    "tuesday"), "(this) past weekend" as "last weekend"."""
+    words = [_SHORT_DAYS.get(w.rstrip("."), w) for w in phrase.split()]
+    said = " ".join(words).lower()
+    return re.sub(r"^(?:this |the )?past ", "last ", said)
+
+
 def event_time(text: str, time: str | None) -> EventTime | None:
     """The first relative date of ``text`` read against ``time`` (the entry's ISO time), or None when
     the text holds none or the time is not a date."""
@@ -87,9 +99,15 @@ def event_time(text: str, time: str | None) -> EventTime | None:
     if found is None:
         return None
     phrase = found.group(1)
-    said = phrase.lower()
+    said = _plain(phrase)
     if said in ("today", "tonight", "this morning"):
         return EventTime(day.isoformat(), spoken(day), phrase)
+    if said == "this month":
+        return EventTime(f"{day.year:04d}-{day.month:02d}", f"{MONTHS[day.month - 1]} {day.year}", phrase)
+    if said == "this year":
+        return EventTime(str(day.year), str(day.year), phrase)
+    if said == "this week":
+        return EventTime(None, f"the week of {spoken(day)}", phrase)
     if said in ("yesterday", "last night"):
         back = day - dt.timedelta(days=1)
         return EventTime(back.isoformat(), spoken(back), phrase)

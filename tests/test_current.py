@@ -273,6 +273,12 @@ def test_a_hand_marked_supersession_holds_and_forgetting_the_newer_revives_the_o
     ("we met 3 months ago", "2023-02", "February 2023"),
     ("last week was long", None, "the week before 25 May 2023"),
     ("a few years ago", None, "a few years ago from 25 May 2023"),
+    ("I joined a group last Tues", "2023-05-23", "the tuesday before 25 May 2023"),
+    ("that roadtrip this past weekend", None, "the weekend before 25 May 2023"),
+    ("a conference this month", "2023-05", "May 2023"),
+    ("this year has been wild", "2023", "2023"),
+    ("busy this week", None, "the week of 25 May 2023"),
+    ("when I last sat there", None, None),  # a short day's name counts only as a name (capitalized)
     ("nothing dated here", None, None),
 ])
 def test_event_time_reads_a_relative_date_against_the_time_said(text, when, spoken):
