@@ -13,7 +13,7 @@ scores (and the ranking's newer-first relation, kept with them). A question's sc
 categories 1-4, and 1 for "I don't know" on category 5 (adversarial), 0 otherwise; a choice is judged by the mean of all of them. With ``--updates SUITE`` (benchmarks/updates_suite.py's format)
 the suite's tune half counts too, as much as a conversation (its questions asked as bench_updates.py asks
 them, right as it judges them); the report half is only reported, with the choice made on everything else.
-``--only whose`` (or ``ranked``, ``meaning``, ``recent``) runs that one search of a few fields beside the shipped choice
+``--only whose`` (or ``alone``, ``ranked``, ``meaning``, ``recent``) runs that one search of a few fields beside the shipped choice
 instead of the full grid and every search (the whose search: 5 minutes here, most of it asking the questions).
 """
 
@@ -44,10 +44,12 @@ RESTATED = [None, 0.5, 0.0, -2.0, -4.0, -6.0, float("-inf")]  # the margin a new
 KIN = [None, 0.15, 0.3]  # how alike its span must be to the one it replaces (None: any)
 RECENT_WIDE = [0.0, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0]  # with RECENT_KIN, searched with the threshold, the rest as shipped
 RECENT_KIN = [None, 0.3, 0.6]  # how alike a nearly-as-good line's span must be to the best's to count as newer
-SEARCHES = ["whose", "ranked", "meaning", "recent"]  # the searches beside the full grid (--only)
+SEARCHES = ["whose", "alone", "ranked", "meaning", "recent"]  # the searches beside the full grid (--only)
 MEANING = [0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0]  # what a line's likeness in meaning weighs (chosen alone)
 RANKED = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0]  # how much less a line's margin counts a doubling of its place in the ranking
 # (searched with the threshold, the rest as shipped: the whole grid times five would take hours)
+ALONE = [0, 3, 5, 8, 12]  # how many of the best lines are read again, each alone, for the check on whose line answers
+WHOSE_ALONE = [0.0, 0.5, 1.0, 2.0, 3.0]  # by how much another's line read alone must answer better (searched together)
 
 
 def alike():
@@ -68,9 +70,10 @@ class Watch:
             lines = reading.score_lines(question, library, read, reader, order)
             if index is not None:  # every line's likeness, whatever the choice's weight on it
                 lines = reading.likeness(index, question, lines)
-            self.last = (library, lines, reader.threshold, restated or {})
+            alone = reading.read_alone(question, library, lines, max(ALONE), reader)  # what any choice may read
+            self.last = (library, lines, reader.threshold, restated or {}, alone)
             return reading.decide(question, library, lines, reader.threshold, choice or reading.DEFAULT, restated,
-                                  reading.kinship(reader))
+                                  reading.kinship(reader), alone)
 
         reading.read_answer = watching
         return self
@@ -92,9 +95,9 @@ def capture_updates(suite: Path, root: Path) -> list[dict]:
             watch.last = None
             result = memories[q["conv"]].ask(q["question"], **dated(q))
             if watch.last is None:  # answered before the reader read anything
-                library, lines, threshold, restated = None, [], 0.0, {}
+                library, lines, threshold, restated, alone = None, [], 0.0, {}, {}
             else:
-                library, lines, threshold, restated = watch.last
+                library, lines, threshold, restated, alone = watch.last
             values = [q["answer"], *q["stale"]] if q["answer"] else []
 
             def right(said, q=q, values=values):
@@ -104,7 +107,7 @@ def capture_updates(suite: Path, root: Path) -> list[dict]:
 
             rows.append({"conv": "updates-" + q["half"], "question": q["question"], "kind": q["kind"],
                          "library": library, "lines": lines, "threshold": threshold, "restated": restated,
-                         "right": right,
+                         "alone": alone, "right": right,
                          "fixed": result if watch.last is None else None})
     for memory in memories.values():
         memory.close()
@@ -126,10 +129,10 @@ def capture(paths: list[Path], root: Path) -> list[dict]:
                     memory.ask(qa["question"], keep_evidence=False)
                     if watch.last is None:
                         continue
-                    library, lines, threshold, restated = watch.last
+                    library, lines, threshold, restated, alone = watch.last
                     rows.append({"conv": path.stem, "question": qa["question"], "category": qa["category"],
                                  "gold": qa.get("answer", qa.get("adversarial_answer")), "library": library,
-                                 "lines": lines, "threshold": threshold, "restated": restated})
+                                 "lines": lines, "threshold": threshold, "restated": restated, "alone": alone})
                     print(f"\r{path.stem}: {len(rows)} questions", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
     return rows
@@ -141,7 +144,7 @@ def judged(rows: list[dict], choice: reading.Choice) -> dict:
     scores, answered, by_category = [], [], {}
     for row in rows:
         said = reading.decide(row["question"], row["library"], row["lines"], row["threshold"], choice, row["restated"],
-                              alike())
+                              alike(), row["alone"])
         if row["category"] == 5:
             score = float(said.abstained)
         else:
@@ -160,7 +163,7 @@ def judged_updates(rows: list[dict], choice: reading.Choice) -> dict:
     answered: list[bool] = []
     for row in rows:
         said = row["fixed"] or reading.decide(row["question"], row["library"], row["lines"], row["threshold"], choice,
-                                              row["restated"], alike())
+                                              row["restated"], alike(), row["alone"])
         by_kind.setdefault(row["kind"], []).append(float(row["right"](said)))
         answered.append(not said.abstained)
     every = [x for v in by_kind.values() for x in v]
@@ -297,6 +300,10 @@ def tune(args, root: Path) -> None:
     if wanted("whose"):
         beside("whose", [replace(reading.DEFAULT, whose=w) for w in WHOSE_WIDE], ("whose",),
                [{"whose": w} for w in WHOSE_WIDE])
+    # the lines read alone for whose line answers: how many and by how much, the rest as shipped
+    if wanted("alone"):
+        beside("alone and whose_alone", [replace(reading.DEFAULT, alone=n, whose_alone=w) for n in ALONE for w in WHOSE_ALONE],
+               ("alone", "whose_alone"), [{"alone": n, "whose_alone": w} for n in ALONE for w in WHOSE_ALONE])
     # the ranking's place: chosen with the threshold, the rest as shipped
     if wanted("ranked"):
         beside("threshold and ranked", [replace(reading.DEFAULT, threshold=t, ranked=r) for t in THRESHOLDS for r in RANKED],
@@ -312,10 +319,10 @@ def tune(args, root: Path) -> None:
         beside("threshold, recent and recent_kin",
                [replace(reading.DEFAULT, threshold=t, recent=r, recent_kin=k) for t in THRESHOLDS for r, k in pairs],
                ("threshold", "recent", "recent_kin"), [{"recent": r, "recent_kin": k} for r, k in pairs])
-    alone = replace(reading.DEFAULT, subject=False, whose=None)  # the shipped choice without the person rule
+    no_person = replace(reading.DEFAULT, subject=False, whose=None)  # the shipped choice without the person rule
     report["the shipped choice without the person rule"] = {
-        c: judged([r for r in rows if r["conv"] == c], alone) for c in convs} | (
-        {"updates report": judged(report_half, alone)} if updates else {})
+        c: judged([r for r in rows if r["conv"] == c], no_person) for c in convs} | (
+        {"updates report": judged(report_half, no_person)} if updates else {})
     print(json.dumps(report, indent=1))
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))

@@ -121,16 +121,16 @@ JITTER = 0.05
 @contextmanager
 def steady_reader(trials: int = 24, jitter: float = JITTER):
     """Every answer memcli's reader decides in this process within the block (``reading.decide``, as ``ask``
-    calls it) is decided again ``trials`` times with each line's margin moved by up to +-``jitter`` and each
-    likeness (of two spans, of a line to the question) by up to +-``jitter`` / 5; any other answer fails the
-    test. A test that asserts what ``ask`` answers wraps it in this, so that what it asserts does not hang on a
-    score margin another machine's rounding could turn over."""
+    calls it) is decided again ``trials`` times with each line's margin (read in windows and alone) moved by up
+    to +-``jitter`` and each likeness (of two spans, of a line to the question) by up to +-``jitter`` / 5; any
+    other answer fails the test. A test that asserts what ``ask`` answers wraps it in this, so that what it
+    asserts does not hang on a score margin another machine's rounding could turn over."""
     from memcli.retrieve import reading
 
     original, fragile = reading.decide, []
 
-    def checked(question, library, lines, threshold, choice=reading.Choice(), restated=None, alike=None):
-        said = original(question, library, lines, threshold, choice, restated, alike)
+    def checked(question, library, lines, threshold, choice=reading.Choice(), restated=None, alike=None, alone=None):
+        said = original(question, library, lines, threshold, choice, restated, alike, alone)
         rng = random.Random(question)
         for _ in range(trials):
             moved = sorted((replace(x, margin=x.margin + rng.uniform(-jitter, jitter),
@@ -141,7 +141,9 @@ def steady_reader(trials: int = 24, jitter: float = JITTER):
             def bent_alike(a, b, bent=bent):
                 return alike(a, b) + bent.setdefault((a, b), rng.uniform(-jitter / 5, jitter / 5))
 
-            again = original(question, library, moved, threshold, choice, restated, alike and bent_alike)
+            alone_moved = alone and {key: replace(x, margin=x.margin + rng.uniform(-jitter, jitter))
+                                     for key, x in alone.items()}  # the lines read alone, likewise
+            again = original(question, library, moved, threshold, choice, restated, alike and bent_alike, alone_moved)
             if again.text != said.text:
                 fragile.append(f"{question!r}: {said.text!r}, or {again.text!r} with the scores moved "
                                f"(best lines: {[(x.span, round(x.margin, 3)) for x in lines[:4]]})")

@@ -211,6 +211,51 @@ def test_whose_line_answers_is_judged_by_the_readers_margins_not_by_likeness_in_
     assert decide("Which agency did Caroline apply to?", library, [near, far_behind], 0.0, choice).abstained
 
 
+def test_whose_line_answers_is_judged_again_by_the_lines_read_alone(library):
+    library, lines = library
+    # read together, Priya's "cousin" outscores Caroline's agency (the words of her line lend it the question's sense)
+    cousin = line(lines, "Thanks, Caroline! My cousin adopted in Portland.", "cousin", 3.0)
+    agency = line(lines, "I decided to apply to Open Door.", "Open Door", 1.5)
+    choice = Choice(whose=None, alone=2, whose_alone=0.5)
+    question = "Which agency did Caroline apply to?"
+    read_alone = {(cousin.doc, cousin.line): replace(cousin, margin=-1.0),
+                  (agency.doc, agency.line): replace(agency, margin=2.0)}
+    said = decide(question, library, [cousin, agency], 0.0, choice, alone=read_alone)
+    assert said.text == "Open Door" and not said.abstained
+    read_alone[cousin.doc, cousin.line] = replace(cousin, margin=2.6)  # alone, Priya's line still answers better by 0.6
+    refused = decide(question, library, [cousin, agency], 0.0, choice, alone=read_alone)
+    assert refused.abstained and "read alone" in refused.reason and refused.citation == cousin.citation
+    assert not decide(question, library, [cousin, agency], 0.0, replace(choice, whose_alone=1.0), alone=read_alone).abstained
+    assert not decide(question, library, [cousin, agency], 0.0, replace(choice, alone=0), alone=read_alone).abstained
+    # only the first `alone` lines (by the reader's margins) count: Caroline's, second, is not among one
+    assert decide(question, library, [cousin, agency], 0.0, replace(choice, alone=1), alone=read_alone).abstained
+
+
+def test_lines_are_read_alone_only_for_a_question_about_someone_and_only_the_best_few(library):
+    from memcli.qa.model import Span
+    from memcli.retrieve.reading import read_alone
+
+    library, lines = library
+    scored = [line(lines, "I decided to apply to Open Door.", "Open Door", 3.0),
+              line(lines, "I passed the home study last week!", "home study", 2.0),
+              line(lines, "I drive a Honda Civic.", "Honda Civic", 1.0)]
+    seen = []
+
+    class Scripted:  # each passage's last part, its text, scores 1.0
+        def by_part(self, question, texts, parts):
+            seen.append(texts)
+            return [[None] * (len(p) - 1) + [Span(k, *p[-1], t[p[-1][0]:p[-1][1]], 1.0, 0.0)]
+                    for k, (t, p) in enumerate(zip(texts, parts))]
+
+    got = read_alone("Which agency did Caroline apply to?", library, scored, 2, Scripted())
+    assert sorted(got) == sorted((x.doc, x.line) for x in scored[:2])
+    assert len(seen) == 1 and len(seen[0]) == 2 and all("\n" not in text for text in seen[0])  # one line a passage
+    assert got[scored[0].doc, scored[0].line].span == "I decided to apply to Open Door"  # its text, edges trimmed
+    assert read_alone("Which agency did she apply to?", library, scored, 2, Scripted()) == {}  # names no one
+    assert read_alone("Which agency did Caroline apply to?", library, scored, 0, Scripted()) == {}
+    assert len(seen) == 1
+
+
 def test_a_span_naming_the_person_asked_about_is_no_answer_and_the_lines_text_answers(library):
     from memcli.qa.model import Span
     from memcli.retrieve.evidence import Evidence
