@@ -12,9 +12,9 @@ span, and it is "I don't know" when that score is under the reader's threshold (
 training: docs/reader.md). A question about someone is "I don't know" when another's line answers better than
 theirs: by the scores read in windows, and again with the best few lines each read alone (:func:`read_alone`: in a
 window, a neighbouring line's words can lend a line the question's sense). Of the lines that answer nearly as
-well with a value of the best's kind (:func:`latest`), the latest said is the answer. When the ranking found newer lines that restate the best one
-(a fact that changed, :func:`memcli.retrieve.current.newer_first`), the latest of them that answers with a
-value of the same kind (:func:`kinship`) is the answer.
+well with a value of the best's kind (:func:`latest`), the latest said is the answer. When the ranking found
+newer lines that restate the best one (a fact that changed, :func:`memcli.retrieve.current.newer_first`), the
+latest of them that answers with a value of the same kind (:func:`kinship`) is the answer.
 A question that asks when is answered with the date the chosen line writes out or says relative to its
 entry (:func:`memcli.retrieve.when.dated`), else the entry's day. No chat model is loaded.
 """
