@@ -386,7 +386,7 @@ def read_answer(question: str, library: Library, read: list[Evidence], reader=No
     lines = score_lines(question, library, read, reader, order if choice.ranked else None)  # places only if used
     if choice.meaning and index is not None:
         lines = likeness(index, question, lines)
-    alone = read_alone(question, library, lines, choice.alone, reader)
+    alone = read_alone(question, library, lines, choice.alone if choice.subject else 0, reader)  # the person rule's
     return decide(question, library, lines, reader.threshold, choice, restated, kinship(reader), alone)
 
 
