@@ -14,7 +14,10 @@ categories 1-4, and 1 for "I don't know" on category 5 (adversarial), 0 otherwis
 the suite's tune half counts too, as much as a conversation (its questions asked as bench_updates.py asks
 them, right as it judges them); the report half is only reported, with the choice made on everything else.
 ``--only whose`` (or ``alone``, ``ranked``, ``meaning``, ``recent``) runs that one search of a few fields beside the shipped choice
-instead of the full grid and every search (the whose search: 5 minutes here, most of it asking the questions).
+instead of the full grid and every search (the whose search: 5 minutes here, most of it asking the questions);
+``--only rules`` reports the shipped choice with each of its rules off in turn (``RULES_OFF``). ``--dialogues FILE...``:
+public dialogue QA sets asked of memory as ``bench_dialogues.py`` asks them; every choice is reported on them,
+none chosen (Molweni and FriendsQA dev: about 20 minutes more here).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pathlib import Path
 
 from memcli import Memory
 from memcli.eval.metrics import category_f1
+from memcli.eval.qa import scores as qa_scores
 from memcli.retrieve import reading
 from memcli.semantic import upkeep
 from memcli.store.lines import Library
@@ -44,12 +48,17 @@ RESTATED = [None, 0.5, 0.0, -2.0, -4.0, -6.0, float("-inf")]  # the margin a new
 KIN = [None, 0.15, 0.3]  # how alike its span must be to the one it replaces (None: any)
 RECENT_WIDE = [0.0, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0]  # with RECENT_KIN, searched with the threshold, the rest as shipped
 RECENT_KIN = [None, 0.3, 0.6]  # how alike a nearly-as-good line's span must be to the best's to count as newer
-SEARCHES = ["whose", "alone", "ranked", "meaning", "recent"]  # the searches beside the full grid (--only)
+SEARCHES = ["whose", "alone", "ranked", "meaning", "recent", "rules"]  # the searches beside the full grid (--only)
 MEANING = [0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0]  # what a line's likeness in meaning weighs (chosen alone)
 RANKED = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0]  # how much less a line's margin counts a doubling of its place in the ranking
 # (searched with the threshold, the rest as shipped: the whole grid times five would take hours)
 ALONE = [0, 3, 5, 8, 12]  # how many of the best lines are read again, each alone, for the check on whose line answers
 WHOSE_ALONE = [0.0, 0.5, 1.0, 2.0, 3.0]  # by how much another's line read alone must answer better (searched together)
+RULES_OFF = {  # each rule of the shipped choice turned off in turn (--only rules: what it is worth against the reader)
+    "the newer restatement": {"restated": None}, "the recency window": {"recent": 0.0},
+    "both": {"restated": None, "recent": 0.0}, "the person rule's margin": {"whose": None},
+    "the lines read alone": {"alone": 0}, "the likeness in meaning": {"meaning": 0.0},
+    "the person rule": {"subject": False, "whose": None}}
 
 
 def alike():
@@ -114,6 +123,26 @@ def capture_updates(suite: Path, root: Path) -> list[dict]:
     return rows
 
 
+def capture_dialogues(paths: list[Path], root: Path) -> list[dict]:
+    """Public dialogue QA sets asked of memory as ``bench_dialogues.py`` asks them, with the lines the reader
+    scored for each question (``row["answers"]``: the gold answers, none for a question without one)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_dialogues import asked
+
+    rows = []
+    with Watch() as watch:
+        for path in paths:
+            watch.last = None
+            for _, example, answer, abstained, _ in asked(path, None, root / "dialogues"):
+                row = {"conv": path.name, "question": example.question, "answers": example.answers,
+                       "fixed": (answer, abstained) if watch.last is None else None}
+                if watch.last is not None:
+                    row |= dict(zip(("library", "lines", "threshold", "restated", "alone"), watch.last))
+                rows.append(row)
+                watch.last = None
+    return rows
+
+
 def capture(paths: list[Path], root: Path) -> list[dict]:
     """Every question of the conversations with the lines the reader scored for it (the stores stay in
     ``root``: the answers are decided from their documents)."""
@@ -141,6 +170,8 @@ def capture(paths: list[Path], root: Path) -> list[dict]:
 def judged(rows: list[dict], choice: reading.Choice) -> dict:
     if rows and "kind" in rows[0]:
         return judged_updates(rows, choice)
+    if rows and "answers" in rows[0]:
+        return judged_dialogues(rows, choice)
     scores, answered, by_category = [], [], {}
     for row in rows:
         said = reading.decide(row["question"], row["library"], row["lines"], row["threshold"], choice, row["restated"],
@@ -156,6 +187,23 @@ def judged(rows: list[dict], choice: reading.Choice) -> dict:
     return {"all": mean(scores), "answered": mean(answered),
             "f1_1_4": mean([s for r, s in zip(rows, scores) if r["category"] != 5]),
             **{f"cat{c}": mean(v) for c, v in sorted(by_category.items())}}
+
+
+def judged_dialogues(rows: list[dict], choice: reading.Choice) -> dict:
+    """SQuAD's F1 (``bench_dialogues.py``'s scores): "I don't know" scores 1 on a question without an answer."""
+    every, answerable, none_right = [], [], []
+    for row in rows:
+        if row["fixed"]:
+            text, abstained = row["fixed"]
+        else:
+            said = reading.decide(row["question"], row["library"], row["lines"], row["threshold"], choice,
+                                  row["restated"], alike(), row["alone"])
+            text, abstained = said.text, said.abstained
+        score = qa_scores("" if abstained else text, row["answers"])[1]
+        every.append(score)
+        (answerable if row["answers"] else none_right).append(score)
+    mean = lambda xs: round(sum(xs) / len(xs), 4) if xs else None  # noqa: E731
+    return {"all": mean(every), "answerable_f1": mean(answerable), "no_answer_right": mean(none_right)}
 
 
 def judged_updates(rows: list[dict], choice: reading.Choice) -> dict:
@@ -175,6 +223,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("conversations", type=Path, nargs=2)
     parser.add_argument("--updates", type=Path, metavar="SUITE", help="the update suite: its tune half counts too")
+    parser.add_argument("--dialogues", type=Path, nargs="+", metavar="FILE",
+                        help="public dialogue QA sets (bench_dialogues.py): every choice reported on them, none chosen")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--only", choices=SEARCHES, action="append",
                         help="only this search beside the shipped choice (repeatable; default: the full grid and every one)")
@@ -222,7 +272,14 @@ def tune(args, root: Path) -> None:
     updates = capture_updates(args.updates, root) if args.updates else []
     tune_half = [r for r in updates if r["conv"] == "updates-tune"]
     report_half = [r for r in updates if r["conv"] == "updates-report"]
+    dialogues = capture_dialogues(args.dialogues, root) if args.dialogues else []
     memoized()
+
+    def public(choice) -> dict:
+        """The choice on each public dialogue set (only ever reported)."""
+        return {name: judged([r for r in dialogues if r["conv"] == name], choice)
+                for name in dict.fromkeys(r["conv"] for r in dialogues)}
+
     choices = [reading.Choice(threshold=t, subject=s, recent=r, stating=a, whose=w, restated=n, kin=k)
                for t, s, r, a, w, n, k in itertools.product(THRESHOLDS, SUBJECT, RECENT, STATING, WHOSE, RESTATED, KIN)
                if n is not None or k is None]  # kin only matters where a restatement may answer
@@ -240,7 +297,8 @@ def tune(args, root: Path) -> None:
         return max(tied, key=lambda c: (sum(judged(p, c)["answered"] for p in parts if p),
                                          objective(parts, c)))
 
-    report = {"shipped": {c: judged([r for r in rows if r["conv"] == c], reading.DEFAULT) for c in convs}}
+    report = {"shipped": {c: judged([r for r in rows if r["conv"] == c], reading.DEFAULT) for c in convs}
+              | public(reading.DEFAULT)}
     if updates:
         report["shipped"]["updates tune"] = judged(tune_half, reading.DEFAULT)
         report["shipped"]["updates report"] = judged(report_half, reading.DEFAULT)
@@ -281,17 +339,18 @@ def tune(args, root: Path) -> None:
             pick = chosen(on, among)
             report[f"{label} chosen on {tune}"] = picked(pick) | {
                 "tune": judged(on[0], pick), "report": judged([r for r in rows if r["conv"] == other], pick),
-                **({"updates report": judged(report_half, pick)} if updates else {})}
+                **({"updates report": judged(report_half, pick)} if updates else {}), **public(pick)}
         pick = chosen(everything_, among)
         report[f"{label} chosen on both conversations" + (" and the updates' tune half" if updates and suite else "")] = \
             picked(pick) | {c: judged([r for r in rows if r["conv"] == c], pick) for c in convs} | (
-                {"updates tune": judged(tune_half, pick), "updates report": judged(report_half, pick)} if updates else {})
+                {"updates tune": judged(tune_half, pick), "updates report": judged(report_half, pick)} if updates else {}
+            ) | public(pick)
         for values in shipped:
             other = replace(reading.DEFAULT, **values)
             report["the shipped choice with " + ", ".join(f"{k}={v}" for k, v in values.items())] = {
                 c: judged([r for r in rows if r["conv"] == c], other) for c in convs} | (
                 {"updates tune": judged(tune_half, other), "updates report": judged(report_half, other)}
-                if updates else {})
+                if updates else {}) | public(other)
 
     def wanted(search: str) -> bool:
         return full or search in args.only
@@ -319,10 +378,12 @@ def tune(args, root: Path) -> None:
         beside("threshold, recent and recent_kin",
                [replace(reading.DEFAULT, threshold=t, recent=r, recent_kin=k) for t in THRESHOLDS for r, k in pairs],
                ("threshold", "recent", "recent_kin"), [{"recent": r, "recent_kin": k} for r, k in pairs])
-    no_person = replace(reading.DEFAULT, subject=False, whose=None)  # the shipped choice without the person rule
-    report["the shipped choice without the person rule"] = {
-        c: judged([r for r in rows if r["conv"] == c], no_person) for c in convs} | (
-        {"updates report": judged(report_half, no_person)} if updates else {})
+    for rule, values in RULES_OFF.items() if wanted("rules") else [("the person rule", RULES_OFF["the person rule"])]:
+        other = replace(reading.DEFAULT, **values)
+        report[f"the shipped choice without {rule}"] = {
+            c: judged([r for r in rows if r["conv"] == c], other) for c in convs} | (
+            {"updates tune": judged(tune_half, other), "updates report": judged(report_half, other)} if updates else {}
+        ) | public(other)
     print(json.dumps(report, indent=1))
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
