@@ -56,7 +56,8 @@ ALONE = [0, 3, 5, 8, 12]  # how many of the best lines are read again, each alon
 WHOSE_ALONE = [0.0, 0.5, 1.0, 2.0, 3.0]  # by how much another's line read alone must answer better (searched together)
 RULES_OFF = {  # each rule of the shipped choice turned off in turn (--only rules: what it is worth against the reader)
     "the newer restatement": {"restated": None}, "the recency window": {"recent": 0.0},
-    "both": {"restated": None, "recent": 0.0}, "the person rule's margin": {"whose": None},
+    "the newer restatement and the recency window": {"restated": None, "recent": 0.0},
+    "the person rule's margin": {"whose": None},
     "the lines read alone": {"alone": 0}, "the likeness in meaning": {"meaning": 0.0},
     "the person rule": {"subject": False, "whose": None}}
 
