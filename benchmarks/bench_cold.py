@@ -2,6 +2,7 @@
 """The first question after a long ingest: how long it waits for the entries' vectors.
 
     python benchmarks/bench_cold.py [--runs N]
+    python benchmarks/bench_cold.py --copies 24 [--questions 40]
 
 For each run and each ``search.vectors`` mode (side by side, in turn), a fresh store ingests LoCoMo conv-26
 (419 turns) with ``memcli ingest``, then ``memcli ask --evidence-only --json`` is run as a process at once:
@@ -14,6 +15,12 @@ For each run and each ``search.vectors`` mode (side by side, in turn), a fresh s
   the job and the question both unpack it first, about 0.5 s each).
 
 Prints one JSON report: medians over the runs.
+
+``--copies N``: the same at scale (issue 78's "while an ingest's background vectors job still runs"): a fresh
+store (the model unpacked already) ingests conv-26 and N-1 renamed copies of the development conversations
+(``bench_scale.renamed``), one ``memcli ingest`` each as a user would, every ingest adding to the vectors job;
+right after the last, questions of conv-26 are asked in process (one ``Memory``, ``ask --evidence-only``'s
+path) and then as processes, each timed with how many entries it found without a vector.
 """
 
 from __future__ import annotations
@@ -72,10 +79,59 @@ def run(mode: str, warm: bool = False) -> dict:
         return out
 
 
+def at_scale(copies: int, questions: int) -> dict:
+    """A store of ``copies`` conversations ingested one by one, asked at once while their vectors are computed."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_scale import percentile, renamed
+
+    from memcli import Memory
+
+    locomo = CONV.parent
+    samples = {name: json.loads((locomo / f"{name}.json").read_text()) for name in ("conv-26", "conv-30")}
+    asked = [qa["question"] for qa in samples["conv-26"]["qa"]][:questions]
+    with tempfile.TemporaryDirectory(prefix="memcli-cold-") as tmp:
+        env = {**os.environ, "MEMCLI_VECTORS": "background", "XDG_CACHE_HOME": unpacked(f"{tmp}/cache"),
+               "MEMCLI_AUTO_CONSOLIDATE": "false"}
+        store, ingest_s = Path(tmp) / "store", []
+        for number in range(copies):
+            path = CONV
+            if number:
+                name = ("conv-26", "conv-30")[number % 2]
+                path = Path(tmp) / f"{name}-x{number}.json"
+                path.write_text(json.dumps(renamed(name, samples[name], number)))
+            ingest_s.append(memcli(store, env, "ingest", path, "--format", "locomo")[0])
+        _, status = memcli(store, env, "status")
+        os.environ.update(env)  # the in-process questions use the same cache as the processes
+        took, missing = [], []
+        with Memory(store) as memory:
+            for question in asked:
+                begin = time.perf_counter()
+                result = memory.ask(question, reader="evidence-only", budget=2000)
+                took.append(time.perf_counter() - begin)
+                missing.append(result.unembedded)
+        cli, cli_missing = [], []
+        for question in asked[:max(1, questions // 4)]:
+            seconds, out = memcli(store, env, "ask", question, "--evidence-only")
+            cli.append(seconds)
+            cli_missing.append(out.get("unembedded", 0))
+        ms = lambda xs, share: round(percentile(xs, share) * 1000, 1)  # noqa: E731
+        return {"copies": copies, "entries": status.get("entries"), "ingest_s_median": round(statistics.median(ingest_s), 3),
+                "missing_vectors_after_ingest": status["vectors"]["missing"],
+                "in_process": {"questions": len(took), "p50_ms": ms(took, 0.5), "p95_ms": ms(took, 0.95),
+                               "max_ms": ms(took, 1.0), "asked_while_missing": sum(1 for m in missing if m)},
+                "cli": {"questions": len(cli), "p50_ms": ms(cli, 0.5), "p95_ms": ms(cli, 0.95),
+                        "asked_while_missing": sum(1 for m in cli_missing if m)}}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--copies", type=int, help="one store of this many conversations, asked while its vectors are made")
+    parser.add_argument("--questions", type=int, default=40, help="with --copies: questions asked in process")
     args = parser.parse_args()
+    if args.copies:
+        print(json.dumps(at_scale(args.copies, args.questions), indent=1))
+        return 0
     kinds = {"inline": ("inline", False), "background": ("background", False),
              "background, model unpacked": ("background", True)}
     runs: dict[str, list[dict]] = {kind: [] for kind in kinds}

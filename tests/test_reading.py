@@ -11,7 +11,7 @@ import pytest
 
 from memcli import Memory
 from memcli.retrieve.answer import UNKNOWN
-from memcli.retrieve.reading import Choice, Line, about, decide, named_people
+from memcli.retrieve.reading import DEFAULT, Choice, Line, about, decide, named_people
 from memcli.store.lines import Library
 
 
@@ -70,6 +70,30 @@ def test_a_question_about_someone_reads_their_lines_and_lines_about_them(library
     assert swapped.abstained and "someone else's, not Priya's" in swapped.reason  # Caroline applied, not Priya
     assert decide("Which agency did Caroline apply to?", library, scored, 0.0).text == "Open Door"
     assert decide("Which agency did Priya apply to?", library, scored, 0.0, Choice(subject=False)).text == "Open Door"
+
+
+def test_in_a_chat_of_several_people_a_line_said_to_someone_is_about_them(tmp_path):
+    memory = Memory(tmp_path / "store", create=True)
+    for speaker, text in [("Ross", "One, two, three ..."), ("Monica", "Ross, count faster!"),
+                          ("Ross", "I am counting as fast as I can."), ("Joey", "You sound like a robot."),
+                          ("Rachel", "Joey bought a boat.")]:
+        memory.remember(text, speaker=speaker, time="2024-03-01T10:00")
+    library = Library(memory.store)
+    at = {library.doc("CURRENT").entries[n].text: n for n in library.doc("CURRENT").lines}
+    told = [Line("CURRENT", at["Ross, count faster!"], "Monica", 3.0)]
+    assert decide("Who told Ross to count faster?", library, told, 0.0, DEFAULT).text == "Monica"  # said to him
+    assert decide("Who told Ross to count faster?", library, told, 0.0, replace(DEFAULT, group=False)).abstained
+    reply = [Line("CURRENT", at["You sound like a robot."], "a robot", 3.0)]
+    assert decide("What does Ross sound like?", library, reply, 0.0, DEFAULT).text == "a robot"  # in reply to him
+    boat = [Line("CURRENT", at["Joey bought a boat."], "a boat", 3.0)]
+    assert decide("What did Ross buy?", library, boat, 0.0, DEFAULT).abstained  # neither to him nor in reply
+    memory.close()
+
+
+def test_between_two_people_a_line_said_to_one_is_not_about_them(library):
+    library, lines = library  # two speakers: every line of one is said to the other
+    scored = [line(lines, "Thanks, Caroline! My cousin adopted in Portland.", "Portland", 4.0)]
+    assert decide("Where did Caroline adopt?", library, scored, 0.0, DEFAULT).abstained
 
 
 def test_of_lines_that_answer_as_well_the_latest_said_is_the_answer(library):

@@ -78,6 +78,13 @@ class DocLines:
                     self.replaced.setdefault(int(by), []).append(self.entries.pop(line))
         self.lines = sorted(self.entries)
         self._position = {line: at for at, line in enumerate(self.lines)}
+        self._speakers: set[str] | None = None
+
+    def speakers(self) -> set[str]:
+        """The speakers of this document's entries (read once)."""
+        if self._speakers is None:
+            self._speakers = {e.meta["speaker"] for e in self.entries.values() if e.meta.get("speaker")}
+        return self._speakers
 
     def section_of(self, line: int) -> tuple[int, int] | None:
         for first, last in self.sections:
@@ -139,4 +146,4 @@ class Library:
 
     def speakers(self) -> set[str]:
         """The speakers of the entries of the documents loaded so far."""
-        return {e.meta["speaker"] for d in self._docs.values() for e in d.entries.values() if e.meta.get("speaker")}
+        return {speaker for d in self._docs.values() for speaker in d.speakers()}
