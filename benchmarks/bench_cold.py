@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -114,6 +115,13 @@ def at_scale(copies: int, questions: int) -> dict:
             seconds, out = memcli(store, env, "ask", question, "--evidence-only")
             cli.append(seconds)
             cli_missing.append(out.get("unembedded", 0))
+        _, last = memcli(store, env, "status")
+        job = last["vectors"]["job"] or {}
+        if job.get("state") == "running" and job.get("pid"):  # the store goes with the folder: so does its job
+            try:
+                os.kill(job["pid"], signal.SIGTERM)
+            except OSError:
+                pass
         ms = lambda xs, share: round(percentile(xs, share) * 1000, 1)  # noqa: E731
         return {"copies": copies, "entries": status.get("entries"), "ingest_s_median": round(statistics.median(ingest_s), 3),
                 "missing_vectors_after_ingest": status["vectors"]["missing"],
