@@ -96,6 +96,20 @@ def test_between_two_people_a_line_said_to_one_is_not_about_them(library):
     assert decide("Where did Caroline adopt?", library, scored, 0.0, DEFAULT).abstained
 
 
+def test_two_chats_of_two_people_in_one_document_are_no_group_chat(tmp_path):
+    memory = Memory(tmp_path / "store", create=True)
+    for speaker, text, chat in [("Ana", "I went to the market today.", "ana-and-sam"),
+                                ("Sam", "I bought a kayak.", "ana-and-sam"),
+                                ("Lee", "How was the trip?", "sam-and-lee"), ("Sam", "Long.", "sam-and-lee")]:
+        memory.remember(text, speaker=speaker, time="2024-03-01T10:00", conv=chat)
+    library = Library(memory.store)
+    assert library.doc("CURRENT").speakers() == {"Ana", "Sam", "Lee"}
+    at = {library.doc("CURRENT").entries[n].text: n for n in library.doc("CURRENT").lines}
+    kayak = [Line("CURRENT", at["I bought a kayak."], "a kayak", 3.0)]
+    assert decide("What did Ana buy?", library, kayak, 0.0, DEFAULT).abstained  # Sam's reply in a chat of two
+    memory.close()
+
+
 def test_of_lines_that_answer_as_well_the_latest_said_is_the_answer(library):
     library, lines = library
     scored = [line(lines, "I drive a Honda Civic.", "Honda Civic", 5.0),

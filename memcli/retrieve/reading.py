@@ -31,7 +31,7 @@ from memcli.clauses import asking
 from memcli.retrieve.answer import UNKNOWN
 from memcli.retrieve.evidence import Evidence, render_entry, speaker_of, time_prefix
 from memcli.retrieve.when import asks_weekday, asks_when, dated
-from memcli.store.lines import Library
+from memcli.store.lines import Library, chat_of
 
 _EDGES = " \t\n.,;:!?\"'()[]{}-–—"
 
@@ -184,21 +184,22 @@ def about(entry, people: set[str]) -> bool:
 
 
 def concerns(library: Library, x: Line, people: set[str], group: bool = False) -> bool:
-    """Whether line ``x`` is one of ``people``'s or about them (:func:`about`), or, with ``group``, in a document of
-    more than two speakers (a chat of several people), said to one of them: by name ("Ross, count faster!") or
-    right after a line of theirs, in reply. Between two people every line of one is said to the other."""
+    """Whether line ``x`` is one of ``people``'s or about them (:func:`about`), or, with ``group``, in a chat of more
+    than two speakers (the document's entries of its conversation, :func:`memcli.store.lines.chat_of`), said to one
+    of them: by name ("Ross, count faster!") or right after a line of theirs, in reply. Between two people every
+    line of one is said to the other."""
     doc = library.doc(x.doc)
     entry = doc.entries[x.line]
     if about(entry, people):
         return True
-    if not group or len(doc.speakers()) <= 2:
+    if not group or len(doc.speakers(chat_of(entry))) <= 2:
         return False
     if addresses(entry.text, people):
         return True
     before = doc.previous(x.line)
     said = doc.entries[before] if before is not None else None
     return (said is not None and said.meta.get("speaker") in people and said.seq is not None
-            and entry.seq == said.seq + 1)
+            and entry.seq == said.seq + 1 and chat_of(said) == chat_of(entry))
 
 
 def latest(library: Library, lines: list[Line], threshold: float, within: float, kin: float | None = None,

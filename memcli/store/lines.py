@@ -38,6 +38,11 @@ def body_lines(text: str) -> Iterator[tuple[int, str]]:
         yield first + offset, line.rstrip("\r")
 
 
+def chat_of(entry: Entry) -> str:
+    """The conversation an entry was said in: its ``conv``, else the file its ``ref`` points into ("" if neither)."""
+    return entry.meta.get("conv") or (entry.ref or "").split("#")[0]
+
+
 class DocLines:
     """A document's entries by file line number, and its heading sections, loaded once."""
 
@@ -78,13 +83,18 @@ class DocLines:
                     self.replaced.setdefault(int(by), []).append(self.entries.pop(line))
         self.lines = sorted(self.entries)
         self._position = {line: at for at, line in enumerate(self.lines)}
-        self._speakers: set[str] | None = None
+        self._speakers: dict[str, set[str]] | None = None  # by chat
 
-    def speakers(self) -> set[str]:
-        """The speakers of this document's entries (read once)."""
+    def speakers(self, chat: str | None = None) -> set[str]:
+        """The speakers of this document's entries, or of those of one chat (:func:`chat_of`)."""
         if self._speakers is None:
-            self._speakers = {e.meta["speaker"] for e in self.entries.values() if e.meta.get("speaker")}
-        return self._speakers
+            self._speakers = {}
+            for e in self.entries.values():
+                if e.meta.get("speaker"):
+                    self._speakers.setdefault(chat_of(e), set()).add(e.meta["speaker"])
+        if chat is not None:
+            return self._speakers.get(chat, set())
+        return {speaker for said in self._speakers.values() for speaker in said}
 
     def section_of(self, line: int) -> tuple[int, int] | None:
         for first, last in self.sections:
