@@ -87,11 +87,12 @@ class DocLines:
 
     def speakers(self, chat: str | None = None) -> set[str]:
         """The speakers of this document's entries, or of those of one chat (:func:`chat_of`)."""
-        if self._speakers is None:
-            self._speakers = {}
+        if self._speakers is None:  # built whole, then set: a thread beside it sees none or all of it
+            by_chat: dict[str, set[str]] = {}
             for e in self.entries.values():
                 if e.meta.get("speaker"):
-                    self._speakers.setdefault(chat_of(e), set()).add(e.meta["speaker"])
+                    by_chat.setdefault(chat_of(e), set()).add(e.meta["speaker"])
+            self._speakers = by_chat
         if chat is not None:
             return self._speakers.get(chat, set())
         return {speaker for said in self._speakers.values() for speaker in said}
