@@ -361,8 +361,9 @@ def decide(question: str, library: Library, lines: list[Line], threshold: float,
     named = named_people(question, library.speakers()) if choice.subject else set()
     pool, whom = lines, ""
     if named:  # a question about someone is answered from their lines or lines about them
-        pool = [x for x in lines if concerns(library, x, named, choice.group)]
-        own = [x for x in answering if concerns(library, x, named, choice.group)]
+        theirs = {(x.doc, x.line) for x in lines if concerns(library, x, named, choice.group)}  # judged once a line
+        pool = [x for x in lines if (x.doc, x.line) in theirs]
+        own = [x for x in answering if (x.doc, x.line) in theirs]
         other, whom = answering[0], " or ".join(sorted(named))
         if not pool or (choice.whose is not None and other not in own and other.margin - own[0].margin > choice.whose):
             return Reading(UNKNOWN, True, f"the lines that answer are someone else's, not {whom}'s nor about them "
@@ -371,8 +372,7 @@ def decide(question: str, library: Library, lines: list[Line], threshold: float,
         firsts = [alone[key] for x in answering[:choice.alone] if (key := (x.doc, x.line)) in (alone or {})]
         if firsts:
             other = max(firsts, key=lambda x: x.margin)
-            own = sorted((x for x in firsts if concerns(library, x, named, choice.group)),
-                         key=lambda x: -x.margin)
+            own = sorted((x for x in firsts if (x.doc, x.line) in theirs), key=lambda x: -x.margin)
             if other not in own and (not own or other.margin - own[0].margin > choice.whose_alone):
                 return Reading(UNKNOWN, True, f"read alone, the line that answers best is someone else's, not {whom}'s "
                                f"nor about them (best {other.citation}: {other.span!r})", other.citation, other.span,
