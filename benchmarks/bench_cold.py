@@ -2,7 +2,7 @@
 """The first question after a long ingest: how long it waits for the entries' vectors.
 
     python benchmarks/bench_cold.py [--runs N]
-    python benchmarks/bench_cold.py --copies 24 [--questions 40]
+    python benchmarks/bench_cold.py --copies 24 [--questions 40] [--cli-seconds 120]
 
 For each run and each ``search.vectors`` mode (side by side, in turn), a fresh store ingests LoCoMo conv-26
 (419 turns) with ``memcli ingest``, then ``memcli ask --evidence-only --json`` is run as a process at once:
@@ -20,7 +20,8 @@ Prints one JSON report: medians over the runs.
 store (the model unpacked already) ingests conv-26 and N-1 renamed copies of the development conversations
 (``bench_scale.renamed``), one ``memcli ingest`` each as a user would, every ingest adding to the vectors job;
 right after the last, questions of conv-26 are asked in process (one ``Memory``, ``ask --evidence-only``'s
-path) and then as processes, each timed with how many entries it found without a vector.
+path) and then as processes, one after another for as long as the job runs (``--cli-seconds`` at most), each
+timed with how many entries it found without a vector.
 """
 
 from __future__ import annotations
@@ -80,8 +81,10 @@ def run(mode: str, warm: bool = False) -> dict:
         return out
 
 
-def at_scale(copies: int, questions: int) -> dict:
-    """A store of ``copies`` conversations ingested one by one, asked at once while their vectors are computed."""
+def at_scale(copies: int, questions: int, cli_seconds: float) -> dict:
+    """A store of ``copies`` conversations ingested one by one, asked at once while their vectors are computed:
+    ``questions`` in process, then as processes one after another, a quarter as many and then on while the job
+    runs, for at most ``cli_seconds``."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_scale import percentile, renamed
 
@@ -111,8 +114,9 @@ def at_scale(copies: int, questions: int) -> dict:
                 took.append(time.perf_counter() - begin)
                 missing.append(result.unembedded)
         cli, cli_missing = [], []
-        for question in asked[:max(1, questions // 4)]:
-            seconds, out = memcli(store, env, "ask", question, "--evidence-only")
+        begin = time.monotonic()
+        while len(cli) < max(1, questions // 4) or (time.monotonic() - begin < cli_seconds and cli_missing[-1]):
+            seconds, out = memcli(store, env, "ask", asked[len(cli) % len(asked)], "--evidence-only")
             cli.append(seconds)
             cli_missing.append(out.get("unembedded", 0))
         _, last = memcli(store, env, "status")
@@ -128,7 +132,9 @@ def at_scale(copies: int, questions: int) -> dict:
                 "in_process": {"questions": len(took), "p50_ms": ms(took, 0.5), "p95_ms": ms(took, 0.95),
                                "max_ms": ms(took, 1.0), "asked_while_missing": sum(1 for m in missing if m)},
                 "cli": {"questions": len(cli), "p50_ms": ms(cli, 0.5), "p95_ms": ms(cli, 0.95),
-                        "asked_while_missing": sum(1 for m in cli_missing if m)}}
+                        "asked_while_missing": sum(1 for m in cli_missing if m),
+                        "p50_ms_first_quarter": ms(cli[:max(1, questions // 4)], 0.5),
+                        "seconds": round(time.monotonic() - begin, 1)}}
 
 
 def main() -> int:
@@ -136,9 +142,11 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--copies", type=int, help="one store of this many conversations, asked while its vectors are made")
     parser.add_argument("--questions", type=int, default=40, help="with --copies: questions asked in process")
+    parser.add_argument("--cli-seconds", type=float, default=120.0,
+                        help="with --copies: how long questions are asked as processes while the job runs")
     args = parser.parse_args()
     if args.copies:
-        print(json.dumps(at_scale(args.copies, args.questions), indent=1))
+        print(json.dumps(at_scale(args.copies, args.questions, args.cli_seconds), indent=1))
         return 0
     kinds = {"inline": ("inline", False), "background": ("background", False),
              "background, model unpacked": ("background", True)}

@@ -176,6 +176,95 @@ def test_a_new_process_maps_the_vectors_matrix_and_a_forget_removes_it(tmp_path)
     assert not list(folder.glob("vectors-matrix-*"))  # it held the forgotten entry's vector
 
 
+
+class Stopped(Exception):
+    pass
+
+
+class Stopping:
+    """The real encoder, which stops the job (as a kill would) when asked for chunk ``at``; ``then``: run
+    first, between two of the job's chunks."""
+
+    def __init__(self, encoder, at: int, then=None):
+        self.encoder, self.at, self.then, self.calls = encoder, at, then, 0
+        self.name, self.dimensions = encoder.name, encoder.dimensions
+
+    def encode(self, texts, on_batch=None):
+        self.calls += 1
+        if self.calls == self.at:
+            if self.then is None:
+                raise Stopped
+            self.then()
+        return self.encoder.encode(texts, on_batch=on_batch)
+
+
+def _job_stopped_midway(tmp_path, monkeypatch, then=None, at=3):
+    """A store of the shipped example (25 entries), whose vectors job stored ``at - 1`` chunks of eight
+    texts and stopped (or, with ``then``, ran ``then`` before the next and went on); (memory, the job's
+    vectors, folder)."""
+    from memcli.semantic import vectors as vectors_module
+
+    monkeypatch.setattr(vectors_module, "CHUNK", 8)
+    monkeypatch.setattr(vectors_module, "PARTIAL_EVERY", 0.0)
+    monkeypatch.setattr(vectors_module, "PARTIAL_COST", 0)
+    Memory.init(store=tmp_path / "store")
+    memory = Memory(store=tmp_path / "store", settings={"search.semantic": True, "search.vectors": "inline"})
+    memory.ingest(EXAMPLES / "caroline-and-priya.json", consolidate=False)
+    folder = memory.index.folder
+    real = memory.index.vectors().encoder
+    job = vectors_module.EntryVectors(memory.store, folder, Stopping(real, at, then))
+    return memory, job, folder
+
+
+@pytest.mark.parametrize("at", [1, 3])  # stopped in its first chunk (nothing stored yet) or its third
+def test_a_question_while_the_job_runs_maps_what_it_has_so_far(tmp_path, monkeypatch, at):
+    from memcli.cache import file_signatures
+    from memcli.semantic.vectors import EntryVectors
+
+    memory, job, folder = _job_stopped_midway(tmp_path, monkeypatch, at=at)
+    with pytest.raises(Stopped):
+        job.refresh()  # the job's own refresh computes
+    partial = sorted(folder.glob("vectors-matrix-*-partial-*"))
+    assert [p.suffix for p in partial] == [".npy", ".npz"]  # the newest only
+    assert f"-partial-{8 * (at - 1)}." in partial[0].name
+    encoder = memory.index.vectors().encoder
+    asked = EntryVectors(memory.store, folder, encoder)
+    asked.inline = False  # a question while the job runs: computes nothing
+    question = "Which agency did Caroline apply to?"
+    mapped = asked.similarities(question)
+    assert isinstance(asked._matrix, np.memmap) and len(mapped) == 8 * (at - 1)
+    for path in partial:
+        path.unlink()
+    read = EntryVectors(memory.store, folder, encoder)
+    read.inline = False  # the same question without the snapshot: the documents parsed, every text looked up
+    from_rows = read.similarities(question)
+    assert (asked.missing, asked.missing_texts) == (read.missing, read.missing_texts)
+    assert asked.missing == 25 - 8 * (at - 1)
+    library = Library(memory.store)
+    every = {(doc_id, line): library.doc(doc_id).entries[line] for doc_id in file_signatures(memory.store)
+             for line in library.doc(doc_id).lines}
+    assert len(every) == 25 and asked.of(every).keys() == mapped.keys()  # nothing computed while the job runs
+    asked.inline = True
+    assert asked.of(every).keys() == every.keys()  # a question that may compute (search.vectors = inline)
+    assert mapped.keys() == from_rows.keys()
+    assert all(abs(mapped[key] - from_rows[key]) < 1e-6 for key in mapped)
+    done = EntryVectors(memory.store, folder, encoder)
+    done.refresh()  # the job run again: every vector, the whole matrix kept, no partial one left
+    assert done.missing == 0 and not list(folder.glob("vectors-matrix-*-partial-*"))
+    assert len(list(folder.glob("vectors-matrix-*"))) == 2
+
+
+def test_a_forget_while_the_job_runs_leaves_no_snapshot_of_the_forgotten(tmp_path, monkeypatch):
+    forgotten = []
+    memory, job, folder = _job_stopped_midway(
+        tmp_path, monkeypatch, then=lambda: forgotten.append(memory.forget(["1"])))
+    job.refresh()  # the forget comes between its second and third chunks: the chunk is not stored
+    assert forgotten and forgotten[0].count == 1
+    assert not list(folder.glob("vectors-matrix-*"))  # the partial snapshots held entry 1's vector
+    job.refresh()  # looked at again: what is left is computed
+    assert job.missing == 0 and memory.status().entries == len(job._keys)
+
+
 def _hits(index, queries):
     return {q: [(h.doc, h.start_line, h.end_line, round(h.score, 9))
                 for h in index.search(q, 20, refresh=False, snippets=False)] for q in queries}
