@@ -134,7 +134,8 @@ def at_scale(copies: int, questions: int, cli_seconds: float) -> dict:
                 "cli": {"questions": len(cli), "p50_ms": ms(cli, 0.5), "p95_ms": ms(cli, 0.95),
                         "asked_while_missing": sum(1 for m in cli_missing if m),
                         "p50_ms_first_quarter": ms(cli[:max(1, questions // 4)], 0.5),
-                        "seconds": round(time.monotonic() - begin, 1)}}
+                        "seconds": round(time.monotonic() - begin, 1)},
+                "job_at_the_end": {key: job.get(key) for key in ("state", "done", "total")}}
 
 
 def main() -> int:

@@ -120,3 +120,16 @@ def test_writers_do_not_wait_for_the_job_and_it_covers_what_they_wrote(tmp_path)
     assert worker.returncode == 0, err
     assert json.loads(out)["state"] == "done"
     assert run_memcli("--store", store, "status", "--json", env=BACKGROUND).json["vectors"]["missing"] == 0
+
+
+def test_the_job_keeps_numpy_to_half_the_cores_unless_told(monkeypatch):
+    from memcli import cpu
+
+    for name in cpu.BLAS_THREADS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(cpu.os, "cpu_count", lambda: 8)
+    assert {name: cpu.background_environment()[name] for name in cpu.BLAS_THREADS} == dict.fromkeys(cpu.BLAS_THREADS, "4")
+    monkeypatch.setattr(cpu.os, "cpu_count", lambda: 1)
+    assert cpu.background_environment()["OPENBLAS_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the user's own choice stands
+    assert cpu.background_environment()["OMP_NUM_THREADS"] == "3"

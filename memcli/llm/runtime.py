@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memcli import deadline
+from memcli.cpu import half_the_cores
 from memcli.errors import ConfigError
 from memcli.llm import priority
 from memcli.llm.probes import AttentionProbes, as_float
@@ -84,7 +85,7 @@ def default_threads() -> int:
     quarter of its speed (2 cores: 81 -> 21 tokens/s); with half, to 0.93 of it (52 -> 48 tokens/s),
     at the price of a slower prefill when the machine is idle (benchmarks/bench_threads.py,
     docs/benchmarks.md "Threads")."""
-    return max(1, (os.cpu_count() or 2) // 2)
+    return half_the_cores()
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from memcli import joblock
+from memcli.cpu import background_environment
 from memcli.errors import StoreError
 from memcli.paths import ensure_private_dir
 from memcli.store.atomic import FILE_MODE, atomic_write
@@ -60,7 +61,7 @@ def start(store_root: Path, folder: Path) -> int | None:
     try:
         ensure_private_dir(folder)
         return joblock.detach(["--store", str(store_root), "embed", "--worker", "--index-dir", str(folder)],
-                              folder / LOG, nice=NICE)
+                              folder / LOG, nice=NICE, env=background_environment())
     except OSError:
         return None  # a cache: the next question or write tries again
 
