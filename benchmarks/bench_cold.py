@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import signal
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -49,6 +50,12 @@ def memcli(store: Path, env: dict, *args) -> tuple[float, dict]:
     if done.returncode not in (0, 1):
         raise SystemExit(f"memcli {' '.join(map(str, args))} failed: {done.stderr}")
     return took, json.loads(done.stdout)
+
+
+def texts_stored(folder: Path) -> int:
+    """The vectors the job has stored so far (every pass's, kept)."""
+    with sqlite3.connect(folder / "vectors.sqlite", timeout=30) as db:
+        return db.execute("SELECT COUNT(*) FROM texts").fetchone()[0]
 
 
 def unpacked(cache: str) -> str:
@@ -135,7 +142,8 @@ def at_scale(copies: int, questions: int, cli_seconds: float) -> dict:
                         "asked_while_missing": sum(1 for m in cli_missing if m),
                         "p50_ms_first_quarter": ms(cli[:max(1, questions // 4)], 0.5),
                         "seconds": round(time.monotonic() - begin, 1)},
-                "job_at_the_end": {key: job.get(key) for key in ("state", "done", "total")}}
+                "job_at_the_end": {**{key: job.get(key) for key in ("state", "done", "total")},
+                                   "texts_stored": texts_stored(Path(last["index_cache"]))}}
 
 
 def main() -> int:

@@ -11,7 +11,7 @@ from conftest import REPO
 # lowest first; a room is a folder (``store/``) or a top-level module (``config``)
 LAYERS = [
     ("base", {"errors", "results", "where", "regular", "paths", "trust", "config", "config_files", "store_state",
-              "tokens", "terms", "clauses", "dates", "joblock", "deadline", "skill", "__init__"}),
+              "tokens", "terms", "clauses", "dates", "joblock", "deadline", "cpu", "skill", "__init__"}),
     ("storage", {"store/", "cache"}),
     ("indexing", {"semantic/", "qa/", "tagging/", "partitions", "index", "read_tools"}),
     ("models", {"llm/"}),

@@ -254,15 +254,32 @@ def test_a_question_while_the_job_runs_maps_what_it_has_so_far(tmp_path, monkeyp
     assert len(list(folder.glob("vectors-matrix-*"))) == 2
 
 
-def test_a_forget_while_the_job_runs_leaves_no_snapshot_of_the_forgotten(tmp_path, monkeypatch):
+def test_a_forget_while_the_job_runs_leaves_no_snapshot_nor_vector_of_the_forgotten(tmp_path, monkeypatch):
+    from memcli.cache import file_signatures
+    from memcli.semantic.vectors import _key, entry_text
+
     forgotten = []
-    memory, job, folder = _job_stopped_midway(
-        tmp_path, monkeypatch, then=lambda: forgotten.append(memory.forget(["1"])))
-    job.refresh()  # the forget comes between its second and third chunks: the chunk is not stored
-    assert forgotten and forgotten[0].count == 1
-    assert not list(folder.glob("vectors-matrix-*"))  # the partial snapshots held entry 1's vector
+    memory, job, folder = _job_stopped_midway(tmp_path, monkeypatch, then=lambda: forgotten.append(
+        memory.forget([str(first.seq), str(in_flight.seq)])))
+    library = Library(memory.store)
+    entries = [library.doc(d).entries[line] for d in file_signatures(memory.store) for line in library.doc(d).lines]
+    first, in_flight = entries[0], entries[20]  # embedded in the first chunk / in the third, when the forget comes
+    job.refresh()  # the forget comes while its third chunk is computed: the chunk is not stored
+    assert forgotten and forgotten[0].count == 2
+    assert not list(folder.glob("vectors-matrix-*"))  # the partial snapshots held the first one's vector
+    stored = {row[0] for row in job.db.execute("SELECT key FROM texts")}
+    assert len(stored) == 15 and not {_key(job.encoder.name, entry_text(e)) for e in (first, in_flight)} & stored
     job.refresh()  # looked at again: what is left is computed
-    assert job.missing == 0 and memory.status().entries == len(job._keys)
+    assert job.missing == 0 and memory.status().entries == len(job._keys) == 23
+
+
+def test_a_write_while_the_job_runs_keeps_the_chunk_it_was_computing(tmp_path, monkeypatch):
+    memory, job, folder = _job_stopped_midway(
+        tmp_path, monkeypatch, then=lambda: memory.remember("Caroline also asked a second agency about open adoption."))
+    job.refresh()  # the write comes while its third chunk is computed: the chunk is stored, then it looks again
+    assert job.changed and job.db.execute("SELECT COUNT(*) FROM texts").fetchone()[0] == 24
+    job.refresh()
+    assert job.missing == 0 and len(job._keys) == 26 and memory.status().vectors["missing"] == 0
 
 
 def _hits(index, queries):

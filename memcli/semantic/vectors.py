@@ -157,10 +157,6 @@ def drop_snapshots(folder: Path, wipe: bool = False) -> list[str]:
     return gone
 
 
-class _Changed(Exception):
-    """A document changed while its texts were being embedded."""
-
-
 def _key(model: str, text: str) -> bytes:
     return hashlib.sha1(f"{model}\n{text}".encode()).digest()
 
@@ -349,19 +345,21 @@ class EntryVectors:
         return True
 
     def _partial_writer(self, signature: tuple, parsed: dict[str, list[tuple[int, str]]], known: dict[bytes, np.ndarray],
-                        on_disk: dict[str, tuple[int, int]]) -> Callable[[int], None]:
+                        on_disk: dict[str, tuple[int, int]], generation: str) -> Callable[[int], None]:
         """What the job calls inside a write transaction of the cache, with the texts still missing: before
         its first chunk and after each one it stored, at most every ``PARTIAL_EVERY`` seconds, a partial
         snapshot of every entry's vector known so far (the documents stored whole, read once, and the
-        rows of the changed ones that have a vector), unless a document changed since ``on_disk``."""
+        rows of the changed ones that have a vector), unless a document changed since ``on_disk`` or a
+        forget came since ``generation``."""
         model = self.encoder.name
         keyed = {doc_id: [(line, _key(model, text)) for line, text in rows] for doc_id, rows in parsed.items()}
         state: dict = {"next": 0.0, "stored": None}
 
         def write(remaining: int) -> None:
             now = time.monotonic()
-            if remaining <= CHUNK or now < state["next"] or self._moved(on_disk, list(on_disk)):
-                return  # the job ends within a chunk; or it wrote one lately; or a forget may have come
+            if (remaining <= CHUNK or now < state["next"] or self._forgets() != generation
+                    or self._moved(on_disk, list(on_disk))):
+                return  # the job ends within a chunk; or it wrote one lately; or it would be of other documents
             if state["stored"] is None:
                 state["stored"] = {
                     doc_id: (np.frombuffer(lines, np.int32).tolist(),
@@ -413,6 +411,7 @@ class EntryVectors:
         is stopped resumes where it was), store each document whose entries all have vectors, and return
         (texts embedded, the rows of documents still missing some, for this process)."""
         self.missing, self.missing_texts, self.changed = 0, 0, False
+        generation = self._forgets()  # before anything is read: a forget after it keeps this pass from storing
         cached = {d: (m, s) for d, m, s in self.db.execute("SELECT doc, mtime_ns, size FROM docs")}
         stale = [d for d, sig in on_disk.items() if cached.get(d) != sig]
         gone = [d for d in cached if d not in on_disk]
@@ -425,14 +424,16 @@ class EntryVectors:
         known = self._known(list(wanted))
         missing = [k for k in wanted if k not in known]
         self.missing_texts = len(missing)
-        writer = self._partial_writer(tuple(sorted(on_disk.items())), parsed, known, on_disk) if compute else None
+        writer = (self._partial_writer(tuple(sorted(on_disk.items())), parsed, known, on_disk, generation)
+                  if compute else None)
         if writer is not None and len(missing) > CHUNK:
             self.db.execute("BEGIN IMMEDIATE")  # what the documents have before the first chunk
             try:
                 writer(len(missing))
             finally:
                 self.db.execute("COMMIT")
-        embedded = self._embed(missing if compute else [], wanted, known, on_disk, list(parsed), on_progress, writer)
+        embedded = self._embed(missing if compute else [], wanted, known, on_disk, list(parsed), on_progress,
+                               generation, writer)
         extra: dict[str, tuple[list[int], np.ndarray]] = {}
         complete = {}
         for doc_id, rows in parsed.items():
@@ -479,31 +480,23 @@ class EntryVectors:
         return known
 
     def _embed(self, missing: list[bytes], wanted: dict[bytes, str], known: dict[bytes, np.ndarray],
-               on_disk: dict[str, tuple[int, int]], doc_ids: list[str], on_progress,
+               on_disk: dict[str, tuple[int, int]], doc_ids: list[str], on_progress, generation: str,
                on_chunk: Callable[[int], None] | None = None) -> int:
         """Embed the missing texts in chunks, each stored (and added to ``known``) as it is done, unless
-        one of the documents changed meanwhile (a forget, or a write: then it stops at the next batch, and
-        the next refresh reads them again); how many were embedded. ``on_chunk``: called with the texts
-        still missing after each chunk, before it commits (:meth:`_partial_writer`)."""
+        a forget came since ``generation`` (:meth:`_forgets`: the chunk may hold a forgotten text's vector);
+        after a chunk, it stops when one of the documents changed (the next refresh reads them again); how
+        many were embedded. ``on_chunk``: called with the texts still missing after each chunk, before it
+        commits (:meth:`_partial_writer`)."""
         embedded = 0
         for at in range(0, len(missing), CHUNK):
             chunk = missing[at:at + CHUNK]
             base = embedded
-
-            def batch_done(done: int) -> None:
-                if on_progress:
-                    on_progress(base + done, len(missing))
-                if self._moved(on_disk, doc_ids):
-                    raise _Changed
-
-            try:
-                vectors = self.encoder.encode([wanted[k] for k in chunk], on_batch=batch_done)
-            except _Changed:
-                self.changed = True
-                break
+            vectors = self.encoder.encode(
+                [wanted[k] for k in chunk],
+                on_batch=(lambda done: on_progress(base + done, len(missing))) if on_progress else None)
             self.db.execute("BEGIN IMMEDIATE")
             try:
-                if self._moved(on_disk, doc_ids):  # a document changed (forgotten entries?): store nothing of it
+                if self._forgets() != generation:  # a forget since the documents were read: store nothing
                     self.db.execute("ROLLBACK")
                     self.changed = True
                     break
@@ -518,6 +511,9 @@ class EntryVectors:
                 if self.db.in_transaction:
                     self.db.execute("ROLLBACK")
                 raise
+            if self._moved(on_disk, doc_ids):  # written to since: the chunk is kept (a text's vector is the
+                self.changed = True  # text's), and the next refresh reads the documents again
+                break
         return embedded
 
     def _store_documents(self, complete: dict[str, list[tuple[int, str]]], gone: list[str],
@@ -544,6 +540,11 @@ class EntryVectors:
                 self.db.execute("ROLLBACK")
             raise
 
+    def _forgets(self) -> str:
+        """How many forgets this cache has seen (counted in each one's transaction)."""
+        row = self.db.execute("SELECT value FROM info WHERE key='forgets'").fetchone()
+        return row[0] if row else "0"
+
     def _moved(self, on_disk: dict[str, tuple[int, int]], doc_ids: list[str]) -> bool:
         """Whether any of ``doc_ids`` changed on disk since ``on_disk`` was read."""
         return any(self.store.signature(doc_id) != on_disk[doc_id] for doc_id in doc_ids)
@@ -558,6 +559,7 @@ class EntryVectors:
         self.db.execute("BEGIN IMMEDIATE")  # after any chunk (and partial snapshot) a job is writing
         try:
             self._drop_snapshots(wipe=True)
+            self.db.execute("INSERT OR REPLACE INTO info VALUES('forgets', ?)", (str(int(self._forgets()) + 1),))
             dropped = sum(self.db.execute("DELETE FROM texts WHERE key=?", (k,)).rowcount for k in keys)
             self.db.executemany("DELETE FROM docs WHERE doc=?", ((d,) for d in doc_ids))
             self.db.execute("COMMIT")
