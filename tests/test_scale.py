@@ -176,7 +176,6 @@ def test_a_new_process_maps_the_vectors_matrix_and_a_forget_removes_it(tmp_path)
     assert not list(folder.glob("vectors-matrix-*"))  # it held the forgotten entry's vector
 
 
-
 class Stopped(Exception):
     pass
 
