@@ -251,6 +251,8 @@ def test_a_question_while_the_job_runs_maps_what_it_has_so_far(tmp_path, monkeyp
     done.refresh()  # the job run again: every vector, the whole matrix kept, no partial one left
     assert done.missing == 0 and not list(folder.glob("vectors-matrix-*-partial-*"))
     assert len(list(folder.glob("vectors-matrix-*"))) == 2
+    read.refresh(compute=False)  # a process that read the rows while entries were missing maps the whole one
+    assert read.missing == 0 and isinstance(read._matrix, np.memmap) and len(read._keys) == 25
 
 
 def test_a_forget_while_the_job_runs_leaves_no_snapshot_nor_vector_of_the_forgotten(tmp_path, monkeypatch):

@@ -214,7 +214,8 @@ class EntryVectors:
         version = self._data_version()
         if signature == self._signature and (not self.missing or (not compute and version == self._version)):
             return 0  # nothing changed: no document, and no vector another process (the job) stored
-        if (not self._keys or self._partial) and self._from_snapshot(signature, partial=not compute):
+        # nothing loaded yet, or not every entry's vector: a snapshot of these documents first (mapped, not read)
+        if (not self._keys or self.missing) and self._from_snapshot(signature, partial=not compute):
             self._signature, self._version = signature, version
             return 0
         try:
@@ -271,8 +272,6 @@ class EntryVectors:
         else from the newest partial snapshot (the entries it lacks counted in :attr:`missing`)."""
         paths = self._snapshot_paths(signature)
         if paths is not None and paths[1].exists() and self._map(paths):
-            self.missing = self.missing_texts = 0
-            self._partial = ""
             return True
         paths = self._newest_partial(signature) if partial else None
         if paths is None:
