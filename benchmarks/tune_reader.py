@@ -33,7 +33,7 @@ from pathlib import Path
 from memcli import Memory
 from memcli.eval.metrics import category_f1
 from memcli.eval.qa import scores as qa_scores
-from memcli.retrieve import reading
+from memcli.retrieve import current, people, reading
 from memcli.semantic import upkeep
 from memcli.store.lines import Library
 
@@ -63,8 +63,8 @@ RULES_OFF = {  # each rule of the shipped choice turned off in turn (--only rule
 
 
 def alike():
-    """How alike two spans are as values, as ``ask`` judges it (``reading.kinship``; remembered across choices)."""
-    return reading.kinship(reading.shared_reader())
+    """How alike two spans are as values, as ``ask`` judges it (``current.kinship``; remembered across choices)."""
+    return current.kinship(reading.shared_reader())
 
 
 class Watch:
@@ -83,7 +83,7 @@ class Watch:
             alone = reading.read_alone(question, library, lines, max(ALONE), reader)  # what any choice may read
             self.last = (library, lines, reader.threshold, restated or {}, alone)
             return reading.decide(question, library, lines, reader.threshold, choice or reading.DEFAULT, restated,
-                                  reading.kinship(reader), alone)
+                                  current.kinship(reader), alone)
 
         reading.read_answer = watching
         return self
@@ -236,7 +236,7 @@ def main() -> None:
 
 def memoized() -> None:
     """What decide() asks of a line or a question, remembered (it does not depend on the choice)."""
-    about, asking, named = reading.about, reading.asking, reading.named_people
+    about, asking, named = people.about, reading.asking, reading.named_people
     abouts, asks, names = {}, {}, {}
 
     def about_(entry, people):
@@ -256,7 +256,7 @@ def memoized() -> None:
             names[key] = named(question, people)
         return names[key]
 
-    reading.about, reading.asking, reading.named_people = about_, asking_, named_
+    people.about, reading.asking, reading.named_people = about_, asking_, named_
     speakers, known = Library.speakers, {}
 
     def speakers_(self):

@@ -11,7 +11,8 @@ import pytest
 
 from memcli import Memory
 from memcli.retrieve.answer import UNKNOWN
-from memcli.retrieve.reading import DEFAULT, Choice, Line, about, decide, named_people
+from memcli.retrieve.people import about, named_people
+from memcli.retrieve.reading import DEFAULT, Choice, Line, decide
 from memcli.store.lines import Library
 
 
@@ -145,6 +146,8 @@ def test_a_line_the_ranking_found_restated_gives_way_to_the_newer_line_when_the_
     said = decide(question, library, scored, 0.0, Choice(restated=-2.0), restated)
     assert said.text == "Subaru Outback" and said.citation == f"CURRENT:{outback}"
     assert "newer line restating" in said.reason
+    dated = decide("When does Priya drive her car?", library, scored, 0.0, Choice(restated=-2.0), restated)
+    assert dated.citation == f"CURRENT:{outback}" and "date of the reader's span of the newer line" in dated.reason
     assert decide(question, library, scored, 0.0, Choice(restated=0.0), restated).text == "Honda Civic"  # too weak
     assert decide(question, library, scored, 0.0, Choice(restated=None), restated).text == "Honda Civic"  # off
     assert decide(question, library, scored, 0.0, Choice(restated=-2.0)).text == "Honda Civic"  # nothing restated
@@ -320,7 +323,8 @@ def test_a_span_naming_the_person_asked_about_is_no_answer_and_the_lines_text_an
 
 def test_a_name_that_only_addresses_someone_is_in_no_part_a_span_may_come_from(library):
     from memcli.retrieve.evidence import Evidence
-    from memcli.retrieve.reading import addresses, passages
+    from memcli.retrieve.people import addresses
+    from memcli.retrieve.reading import passages
 
     library, lines = library
     n = lines["Thanks, Caroline! My cousin adopted in Portland."]

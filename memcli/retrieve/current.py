@@ -10,6 +10,11 @@ first and the earlier ones after it, as history. (Both stay: a sentence vector d
 from two events of one kind, so nothing is marked superseded by this measure; docs/benchmarks.md. What is
 marked without a model is a correction: :mod:`memcli.ingest.corrections`.)
 
+The reader's answer follows the same order (:func:`latest`, :func:`newest`): of the lines that answer nearly as
+well with a value of the same kind (:func:`kinship`), the latest said; of the newer lines the ranking found
+restating the answer's, the latest in which the reader finds a value of the same kind. Lines there are the
+reader's (:class:`memcli.retrieve.reading.Line`: ``doc``, ``line``, ``span``, ``margin``).
+
 ``as_of``: a question asked as of a day reads only what had been said by the end of it
 (:class:`memcli.store.lines.Library` with ``as_of``), so what replaced a fact later is not there and
 the fact is current again.
@@ -24,6 +29,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from memcli.clauses import asking
 from memcli.index import LibraryIndex
@@ -160,3 +166,64 @@ def restates(entries: dict, vectors: dict, similar: Mapping[Pick, float], old: P
             and similar.get(new, 0.0) >= similar.get(old, 0.0) - tuning.lag
             and (same_fact(a, b, vectors[old], vectors[new], tuning.same)
                  or any(same_fact(e, b, v, vectors[new], tuning.same) for e, v in replaced)))
+
+
+# ---------------------------------------------------------------- the reader's answer when a fact changed
+
+def latest(library: Library, lines: list, threshold: float, within: float, kin: float | None = None,
+           alike=None):
+    """The best line, or when others answer nearly as well (a margin within ``within`` of the best's, and
+    over the threshold) the latest said of them: a fact that changed is answered with its current value.
+    ``kin``: only lines whose span is at least this alike to the best's by ``alike`` (a value of the same
+    kind) count."""
+    best = lines[0]
+    if within <= 0 or best.margin < threshold:
+        return best
+    close = [x for x in lines if x.margin >= max(threshold, best.margin - within)
+             and (x is best or kin is None or alike is None or alike(best.span, x.span) >= kin)]
+    return max(close, key=lambda x: said(library, x))
+
+
+def said(library: Library, x) -> tuple[str, int]:
+    """When a line's entry was said: its time, then its seq."""
+    entry = library.doc(x.doc).entries[x.line]
+    return entry.time or "", entry.seq or 0
+
+
+_NAMED = frozenset({"PROPN", "NUM"})  # a name or a number (the tagger's reading of a span)
+
+
+@lru_cache(maxsize=4096)
+def _named(span: str) -> frozenset[str]:
+    from memcli.tagging.tagger import tagged
+
+    return frozenset(tag for _, tag in tagged(span)) & _NAMED
+
+
+def kinship(reader):
+    """How alike two spans are as values: 1 when both hold a name or both a number (memcli's tagger: a
+    company for a company, a rent for a rent, which sentence vectors tell apart poorly), else the likeness of
+    their meaning (``Reader.alike``)."""
+
+    def alike(a: str, b: str) -> float:
+        return 1.0 if _named(a) & _named(b) else reader.alike(a, b)
+
+    return alike
+
+
+def newest(library: Library, best, pool: list, restated: dict, floor: float | None,
+           kin: float | None = None, alike=None):
+    """``best``, or the latest of the newer lines that restate it (``restated``: an older entry to the newer
+    ones, :func:`newer_first`) in which the reader finds a span with a margin of at
+    least ``floor`` (and, with ``kin``, a span at least that alike to the one it replaces by ``alike``: a
+    value of the same kind), and so on from that one: a fact that changed is answered with its current value."""
+    if floor is None or not restated:
+        return best
+    at = {(x.doc, x.line): x for x in pool}
+    seen = {(best.doc, best.line)}
+    while newer := [at[n] for n in restated.get((best.doc, best.line), ())
+                    if n in at and n not in seen and at[n].margin >= floor
+                    and (kin is None or alike is None or alike(best.span, at[n].span) >= kin)]:
+        best = max(newer, key=lambda x: said(library, x))
+        seen.add((best.doc, best.line))
+    return best

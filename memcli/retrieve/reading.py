@@ -11,27 +11,28 @@ reader alone takes "Should I learn to play piano?" for the sport someone plays).
 span, and it is "I don't know" when that score is under the reader's threshold (chosen on a held-out split at
 training: docs/reader.md). A question about someone is "I don't know" when another's line answers better than
 theirs: by the scores read in windows, and again with the best few lines each read alone (:func:`read_alone`: in a
-window, a neighbouring line's words can lend a line the question's sense). Of the lines that answer nearly as
-well with a value of the best's kind (:func:`latest`), the latest said is the answer. When the ranking found
-newer lines that restate the best one (a fact that changed, :func:`memcli.retrieve.current.newer_first`), the
-latest of them that answers with a value of the same kind (:func:`kinship`) is the answer.
+window, a neighbouring line's words can lend a line the question's sense; whose a line is:
+:mod:`memcli.retrieve.people`). Of the lines that answer nearly as well with a value of the best's kind, the
+latest said is the answer. When the ranking found newer lines that restate the best one (a fact that changed,
+:func:`memcli.retrieve.current.newer_first`), the latest of them that answers with a value of the same kind is
+the answer (:func:`memcli.retrieve.current.latest`, :func:`~memcli.retrieve.current.newest`).
 A question that asks when is answered with the date the chosen line writes out or says relative to its
 entry (:func:`memcli.retrieve.when.dated`), else the entry's day. No chat model is loaded.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from math import log2
 
 from memcli.clauses import asking
 from memcli.retrieve.answer import UNKNOWN
+from memcli.retrieve.current import kinship, latest, newest
 from memcli.retrieve.evidence import Evidence, render_entry, speaker_of, time_prefix
+from memcli.retrieve.people import concerns, named_people, unaddressed
 from memcli.retrieve.when import asks_weekday, asks_when, dated
-from memcli.store.lines import Library, chat_of
+from memcli.store.lines import Library
 
 _EDGES = " \t\n.,;:!?\"'()[]{}-–—"
 
@@ -112,7 +113,7 @@ def passages(library: Library, read: list[Evidence]):
             who = at + (len(time_prefix(entry)) if with_time else 0)
             name = speaker_of(entry)
             said_from = who + len(name) + 2
-            pieces = _unaddressed(line[said_from - at:], people)
+            pieces = unaddressed(line[said_from - at:], people)
             ranges += [(who, who + len(name))] + [(said_from + a, said_from + b) for a, b in pieces]
             whose += [(e.doc, n)] * (1 + len(pieces))
             rendered.append(line)
@@ -122,104 +123,6 @@ def passages(library: Library, read: list[Evidence]):
         parts.append(ranges)
         owners.append(whose)
     return texts, parts, owners
-
-
-_WORD = re.compile(r"[^\W\d_][\w'\u2019-]*")
-
-
-def _bare(word: str) -> str:
-    return re.sub(r"['\u2019]s$", "", word)
-
-
-def named_people(question: str, people: set[str]) -> set[str]:
-    """The people memory knows (its speakers) that a question names, by name or a short form ("Mel")."""
-    named = set()
-    for match in _WORD.finditer(question):
-        bare = _bare(match.group())
-        if len(bare) >= 3 and bare[0].isupper():
-            named.update(p for p in people if p.lower().startswith(bare.lower()))
-    return named
-
-
-def _naming(text: str, people: set[str]):
-    """The words of ``text`` that name one of ``people`` (a capitalized word of three letters or more that
-    begins a name: "Mel" names Melanie)."""
-    for match in _WORD.finditer(text):
-        word = _bare(match.group())
-        if len(word) >= 3 and word[0].isupper() and any(p.lower().startswith(word.lower()) for p in people):
-            yield match
-
-
-def addresses(text: str, people: set[str]) -> list[tuple[int, int]]:
-    """The character ranges of ``text`` where a name of one of ``people`` only addresses them ("Thanks,
-    Ana!", "Hey Mel, ..."): the name and the mark after it."""
-    out = []
-    for match in _naming(text, people):
-        before = re.split(r"[.!?,;:]", text[:match.start()])[-1].split()
-        after = text[match.end():].lstrip()
-        if len(before) <= 1 and (not after or after[0] in ",.!?;:"):
-            out.append((match.start(), len(text) - len(after) + (1 if after else 0)))
-    return out
-
-
-def _unaddressed(text: str, people: set[str]) -> list[tuple[int, int]]:
-    """``text``'s ranges around the names in it that only address someone (:func:`addresses`)."""
-    out, at = [], 0
-    for a, b in addresses(text, people):
-        if a > at:
-            out.append((at, a))
-        at = b
-    if at < len(text):
-        out.append((at, len(text)))
-    return out
-
-
-def about(entry, people: set[str]) -> bool:
-    """Whether an entry is one of ``people``'s or speaks of one of them (a name that only addresses them,
-    "Thanks, Ana!", does not count)."""
-    if entry.meta.get("speaker") in people:
-        return True
-    spoken_to = {start for start, _ in addresses(entry.text, people)}
-    return any(match.start() not in spoken_to for match in _naming(entry.text, people))
-
-
-def concerns(library: Library, x: Line, people: set[str], group: bool = False) -> bool:
-    """Whether line ``x`` is one of ``people``'s or about them (:func:`about`), or, with ``group``, in a chat of more
-    than two speakers (the document's entries of its conversation, :func:`memcli.store.lines.chat_of`), said to one
-    of them: by name ("Ross, count faster!") or right after a line of theirs, in reply. Between two people every
-    line of one is said to the other."""
-    doc = library.doc(x.doc)
-    entry = doc.entries[x.line]
-    if about(entry, people):
-        return True
-    if not group or len(doc.speakers(chat_of(entry))) <= 2:
-        return False
-    if addresses(entry.text, people):
-        return True
-    before = doc.previous(x.line)
-    said = doc.entries[before] if before is not None else None
-    return (said is not None and said.meta.get("speaker") in people and said.seq is not None
-            and entry.seq == said.seq + 1 and chat_of(said) == chat_of(entry))
-
-
-def latest(library: Library, lines: list[Line], threshold: float, within: float, kin: float | None = None,
-           alike=None) -> Line:
-    """The best line, or when others answer nearly as well (a margin within ``within`` of the best's, and
-    over the threshold) the latest said of them: a fact that changed is answered with its current value.
-    ``kin``: only lines whose span is at least this alike to the best's by ``alike`` (a value of the same
-    kind) count."""
-    best = lines[0]
-    if within <= 0 or best.margin < threshold:
-        return best
-    close = [x for x in lines if x.margin >= max(threshold, best.margin - within)
-             and (x is best or kin is None or alike is None or alike(best.span, x.span) >= kin)]
-    return max(close, key=lambda x: said(library, x))
-
-
-def said(library: Library, x: Line) -> tuple[str, int]:
-    """When a line's entry was said: its time, then its seq."""
-    entry = library.doc(x.doc).entries[x.line]
-    return entry.time or "", entry.seq or 0
 
 
 @dataclass(frozen=True)
@@ -271,45 +174,6 @@ def score_lines(question: str, library: Library, read: list[Evidence], reader=No
             if owners[p][k] not in best_of or line.margin > best_of[owners[p][k]].margin:
                 best_of[owners[p][k]] = line
     return sorted(best_of.values(), key=lambda line: -line.margin)
-
-
-_NAMED = frozenset({"PROPN", "NUM"})  # a name or a number (the tagger's reading of a span)
-
-
-@lru_cache(maxsize=4096)
-def _named(span: str) -> frozenset[str]:
-    from memcli.tagging.tagger import tagged
-
-    return frozenset(tag for _, tag in tagged(span)) & _NAMED
-
-
-def kinship(reader):
-    """How alike two spans are as values: 1 when both hold a name or both a number (memcli's tagger: a
-    company for a company, a rent for a rent, which sentence vectors tell apart poorly), else the likeness of
-    their meaning (``Reader.alike``)."""
-
-    def alike(a: str, b: str) -> float:
-        return 1.0 if _named(a) & _named(b) else reader.alike(a, b)
-
-    return alike
-
-
-def newest(library: Library, best: Line, pool: list[Line], restated: dict, floor: float | None,
-           kin: float | None = None, alike=None) -> Line:
-    """``best``, or the latest of the newer lines that restate it (``restated``: an older entry to the newer
-    ones, :func:`memcli.retrieve.current.newer_first`) in which the reader finds a span with a margin of at
-    least ``floor`` (and, with ``kin``, a span at least that alike to the one it replaces by ``alike``: a
-    value of the same kind), and so on from that one: a fact that changed is answered with its current value."""
-    if floor is None or not restated:
-        return best
-    at = {(x.doc, x.line): x for x in pool}
-    seen = {(best.doc, best.line)}
-    while newer := [at[n] for n in restated.get((best.doc, best.line), ())
-                    if n in at and n not in seen and at[n].margin >= floor
-                    and (kin is None or alike is None or alike(best.span, at[n].span) >= kin)]:
-        best = max(newer, key=lambda x: said(library, x))
-        seen.add((best.doc, best.line))
-    return best
 
 
 def likeness(index, question: str, lines: list[Line]) -> list[Line]:
@@ -392,7 +256,7 @@ def decide(question: str, library: Library, lines: list[Line], threshold: float,
     if asks_when(question):
         entry = library.doc(best.doc).entries[best.line]
         answer = dated(best.span, entry.time, asks_weekday(question), entry.text) or best.span
-        why = "the date the reader's best line speaks of"
+        why = f"the date of {why}"
     return Reading(answer, False, f"{why} ({best.citation})", best.citation, best.span, best.margin, threshold,
                    [best] + [x for x in lines if x is not best])
 
