@@ -379,6 +379,22 @@ def similarities_of(texts: list[str], question: str):
                               {"doc": np.arange(len(keys))}, matrix, asked)
 
 
+def test_the_pool_decides_which_entries_without_a_word_of_the_question_take_their_share_of_meaning():
+    """Entries of no lexical score join the candidates with their semantic share only among the
+    ``semantic_pool`` most alike: the rest come after every candidate, even one whose only score is small."""
+    lexical = {("doc", 1): 10.0, ("doc", 2): 0.5}  # the best line, and one that scores by its region alone
+    similar = {("doc", 1): 0.8, ("doc", 2): 0.1, ("doc", 3): 0.7, ("doc", 4): 0.6, ("doc", 5): 0.0,
+               ("doc", 6): 0.0, ("doc", 7): 0.0}
+    one = policy.fuse(lexical, similar, policy.Tuning(semantic_weight=0.75, semantic_pool=1))
+    assert set(one) == set(lexical)  # the most alike is a candidate already: nothing joins
+    three = policy.fuse(lexical, similar, policy.Tuning(semantic_weight=0.75, semantic_pool=3))
+    assert set(three) == {("doc", 1), ("doc", 2), ("doc", 3), ("doc", 4)}
+    assert three[("doc", 4)] > three[("doc", 2)]  # near in meaning, no word: before the region's weak line
+    median, spread = 0.1, 0.8 - 0.1  # the library's upper median, and the best's cosine over it
+    assert three[("doc", 3)] == pytest.approx(0.75 * 10.0 * (0.7 - median) / spread)  # a share of the best score
+    assert three[("doc", 2)] == 0.5  # at the median: no share
+
+
 def test_a_second_fact_is_taken_before_a_restatement_of_the_first():
     keys, similar = similarities_of(["Mira: I go climbing at the gym every Saturday.",
                                      "Mira: Saturdays I am always at the climbing gym.",

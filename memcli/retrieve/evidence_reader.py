@@ -119,12 +119,13 @@ class Tuning:
 # The evidence an outer model reads (ask --evidence-only, memory_search): chosen on two kinds of chat by evidence
 # recall and, for what an entry shows of itself, by the share of the answer's words the evidence shows,
 # tune_evidence.py and bench_evidence_updates.py (docs/benchmarks.md, "Evidence ranking").
-DEFAULT = Tuning(semantic_weight=0.75, semantic_pool=30, compact=True, closest_sentence=True, whole_share=0.25,
+DEFAULT = Tuning(semantic_weight=0.75, semantic_pool=400, compact=True, closest_sentence=True, whole_share=0.25,
                  diversity=0.35, diversity_pool=100, question_map=0.5)
 # The evidence memcli answers from (ask with an answer: its reader, the agent's and the hybrid reader's recall
 # guard, composed KV memory): every entry compact (its reader reads the best entries whole), set selection and
-# the question map chosen by the reader's answers, benchmarks/tune_reader.py (docs/benchmarks.md, "Evidence ranking").
-ANSWERING = replace(DEFAULT, diversity=1.0, whole_share=0.0, question_map=0.0)
+# the question map chosen by the reader's answers, benchmarks/tune_reader.py (docs/benchmarks.md, "Evidence ranking");
+# a pool of 30 (with the evidence's 400, memcli eval locomo: F1 1-4 0.410 -> 0.404 on conv-26, conv-30 the same).
+ANSWERING = replace(DEFAULT, semantic_pool=30, diversity=1.0, whole_share=0.0, question_map=0.0)
 
 
 @dataclass
