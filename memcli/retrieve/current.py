@@ -185,9 +185,8 @@ def latest(library: Library, lines: list, threshold: float, within: float, kin: 
 
 
 def said(library: Library, x) -> tuple[str, int]:
-    """When a line's entry was said: its time, then its seq."""
-    entry = library.doc(x.doc).entries[x.line]
-    return entry.time or "", entry.seq or 0
+    """When a line's entry was said (:func:`when`)."""
+    return when(library.doc(x.doc).entries[x.line])
 
 
 _NAMED = frozenset({"PROPN", "NUM"})  # a name or a number (the tagger's reading of a span)

@@ -70,10 +70,9 @@ def about(entry, people: set[str]) -> bool:
 
 def concerns(library: Library, x, people: set[str], group: bool = False) -> bool:
     """Whether line ``x`` (a :class:`memcli.retrieve.reading.Line`) is one of ``people``'s or about them
-    (:func:`about`), or, with ``group``, in a chat of more
-    than two speakers (the document's entries of its conversation, :func:`memcli.store.lines.chat_of`), said to one
-    of them: by name ("Ross, count faster!") or right after a line of theirs, in reply. Between two people every
-    line of one is said to the other."""
+    (:func:`about`), or, with ``group``, in a chat of more than two speakers (the document's entries of its
+    conversation, :func:`memcli.store.lines.chat_of`), said to one of them: by name ("Ross, count faster!") or
+    right after a line of theirs, in reply. Between two people every line of one is said to the other."""
     doc = library.doc(x.doc)
     entry = doc.entries[x.line]
     if about(entry, people):
