@@ -60,6 +60,15 @@ def test_the_best_line_answers_above_the_threshold_and_none_below_it(library):
     assert refused.text == UNKNOWN and refused.abstained and "no answer" in refused.reason
 
 
+def test_whom_a_question_names_is_one_rule_for_the_evidence_and_the_answer():
+    people = {"Melanie", "Howard", "Jon Smith", "user", "assistant"}
+    assert named_people("What did Mel's kids paint?", people) == {"Melanie"}  # a short form, possessive
+    assert named_people("How was the trip?", people) == set()  # a question's first word is no short form
+    assert named_people("Where does Jon Smith work?", people) == {"Jon Smith"}  # every word of the name
+    assert named_people("What did the user and the assistant decide?", people) == set()  # roles, not names
+    assert named_people("What did MELANIE say?", people) == {"Melanie"}  # the name's words, in any case
+
+
 def test_a_question_about_someone_reads_their_lines_and_lines_about_them(library):
     library, lines = library
     assert named_people("Which agency did Caroline apply to?", library.speakers()) == {"Caroline"}

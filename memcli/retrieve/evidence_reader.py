@@ -54,7 +54,6 @@ import heapq
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 
 from memcli.dates import Period
 from memcli.errors import UsageError
@@ -62,6 +61,7 @@ from memcli.index import LibraryIndex
 from memcli.ingest.turns import ROLES
 from memcli.retrieve.current import newer_first
 from memcli.retrieve.evidence import WHOLE, Evidence, Focus, assemble
+from memcli.retrieve.people import named_people, short_forms
 from memcli.store import Store
 from memcli.store.lines import DocLines, Library
 from memcli.terms import term_set, terms
@@ -71,7 +71,6 @@ PREFERRED_BOOST = 1.5  # region score factor for documents the hybrid reader sel
 FEEDBACK_ENTRIES, FEEDBACK_TERMS, FEEDBACK_WEIGHT = 5, 20, 0.3  # pseudo-relevance feedback (README, "ask")
 FOLLOW_WEIGHT = 0.9  # share of a conversational question's score its reply gets
 SEMANTIC_TAIL = 2000  # entries by similarity alone after the candidates (more than any budget shows)
-SHORT_NAME = 3  # letters of the shortest word a question calls a speaker by that begins their name ("Mel")
 _WORD = re.compile(r"[^\W\d_]+")
 
 
@@ -168,10 +167,8 @@ def ranked_entries(library: Library, index: LibraryIndex, question: str, *, part
 
 
 def named_documents(index: LibraryIndex, question: str) -> set[str] | None:
-    """The documents a question that names a person is answered from: those where a speaker whose
-    name's words are all among the question's speaks (or whose name a capitalized word of the
-    question, not its first, of ``SHORT_NAME`` letters or more begins: "Mel" for Melanie), those of
-    the conversations they speak in, the owner's own sessions (speakers ``user``/``assistant`` only)
+    """The documents a question that names a person is answered from: those where a speaker it names
+    (:func:`named_speakers`) speaks, those of the conversations they speak in, the owner's own sessions (speakers ``user``/``assistant`` only)
     and notes (no speaker nor conversation); None when it names no speaker, or when that is every
     document. A question about Caroline is answered from what Caroline said and was told and from
     the owner's own memory, not from the conversations of other people who talk of the same things."""
@@ -184,11 +181,8 @@ def named_documents(index: LibraryIndex, question: str) -> set[str] | None:
 
 
 def named_speakers(index: LibraryIndex, question: str) -> set[str]:
-    """The speakers (not ``user``/``assistant``) a question names: all words of their name among its words,
-    or one of them begun by a capitalized word of it (:func:`_short_names`)."""
-    asked, short = set(terms(question)), _short_names(question)
-    return {s for s in index.speakers() - ROLES
-            if (words := _name_terms(s)) and (words <= asked or any(w.startswith(short) for w in words))}
+    """The speakers a question names (:func:`memcli.retrieve.people.named_people`)."""
+    return named_people(question, index.speakers())
 
 
 def meaning(index: LibraryIndex, question: str) -> str:
@@ -202,7 +196,7 @@ def meaning(index: LibraryIndex, question: str) -> str:
     named = named_speakers(index, question)
     if len(named) != 1:
         return question
-    name, short = {w.lower() for w in _WORD.findall(next(iter(named)))}, _short_names(question)
+    name, short = {w.lower() for w in _WORD.findall(next(iter(named)))}, short_forms(question)
 
     def kept(match: re.Match) -> str:
         lowered = re.sub(r"['\u2019]s$", "", match.group()).lower()
@@ -211,18 +205,6 @@ def meaning(index: LibraryIndex, question: str) -> str:
 
     left = " ".join(re.sub(r"[^\W\d_]+(?:['\u2019]s)?", kept, question).split())
     return left if _WORD.search(left) else question
-
-
-@lru_cache(maxsize=4096)
-def _name_terms(name: str) -> frozenset[str]:
-    return frozenset(terms(name))
-
-
-def _short_names(question: str) -> tuple[str, ...]:
-    """Lower-cased capitalized words of ``question`` after its first, of ``SHORT_NAME`` letters or more:
-    what may be a short form of a speaker's name."""
-    words = _WORD.findall(question)[1:]
-    return tuple({w.lower() for w in words if len(w) >= SHORT_NAME and w[0].isupper() and w[1:].islower()})
 
 
 def rank_candidates(library: Library, scores: dict[tuple[str, int], float], similar: Mapping[tuple[str, int], float],

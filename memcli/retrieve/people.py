@@ -6,10 +6,14 @@ not count), or, in a chat of more than two speakers, said to them by name or in 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
+from memcli.ingest.turns import ROLES
 from memcli.store.lines import Library, chat_of
+from memcli.terms import terms
 
 _WORD = re.compile(r"[^\W\d_][\w'\u2019-]*")
+SHORT_NAME = 3  # letters of the shortest word a question calls someone by that begins their name ("Mel")
 
 
 def _bare(word: str) -> str:
@@ -17,13 +21,26 @@ def _bare(word: str) -> str:
 
 
 def named_people(question: str, people: set[str]) -> set[str]:
-    """The people memory knows (its speakers) that a question names, by name or a short form ("Mel")."""
-    named = set()
-    for match in _WORD.finditer(question):
-        bare = _bare(match.group())
-        if len(bare) >= 3 and bare[0].isupper():
-            named.update(p for p in people if p.lower().startswith(bare.lower()))
-    return named
+    """The ones of ``people`` (the speakers memory knows; ``user`` and ``assistant`` are roles, not names) that
+    a question names: every word of a name among the question's words ("Jon Smith"), or a capitalized word
+    after its first, of ``SHORT_NAME`` letters or more, that begins a word of the name ("Mel" for Melanie; the
+    first word is capitalized whatever it is: "How" names no Howard). The one rule of whom a question asks
+    about, for the evidence's ranking and for the answer."""
+    asked, short = set(terms(question)), short_forms(question)
+    return {p for p in people - ROLES
+            if (words := _name_terms(p)) and (words <= asked or any(w.startswith(short) for w in words))}
+
+
+def short_forms(question: str) -> tuple[str, ...]:
+    """The capitalized words of ``question`` after its first, of ``SHORT_NAME`` letters or more (lower-cased,
+    without a possessive "'s"): what may call someone by the start of their name."""
+    return tuple({_bare(w).lower() for w in _WORD.findall(question)[1:]
+                  if len(_bare(w)) >= SHORT_NAME and w[0].isupper() and _bare(w)[1:].islower()})
+
+
+@lru_cache(maxsize=4096)
+def _name_terms(name: str) -> frozenset[str]:
+    return frozenset(terms(name))
 
 
 def _naming(text: str, people: set[str]):
