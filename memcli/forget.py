@@ -434,9 +434,11 @@ def purge_caches(store: Store, settings, index, entries: list[Entry], docs: list
     vectors = index.vectors()
     if vectors is not None:
         out["vectors"] = vectors.forget(entries, docs)
-    elif index.path != ":memory:" and (index.folder / "vectors.sqlite").exists():
-        (index.folder / "vectors.sqlite").unlink()  # kept by a run with the semantic signal on: rebuilt by one
-        out["vectors"] = "cache removed"
+    elif index.path != ":memory:":  # the signal off here: what a run with it on kept (a job may be running)
+        from memcli.semantic.encoder import MODEL_NAME, Encoder
+        from memcli.semantic.vectors import forget_kept
+
+        out["vectors"] = forget_kept(store, index.folder, entries, docs, MODEL_NAME, Encoder.dimensions)
     try:
         out.update(forget_texts(store, settings, [e.text for e in entries]))
     except StoreError as exc:  # a link where the KV folder would be: never followed, so never cleaned

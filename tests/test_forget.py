@@ -148,3 +148,38 @@ def test_a_kill_during_forget_leaves_the_old_or_the_new_state(tmp_path):
         assert all(n == 1 for n in now.values()), trial
         assert now == old or (set(now) < set(old) and len(old) - len(now) == 10), (trial, len(now))
     assert killed >= 3  # most trials were killed before they finished (which state each left is timing)
+
+
+def test_a_forget_with_the_semantic_signal_off_drops_what_a_run_with_it_on_kept(cli, tmp_path, monkeypatch):
+    """The vectors cache and the matrix's snapshots of a run with the signal on hold the forgotten entries'
+    vectors (a sentence's vector tells much of its words): a forget in a run with it off drops those rows in
+    the cache's own transaction (a running job's next chunk waits for it) and wipes the snapshots."""
+    import sqlite3
+
+    from memcli.semantic.encoder import MODEL_NAME
+    from memcli.semantic.vectors import SNAPSHOT, _key, entry_text
+    from memcli.store.format import Entry
+
+    first, second = two_sessions(tmp_path)
+    assert cli("ingest", first, "--conv", "session-1").code == 0
+    assert cli("ingest", second, "--conv", "session-2").code == 0
+    assert cli("embed").code == 0
+    assert cli("ask", "Who keeps the zeppelin logbook?", "--evidence-only").code == 0  # the snapshot written
+    [cache] = {path.parent for path in (tmp_path / "xdg-cache").rglob("vectors.sqlite")}
+    assert list(cache.glob(f"{SNAPSHOT}-*"))
+    listed = cli("forget", "--session", "session-1", "--dry-run", "--json").json["entries"]
+    gone = {_key(MODEL_NAME, entry_text(Entry(text=e["text"], meta={"speaker": e["speaker"]}))) for e in listed}
+
+    def keys() -> set[bytes]:
+        with sqlite3.connect(cache / "vectors.sqlite") as db:
+            return {key for (key,) in db.execute("SELECT key FROM texts")}
+
+    assert gone <= keys()
+    monkeypatch.setenv("MEMCLI_SEMANTIC", "false")
+    done = cli("forget", "--session", "session-1", "--json")
+    assert done.code == 0 and done.json["caches"]["vectors"] >= len(gone), done.json
+    assert not gone & keys() and keys()  # the other session's vectors stay
+    assert not list(cache.glob(f"{SNAPSHOT}-*"))
+    monkeypatch.setenv("MEMCLI_SEMANTIC", "true")
+    assert cli("ask", "When does the shop open?", "--evidence-only").code == 0  # the signal on again: rebuilt
+    assert not gone & keys()

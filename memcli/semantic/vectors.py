@@ -144,17 +144,56 @@ def drop_snapshots(folder: Path, wipe: bool = False) -> list[str]:
     for path in folder.glob(f"{SNAPSHOT}-*"):
         try:
             if wipe:
-                with open(path, "r+b") as handle:
-                    size = os.fstat(handle.fileno()).st_size
-                    for _ in range(0, size, 1 << 20):
-                        handle.write(bytes(min(1 << 20, size - handle.tell())))
-                    handle.flush()
-                    os.fsync(handle.fileno())
-            path.unlink()
+                _wipe(path)
+            else:
+                path.unlink()
             gone.append(str(path))
         except FileNotFoundError:
             pass
     return gone
+
+
+def forget_kept(store: Store, folder: Path, entries: list[Entry], doc_ids: list[str], model: str,
+                dimensions: int) -> int:
+    """:meth:`EntryVectors.forget` in a process that computes no vectors (the semantic signal off): the cache
+    a run with it on kept in ``folder`` drops the entries' vectors in the transaction a running job's next
+    chunk waits for (the job then stores nothing it read before), and every snapshot is wiped. ``model``
+    and ``dimensions``: the encoder's, whose weights are not read (a forget embeds nothing). A cache that
+    cannot be opened is overwritten with zeros and removed. Returns the vectors dropped."""
+    path = folder / "vectors.sqlite"
+    if not path.exists():
+        drop_snapshots(folder, wipe=True)
+        return 0
+    vectors = EntryVectors(store, folder, _Keyed(model, dimensions))
+    try:
+        if vectors.path == ":memory:":  # the file could not be opened as a cache
+            drop_snapshots(folder, wipe=True)
+            _wipe(path)
+            return 0
+        return vectors.forget(entries, doc_ids)
+    finally:
+        vectors.close()
+
+
+class _Keyed:
+    """What a forget needs of an encoder: the name the cache's rows are keyed by, and the vectors' size."""
+
+    def __init__(self, name: str, dimensions: int):
+        self.name, self.dimensions = name, dimensions
+
+
+def _wipe(path: Path) -> None:
+    """Overwrite ``path`` with zeros and remove it."""
+    try:
+        with open(path, "r+b") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            for _ in range(0, size, 1 << 20):
+                handle.write(bytes(min(1 << 20, size - handle.tell())))
+            handle.flush()
+            os.fsync(handle.fileno())
+        path.unlink()
+    except FileNotFoundError:
+        pass
 
 
 def _key(model: str, text: str) -> bytes:
