@@ -82,7 +82,7 @@ def answered(asked: list[tuple]):
     root = Path(tempfile.mkdtemp(prefix="memcli-examples-"))
     try:
         for example in dict.fromkeys(q[0] for q in asked):
-            with Memory(root / example, create=True) as memory:
+            with Memory(root / example, create=True, cache_dir=root / f"{example}.cache") as memory:
                 memory.ingest(EXAMPLES / example, consolidate=False)
                 memory.consolidate()
                 upkeep.embed(memory.index)

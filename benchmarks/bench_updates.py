@@ -101,7 +101,7 @@ def build(suite: Path, root: Path, convs: list[str]) -> dict[str, Memory]:
     """One store per conversation under ``root``: ingested, consolidated without a model, embedded."""
     memories = {}
     for conv in convs:
-        memory = Memory(root / conv, create=True)
+        memory = Memory(root / conv, create=True, cache_dir=root / f"{conv}.cache")
         memory.ingest(suite / f"{conv}.json", consolidate=False)
         memory.consolidate()
         upkeep.embed(memory.index)  # every vector now (a big store would start a background job)
@@ -245,7 +245,7 @@ def locomo_stores(files: list[Path], root: Path) -> list[tuple[Memory, list[dict
     categories 1-4."""
     stores = []
     for path in files:
-        memory = Memory(root / path.stem, create=True)
+        memory = Memory(root / path.stem, create=True, cache_dir=root / f"{path.stem}.cache")
         memory.ingest(path, consolidate=False)
         upkeep.embed(memory.index)  # every vector now (a big store would start a background job)
         stores.append((memory, [qa for qa in json.loads(path.read_text())["qa"] if qa.get("category") != 5]))
@@ -276,7 +276,7 @@ def moves(files: list[Path], sample: int = 30, seed: int = 3) -> None:
     try:
         for path in files:
             data = json.loads(path.read_text())
-            with Memory(root / path.stem, create=True) as memory:
+            with Memory(root / path.stem, create=True, cache_dir=root / f"{path.stem}.cache") as memory:
                 memory.ingest(path, consolidate=False)
                 upkeep.embed(memory.index)  # every vector now (a big store would start a background job)
                 for qa in data["qa"]:
@@ -322,7 +322,7 @@ def marked_on(files: list[Path], sample: int = 30, seed: int = 3) -> None:
     root = Path(tempfile.mkdtemp(prefix="ku-marked-"))
     try:
         for path in files:
-            with Memory(root / path.stem, create=True) as memory:
+            with Memory(root / path.stem, create=True, cache_dir=root / f"{path.stem}.cache") as memory:
                 memory.ingest(path, consolidate=False)
                 memory.consolidate()
                 found = superseded(memory.root)

@@ -151,7 +151,7 @@ def capture(paths: list[Path], root: Path) -> list[dict]:
     with Watch() as watch:
         for path in paths:
             data = json.loads(path.read_text())
-            with Memory(root / path.stem, create=True) as memory:
+            with Memory(root / path.stem, create=True, cache_dir=root / f"{path.stem}.cache") as memory:
                 memory.ingest(path, consolidate=False)
                 upkeep.embed(memory.index)
                 for qa in data["qa"]:

@@ -71,6 +71,8 @@ class Memory:
         self._missing = create and not (self.where.path / "state.json").exists()
         self.store = Store(self.where.path) if self._missing else Store.open(self.where)
         self.read_only = self.store.read_only = read_only
+        self.store.index_dir = Path(cache_dir) if cache_dir is not None else None  # every index of the store
+        # opens there (consolidation's own too), or in the per-store cache folder
         self._overrides = settings
         self.settings = Settings.load(self.store.root, settings)
         self.store.lock_timeout = self.settings.store_lock_timeout
@@ -113,9 +115,11 @@ class Memory:
     def _writable(self) -> Store:
         """The store, created now if it was missing and ``create`` was given."""
         if self._missing:
+            index_dir = self.store.index_dir
             self.store = Store.open(self.where, create=True)
             self.store.lock_timeout = self.settings.store_lock_timeout
             self.store.on_warning = self._warn
+            self.store.index_dir = index_dir
             self._missing = False
         return self.store
 
