@@ -139,16 +139,16 @@ PURGE = "forget-purge.json"  # written before a forget commits, removed once the
 TREE_NOTES = (".forget-preview.json", ".forget-purge.json")  # where earlier versions kept them: never read now
 
 
-def note_path(root: Path, name: str) -> Path:
-    """Where this clone keeps one of forget's notes: in the store's own cache folder, keyed by the
-    store's path, outside the store's work tree. A note is this clone's word on what its own dry run
-    showed or its own commit left to clean, so nothing that arrives with the store (``git add -f``, a
-    copied folder, an archive) can stand in for it."""
-    return store_cache_dir(root) / name
+def note_path(store: Store, name: str) -> Path:
+    """Where this clone keeps one of forget's notes: in the store's own cache folder (keyed by the store's
+    path, or the one its caller gave, ``Memory(cache_dir=...)``), outside the store's work tree. A note is
+    this clone's word on what its own dry run showed or its own commit left to clean, so nothing that
+    arrives with the store (``git add -f``, a copied folder, an archive) can stand in for it."""
+    return (store.index_dir or store_cache_dir(store.root)) / name
 
 
-def _write_note(root: Path, name: str, text: str) -> None:
-    atomic_write(ensure_private_dir(store_cache_dir(root)) / name, text)
+def _write_note(store: Store, name: str, text: str) -> None:
+    atomic_write(ensure_private_dir(note_path(store, name).parent) / name, text)
 
 
 def forget(store: Store, selection: Selection, *, dry_run: bool = False,
@@ -209,7 +209,7 @@ def forget(store: Store, selection: Selection, *, dry_run: bool = False,
             _tombstone(store, txn, [e.seq for e in entries if e.seq is not None])
         if entries:
             try:
-                _write_note(store.root, PURGE, json.dumps({"time": stamp, "documents": [*changed, *removed]}))
+                _write_note(store, PURGE, json.dumps({"time": stamp, "documents": [*changed, *removed]}))
             except OSError:
                 pass  # a cache folder that cannot be written: the caches are cleaned right after the commit
                 # all the same; only a crash in between would leave them to the next forget
@@ -277,7 +277,7 @@ def _record_preview(store: Store, selection: Selection, found: dict) -> None:
     if not selection.citations:
         return
     try:
-        _write_note(store.root, PREVIEW, json.dumps(_citation_seqs(selection, found)))
+        _write_note(store, PREVIEW, json.dumps(_citation_seqs(selection, found)))
     except OSError:
         pass  # a cache folder that cannot be written: the dry run still answers
 
@@ -286,7 +286,7 @@ def _check_preview(store: Store, selection: Selection, found: dict) -> None:
     if not selection.citations:
         return
     try:
-        shown = json.loads(read_regular(note_path(store.root, PREVIEW)))
+        shown = json.loads(read_regular(note_path(store, PREVIEW)))
     except (OSError, ValueError, StoreError):
         return  # no dry run: the citations are taken as they are now
     if not isinstance(shown, dict):
@@ -300,19 +300,19 @@ def _check_preview(store: Store, selection: Selection, found: dict) -> None:
 
 def _clear_preview(store: Store) -> None:
     try:
-        note_path(store.root, PREVIEW).unlink(missing_ok=True)
+        note_path(store, PREVIEW).unlink(missing_ok=True)
     except OSError:
         pass
 
 
-def pending_purge(root: Path) -> bool:
+def pending_purge(store: Store) -> bool:
     """A forget committed but its caches were not cleaned (a crash, a kill): they must be dropped."""
-    return note_path(root, PURGE).exists()
+    return note_path(store, PURGE).exists()
 
 
-def purge_done(root: Path) -> None:
+def purge_done(store: Store) -> None:
     try:
-        note_path(root, PURGE).unlink(missing_ok=True)
+        note_path(store, PURGE).unlink(missing_ok=True)
     except OSError:
         pass
 
@@ -458,7 +458,7 @@ def clean_caches(store: Store, settings, index, result: Forgotten, entries: list
                                "needed")
     if "kv_refused" in result.caches:
         result.warnings.append(f"KV blocks were not cleaned: {result.caches['kv_refused']}")
-    purge_done(store.root)
+    purge_done(store)
 
 
 def finish_interrupted(store: Store, settings, drop_files: Callable[[], list[str]], *,
@@ -467,7 +467,7 @@ def finish_interrupted(store: Store, settings, drop_files: Callable[[], list[str
     text is dropped (``drop_files``: the index's and the vectors' files; rebuilt when needed), then
     the note goes (a read-only reader drops the caches, which are not the store, and leaves the note
     for a writer). What to tell the user, or None when there was nothing to finish."""
-    if not pending_purge(store.root):
+    if not pending_purge(store):
         return None
     dropped = drop_files()
     try:
@@ -475,7 +475,7 @@ def finish_interrupted(store: Store, settings, drop_files: Callable[[], list[str
     except (OSError, StoreError) as exc:
         return f"a forget's KV blocks could not all be dropped: {exc}"
     if not read_only:
-        purge_done(store.root)
+        purge_done(store)
     return (f"a forget was interrupted before its caches were cleaned; they were dropped ({len(dropped)} files) "
             "and are rebuilt when needed")
 

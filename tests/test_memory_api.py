@@ -98,12 +98,14 @@ def test_ask_where_keeps_to_entries_with_given_values(tmp_path, cli, store_dir):
 
 
 def test_a_cache_dir_given_holds_every_cache_of_the_store(tmp_path):
-    """``Memory(cache_dir=...)``: the search index, the vectors and consolidation's own index live there, and
+    """``Memory(cache_dir=...)``: the search index, the vectors, consolidation's own index and forget's notes live there, and
     nothing of the store in the default per-store cache folder (a store's text is never copied elsewhere)."""
     cache = tmp_path / "my-cache"
     with Memory(tmp_path / "store", create=True, cache_dir=cache) as memory:
         memory.ingest(EXAMPLES / "caroline-and-priya.json", consolidate=False)
         memory.consolidate(llm=False)
         assert memory.ask("Which adoption agency did Caroline apply to?", reader="evidence-only").evidence
+        assert memory.forget(grep="minivan", dry_run=True).count == 1  # forget's notes too
+        assert memory.forget(grep="minivan").count == 1
     assert (cache / "index.sqlite").is_file() and (cache / "vectors.sqlite").is_file()
     assert not list((tmp_path / "xdg-cache").glob("memcli/stores/*"))

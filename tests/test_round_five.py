@@ -95,13 +95,14 @@ def test_a_purge_note_that_arrives_with_the_store_drops_no_chat_session(tmp_path
 def test_an_interrupted_forget_is_still_finished_by_the_next_command(tmp_path):
     """The clone's own purge note (now beside its caches) still has the next command drop the caches."""
     from memcli.forget import PURGE, note_path
+    from memcli.store import Store
 
     store = example_store(tmp_path)
     assert run_memcli("--store", store, "search", "adoption", "-q").code == 0
     kv = store / "kv" / "units"
     kv.mkdir(parents=True)
     (kv / "unit.json").write_text("{}")
-    note = note_path(store, PURGE)
+    note = note_path(Store(store), PURGE)
     note.write_text(json.dumps({"time": "2026-01-01T00:00:00", "documents": ["CURRENT"]}))
     found = run_memcli("--store", store, "search", "adoption agency")
     assert found.code == 0 and "interrupted" in found.stderr

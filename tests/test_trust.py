@@ -577,6 +577,7 @@ def test_a_kill_during_forget_leaves_no_stale_vectors(tmp_path, trials):
     from memcli.paths import store_cache_dir
     from memcli.semantic.encoder import Encoder
     from memcli.semantic.vectors import _key, entry_text
+    from memcli.store import Store
     from memcli.store.census import seq_counts
 
     template, gone = _forget_template(tmp_path)
@@ -604,7 +605,7 @@ def test_a_kill_during_forget_leaves_no_stale_vectors(tmp_path, trials):
         time.sleep(rng.uniform(0.5 * whole, whole))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        after_commit += note_path(root, PURGE).exists()
+        after_commit += note_path(Store(root), PURGE).exists()
         asked = run_memcli("--store", root, "ask", "zeppelin hangar", "--evidence-only", "--json")  # the next command
         assert asked.code in (0, 1), asked.stderr
         now = seq_counts(root)
@@ -615,7 +616,7 @@ def test_a_kill_during_forget_leaves_no_stale_vectors(tmp_path, trials):
         stale = [k for (k,) in db.execute("SELECT key FROM texts") if bytes(k) in keys]
         db.close()
         assert stale == [], (trial, len(stale))
-        assert not note_path(root, PURGE).exists()
+        assert not note_path(Store(root), PURGE).exists()
         assert "zeppelin" not in json.dumps(asked.json.get("evidence", []))
     print(f"{trials} kills, {after_commit} between the store's commit and the caches' cleaning")
 
@@ -634,6 +635,7 @@ def test_a_kill_between_forgets_commit_and_its_cache_cleaning_leaves_no_stale_ve
     from memcli.paths import store_cache_dir
     from memcli.semantic.encoder import Encoder
     from memcli.semantic.vectors import _key, entry_text
+    from memcli.store import Store
     from memcli.store.census import seq_counts
 
     template, gone = _forget_template(tmp_path)
@@ -648,7 +650,7 @@ def test_a_kill_between_forgets_commit_and_its_cache_cleaning_leaves_no_stale_ve
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 25
-        while not (note_path(root, PURGE).exists() and not forgotten_seqs & set(seq_counts(root))):
+        while not (note_path(Store(root), PURGE).exists() and not forgotten_seqs & set(seq_counts(root))):
             assert proc.poll() is None, "the forget ended without waiting for the index"
             assert time.monotonic() < deadline, "the forget never committed"
             time.sleep(0.05)
@@ -658,7 +660,7 @@ def test_a_kill_between_forgets_commit_and_its_cache_cleaning_leaves_no_stale_ve
         proc.wait()
         lock.execute("ROLLBACK")
         lock.close()
-    assert note_path(root, PURGE).exists()
+    assert note_path(Store(root), PURGE).exists()
     asked = run_memcli("--store", root, "ask", "zeppelin hangar", "--evidence-only", "--json")  # the next command
     assert asked.code in (0, 1), asked.stderr
     assert "interrupted before its caches were cleaned" in asked.stderr
@@ -670,7 +672,7 @@ def test_a_kill_between_forgets_commit_and_its_cache_cleaning_leaves_no_stale_ve
         stale = [k for (k,) in db.execute("SELECT key FROM texts") if bytes(k) in keys]
         db.close()
         assert stale == []
-    assert not note_path(root, PURGE).exists()
+    assert not note_path(Store(root), PURGE).exists()
     assert "zeppelin" not in json.dumps(asked.json.get("evidence", []))
 
 
