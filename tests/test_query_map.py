@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from conftest import exact_outputs
 
 from memcli.semantic import query_map
 from memcli.semantic.encoder import Encoder
@@ -17,6 +18,7 @@ from memcli.store import Store
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
+@exact_outputs
 def test_numpy_maps_questions_as_torch_recorded_when_the_map_was_exported():
     recorded = json.loads((FIXTURES / "query_map_outputs.json").read_text())
     assert hashlib.sha256(query_map.weights_path().read_bytes()).hexdigest() == recorded["weights_sha256"]

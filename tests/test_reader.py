@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, run_memcli, steady_reader
+from conftest import EXAMPLES, exact_outputs, run_memcli, steady_reader
 
 from memcli.qa import features
 from memcli.qa.model import Reader, weights_path
@@ -24,6 +24,7 @@ def reader() -> Reader:
     return Reader()
 
 
+@exact_outputs
 def test_numpy_gives_the_logits_torch_recorded_when_the_shipped_weights_were_exported(reader):
     recorded = json.loads((FIXTURES / "reader_outputs.json").read_text())
     assert hashlib.sha256(weights_path().read_bytes()).hexdigest() == recorded["weights_sha256"]
