@@ -71,8 +71,8 @@ class Memory:
         self._missing = create and not (self.where.path / "state.json").exists()
         self.store = Store(self.where.path) if self._missing else Store.open(self.where)
         self.read_only = self.store.read_only = read_only
-        self.store.index_dir = Path(cache_dir) if cache_dir is not None else None  # every index of the store
-        # opens there (consolidation's own too), or in the per-store cache folder
+        # every index of the store opens in cache_dir (consolidation's own too), else in its cache folder
+        self.store.index_dir = Path(cache_dir) if cache_dir is not None else None
         self._overrides = settings
         self.settings = Settings.load(self.store.root, settings)
         self.store.lock_timeout = self.settings.store_lock_timeout

@@ -78,7 +78,8 @@ def status_report(memory) -> StatusResult:
         consolidation_due=due(memory.store, memory.settings), consolidation=memory.consolidation_status(),
         profile=memory.profile.to_dict(), reader=memory.default_reader(),
         consolidate_llm=memory.consolidates_with_model(), settings=memory.settings.to_dict(),
-        config_file=str(resolve_config_file().path), index_cache=str(memory.store.index_dir or store_cache_dir(memory.root)),
+        config_file=str(resolve_config_file().path),
+        index_cache=str(memory.store.index_dir or store_cache_dir(memory.root)),
         vectors=memory.vectors_status() if memory.settings.search_semantic else None,
         shared={"origin": drawn_origin(memory.root)} if is_shared(state) else None,
         approvals=_approvals())

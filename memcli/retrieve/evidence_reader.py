@@ -168,10 +168,11 @@ def ranked_entries(library: Library, index: LibraryIndex, question: str, *, part
 
 def named_documents(index: LibraryIndex, question: str) -> set[str] | None:
     """The documents a question that names a person is answered from: those where a speaker it names
-    (:func:`named_speakers`) speaks, those of the conversations they speak in, the owner's own sessions (speakers ``user``/``assistant`` only)
-    and notes (no speaker nor conversation); None when it names no speaker, or when that is every
-    document. A question about Caroline is answered from what Caroline said and was told and from
-    the owner's own memory, not from the conversations of other people who talk of the same things."""
+    (:func:`named_speakers`) speaks, those of the conversations they speak in, the owner's own sessions
+    (speakers ``user``/``assistant`` only) and notes (no speaker nor conversation); None when it names no
+    speaker, or when that is every document. A question about Caroline is answered from what Caroline said
+    and was told and from the owner's own memory, not from the conversations of other people who talk of
+    the same things."""
     named = named_speakers(index, question)
     if not named:
         return None
