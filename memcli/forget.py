@@ -33,7 +33,7 @@ from memcli.consolidate.layout import Layout
 from memcli.dates import Period
 from memcli.errors import StoreError, UsageError
 from memcli.kv.purge import forget_texts
-from memcli.paths import ensure_private_dir, store_cache_dir
+from memcli.paths import ensure_private_dir
 from memcli.read_tools import Pattern
 from memcli.results import Result
 from memcli.store import CURRENT_ID, Store
@@ -144,7 +144,7 @@ def note_path(store: Store, name: str) -> Path:
     path, or the one its caller gave, ``Memory(cache_dir=...)``), outside the store's work tree. A note is
     this clone's word on what its own dry run showed or its own commit left to clean, so nothing that
     arrives with the store (``git add -f``, a copied folder, an archive) can stand in for it."""
-    return (store.index_dir or store_cache_dir(store.root)) / name
+    return store.cache_folder / name
 
 
 def _write_note(store: Store, name: str, text: str) -> None:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from memcli.cache import file_signatures, open_cache
 from memcli.partitions import partitions, snippet
-from memcli.paths import ensure_private_dir, store_cache_dir
+from memcli.paths import ensure_private_dir
 from memcli.results import Result, omit_empty
 from memcli.store import CURRENT_ID, Store
 from memcli.terms import terms
@@ -108,7 +108,7 @@ class LibraryIndex:
         self._among: frozenset | None = None  # the documents temp.among holds (see _scope)
         self._people_cache: tuple | None = None  # (version, {key: people, documents or a scope's totals}) (_kept)
         self.parsed: OrderedDict = OrderedDict()  # documents the evidence reader parsed (retrieve.evidence.Library)
-        folder = cache_dir or store.index_dir or store_cache_dir(store.root)
+        folder = cache_dir or store.cache_folder
         self.folder = folder
         self.path: Path | str = folder / "index.sqlite"
         try:

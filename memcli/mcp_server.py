@@ -22,7 +22,6 @@ from memcli.errors import MemcliError, NotFound, UsageError
 from memcli.llm import priority
 from memcli.mcp_start import HANDOFF
 from memcli.memory import Memory
-from memcli.paths import store_cache_dir
 
 MAX_READ_LINES = 200  # lines one read call returns
 MAX_LIST = 200  # catalog rows one list_docs call returns
@@ -285,7 +284,7 @@ def build_server(memory: Memory, *, read_only: bool = False, with_ask: bool = Tr
     from mcp_types import ToolAnnotations
 
     if read_only and not memory.settings.kv_dir:  # a read-only server writes nothing in the store: its KV state
-        memory.settings = memory.settings.with_overrides({"kv.dir": str(store_cache_dir(memory.root) / "kv")},
+        memory.settings = memory.settings.with_overrides({"kv.dir": str(memory.store.cache_folder / "kv")},
                                                          "--read-only")
     memory.read_only = memory.store.read_only = memory.read_only or read_only
     tools = MemoryTools(memory)

@@ -35,7 +35,7 @@ from memcli.index import LibraryIndex, drop_cache_files
 from memcli.ingest.entries import IngestResult, ingest_turns
 from memcli.kv import block_store, engine_for, keep_prompt_prefixes, keeps_blocks
 from memcli.llm import profile as profiles
-from memcli.paths import PROJECT_STORE_DIRNAME, Resolved, resolve_store, store_cache_dir
+from memcli.paths import PROJECT_STORE_DIRNAME, Resolved, resolve_store
 from memcli.read_tools import grep, list_docs, read_lines, search
 from memcli.reports import InitResult, StatusResult, TrustResult, status_report
 from memcli.retrieve.ask import ask, check_options
@@ -61,7 +61,7 @@ class Memory:
         """``store``: a directory (else $MEMCLI_STORE, the nearest ``.memcli/``, or the XDG data
         directory); ``create``: make it if missing; ``settings``: overrides by dotted key
         (``{"ask.budget": 1000}``); ``model``: a chat model to use instead of the configured one;
-        ``cache_dir``: where the search index lives (default: the per-store cache folder);
+        ``cache_dir``: where the store's caches live (default: the per-store cache folder);
         ``on_warning``: told of problems memcli works around (an unusable cache); default: Python's
         ``warnings``; ``read_only``: never write to the store, not even to finish a write a crash
         left half-done (that is read as committed).
@@ -84,7 +84,6 @@ class Memory:
         self._chat_model = model
         self._own_model = model is None
         self._sequences = 0
-        self._cache_dir = cache_dir
         self._index = None
         self._prefixes = False
         self._profile = None
@@ -137,7 +136,7 @@ class Memory:
             when = self.settings.search_vectors
             if when not in ("background", "inline"):
                 raise ConfigError(f"search.vectors is {when!r}; it is background or inline")
-            self._index = LibraryIndex(self.store, self.settings.search_partition_tokens, cache_dir=self._cache_dir,
+            self._index = LibraryIndex(self.store, self.settings.search_partition_tokens,
                                        on_warning=self._warn, semantic=self.settings.search_semantic,
                                        inline=when == "inline")
         return self._index
@@ -304,7 +303,7 @@ class Memory:
         if self._index is not None:
             self._index.close()
             self._index = None
-        return drop_cache_files(self._cache_dir or self.store.index_dir or store_cache_dir(self.store.root))
+        return drop_cache_files(self.store.cache_folder)
 
     def consolidate(self, *, split: int | None = None, merge: int | None = None, dry_run: bool = False,
                     llm: bool | None = None, progress: Progress | None = None, reason: str | None = None,

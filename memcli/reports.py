@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memcli.paths import resolve_config_file, store_cache_dir
+from memcli.paths import resolve_config_file
 from memcli.results import Result, omit_empty
 from memcli.store import CURRENT_ID
 from memcli.store.identity import drawn_origin, is_shared
@@ -79,7 +79,7 @@ def status_report(memory) -> StatusResult:
         profile=memory.profile.to_dict(), reader=memory.default_reader(),
         consolidate_llm=memory.consolidates_with_model(), settings=memory.settings.to_dict(),
         config_file=str(resolve_config_file().path),
-        index_cache=str(memory.store.index_dir or store_cache_dir(memory.root)),
+        index_cache=str(memory.store.cache_folder),
         vectors=memory.vectors_status() if memory.settings.search_semantic else None,
         shared={"origin": drawn_origin(memory.root)} if is_shared(state) else None,
         approvals=_approvals())

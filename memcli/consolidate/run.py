@@ -48,7 +48,7 @@ from memcli.index import LibraryIndex
 from memcli.kv import block_store
 from memcli.kv.context import stale_labels
 from memcli.llm.base import CallStats, ChatModel
-from memcli.paths import Resolved, store_cache_dir
+from memcli.paths import Resolved
 from memcli.store import CURRENT_ID, Store, aliases
 from memcli.store.folder import new_current, now_iso, refresh_token_count
 from memcli.store.format import Document, Entry, parse_entry, parse_heading
@@ -358,7 +358,7 @@ def _dry_run(store: Store, cfg: Settings, **kwargs) -> ConsolidationResult:
         shutil.copytree(store.root, root, ignore=shutil.ignore_patterns(".lock", ".txn", "kv"), copy_function=shutil.copy2)
         copy = Store.open(Resolved(root, "dry run"))
         copy.index_dir = Path(scratch) / "index"  # the scratch copy gets its own index
-        source_index = store_cache_dir(store.root) / "index.sqlite"
+        source_index = store.cache_folder / "index.sqlite"
         copy.index_dir.mkdir(mode=0o700)
         if source_index.exists():
             shutil.copy2(source_index, copy.index_dir / "index.sqlite")

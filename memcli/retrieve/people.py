@@ -44,11 +44,11 @@ def _name_terms(name: str) -> frozenset[str]:
 
 
 def _naming(text: str, people: set[str]):
-    """The words of ``text`` that name one of ``people`` (a capitalized word of three letters or more that
-    begins a name: "Mel" names Melanie)."""
+    """The words of ``text`` that name one of ``people`` (a capitalized word of ``SHORT_NAME`` letters or more
+    that begins a name: "Mel" names Melanie)."""
     for match in _WORD.finditer(text):
         word = _bare(match.group())
-        if len(word) >= 3 and word[0].isupper() and any(p.lower().startswith(word.lower()) for p in people):
+        if len(word) >= SHORT_NAME and word[0].isupper() and any(p.lower().startswith(word.lower()) for p in people):
             yield match
 
 

@@ -32,7 +32,7 @@ from datetime import datetime
 from pathlib import Path
 
 from memcli.errors import NotFound, StoreError, StoreWriteError, UsageError
-from memcli.paths import Resolved, ensure_private_dir
+from memcli.paths import Resolved, ensure_private_dir, store_cache_dir
 from memcli.store import aliases, atomic
 from memcli.store.format import Document, FormatError, parse_document
 from memcli.store.git_command import last_commit
@@ -72,6 +72,12 @@ class Store:
         # while a committed transaction cannot be applied: its files, read from .txn/ (None: deleted);
         # per thread (the MCP server reads on several), restored when a nested read ends
         self._local = threading.local()
+
+    @property
+    def cache_folder(self) -> Path:
+        """Where this store's caches live (search index, vectors, forget's notes): ``index_dir`` when its
+        opener gave one (``Memory(cache_dir=...)``), else the per-store folder in the cache directory."""
+        return self.index_dir or store_cache_dir(self.root)
 
     # ------------------------------------------------------------ opening
 
