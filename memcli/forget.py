@@ -22,6 +22,7 @@ computed over memory blocks that went.
 from __future__ import annotations
 
 import bisect
+import hashlib
 import json
 import re
 import sqlite3
@@ -136,6 +137,7 @@ class Forgotten(Result):
 
 PREVIEW = "forget-preview.json"  # the seqs a dry run showed for each citation
 PURGE = "forget-purge.json"  # written before a forget commits, removed once the caches are clean
+SEEN = "forget-seen.json"  # the store's tombstones when this cache folder's caches were last clean of them
 TREE_NOTES = (".forget-preview.json", ".forget-purge.json")  # where earlier versions kept them: never read now
 
 
@@ -208,11 +210,7 @@ def forget(store: Store, selection: Selection, *, dry_run: bool = False,
         if entries and is_shared(store.read_state()):  # tombstones, so a clone's copy goes too on merge
             _tombstone(store, txn, [e.seq for e in entries if e.seq is not None])
         if entries:
-            try:
-                _write_note(store, PURGE, json.dumps({"time": stamp, "documents": [*changed, *removed]}))
-            except OSError:
-                pass  # a cache folder that cannot be written: the caches are cleaned right after the commit
-                # all the same; only a crash in between would leave them to the next forget
+            expect_purge(store, [*changed, *removed])
     _clear_preview(store)
     return _result(found, False, changed, removed), entries
 
@@ -311,10 +309,91 @@ def pending_purge(store: Store) -> bool:
 
 
 def purge_done(store: Store) -> None:
+    """The caches are clean of every forgotten entry: the purge note goes, and the store's tombstones as
+    they are now are noted as seen (:func:`catch_up`)."""
     try:
         note_path(store, PURGE).unlink(missing_ok=True)
     except OSError:
         pass
+    _note_seen(store, tombstones(store))
+
+
+def expect_purge(store: Store, documents: list[str]) -> None:
+    """Note, before a change that takes entries out commits (a forget, or another clone's arriving through a
+    sync), that the caches must then be cleaned of them: a crash in between leaves them to be dropped."""
+    try:
+        _write_note(store, PURGE, json.dumps({"time": now_iso(), "documents": sorted(set(documents))}))
+    except OSError:
+        pass  # a cache folder that cannot be written: the caches are cleaned right after the commit
+        # all the same; only a crash in between would leave them to the next forget
+
+
+def tombstones(store: Store) -> set[int]:
+    """The seqs a shared store's clones forgot (``forgotten.txt``; empty for a store not shared)."""
+    try:
+        text = store.read_file(store.root / FORGOTTEN).decode("utf-8", "replace")
+    except FileNotFoundError:
+        return set()
+    return {int(word) for word in text.split() if word.isdigit()}
+
+
+def held(store: Store, seqs: set[int]) -> list[tuple[str, Entry]]:
+    """This clone's entries with one of ``seqs``, each with the document that holds it: what another
+    clone's forget takes out here when a sync merges it, read before the merge."""
+    if not seqs:
+        return []
+    found = []
+    for doc_id in store.all_ids():
+        loaded = store.load(doc_id)
+        if loaded.error:
+            continue
+        found += [(doc_id, entry) for _, entry in loaded.doc.entries() if entry.seq in seqs]
+    return found
+
+
+def _seen_digest(seqs: set[int]) -> str:
+    return hashlib.sha256(" ".join(map(str, sorted(seqs))).encode()).hexdigest()
+
+
+def _note_seen(store: Store, seqs: set[int]) -> None:
+    if not seqs and not note_path(store, SEEN).exists():
+        return  # a store no clone forgot anything of: no note
+    try:
+        _write_note(store, SEEN, json.dumps({"tombstones": len(seqs), "sha256": _seen_digest(seqs)}))
+    except OSError:
+        pass  # the next command compares again and drops again: nothing is kept that should go
+
+
+def behind(store: Store) -> bool:
+    """Whether the store's tombstones differ from those this cache folder's caches were last clean of: an
+    entry went from the files without its cache rows going with it (a forget merged by a plain ``git pull``,
+    or made by this clone through another cache folder, ``Memory(cache_dir=...)``)."""
+    seqs = tombstones(store)
+    try:
+        seen = json.loads(read_regular(note_path(store, SEEN)))
+    except (OSError, ValueError, StoreError):
+        seen = None
+    if not isinstance(seen, dict):
+        return bool(seqs)
+    return seen.get("sha256") != _seen_digest(seqs)
+
+
+def catch_up(store: Store, settings, drop_files: Callable[[], list[str]]) -> str | None:
+    """When the caches may hold entries forgotten since they were last cleaned (:func:`behind`), whose
+    texts the store no longer has: the index's and the vectors' files are dropped (``drop_files``; rebuilt
+    when needed), and every KV block of a changed document and every chat session (:func:`forget_texts`
+    with no texts), then the tombstones are noted as seen. What to tell the user, or None."""
+    if not behind(store):
+        return None
+    dropped = drop_files()
+    try:
+        kv = forget_texts(store, settings, None)
+    except (OSError, StoreError) as exc:
+        return f"entries forgotten elsewhere may still be in this clone's KV blocks: {exc}"
+    _note_seen(store, tombstones(store))
+    cleared = len(dropped) + kv.get("kv_blocks", 0) + kv.get("chat_sessions", 0)
+    return (f"entries were forgotten since this clone's caches were last cleaned (a forget that came outside "
+            f"`memcli sync`); they were dropped ({cleared} files and blocks) and are rebuilt when needed") if cleared else None
 
 
 def _tombstone(store: Store, txn, seqs: list[int]) -> None:
@@ -446,12 +525,13 @@ def purge_caches(store: Store, settings, index, entries: list[Entry], docs: list
     return out
 
 
-def clean_caches(store: Store, settings, index, result: Forgotten, entries: list[Entry],
+def clean_caches(store: Store, settings, index, result, entries: list[Entry], documents: list[str],
                  drop_files: Callable[[], list[str]]) -> None:
-    """After a forget's commit: :func:`purge_caches` into ``result.caches`` (a cache that cannot be
-    cleaned is dropped whole with ``drop_files``, with a warning), then the purge note goes."""
+    """After a commit that took ``entries`` out of ``documents`` (a forget, or a sync that merged another
+    clone's): :func:`purge_caches` into ``result.caches`` (a cache that cannot be cleaned is dropped whole
+    with ``drop_files``, with a warning in ``result.warnings``), then the purge note goes."""
     try:
-        result.caches = purge_caches(store, settings, index, entries, result.documents_changed + result.documents_removed)
+        result.caches = purge_caches(store, settings, index, entries, documents)
     except (OSError, sqlite3.Error) as exc:  # the caches are disposable: dropped whole instead
         result.caches = {"dropped": drop_files()}
         result.warnings.append(f"the caches could not be cleaned ({exc}); they were removed and are rebuilt when "

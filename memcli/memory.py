@@ -130,8 +130,10 @@ class Memory:
     def index(self):
         """The search index (BM25 partitions and the catalog), opened on first use."""
         if self._index is None:
-            if (said := forgetting.finish_interrupted(self.store, self.settings, self._drop_caches,
-                                           read_only=self.read_only)) is not None:
+            said = forgetting.finish_interrupted(self.store, self.settings, self._drop_caches, read_only=self.read_only)
+            if said is None:  # entries forgotten while these caches were not looking (a plain git pull)
+                said = forgetting.catch_up(self.store, self.settings, self._drop_caches)
+            if said is not None:
                 self._warn(said)
             when = self.settings.search_vectors
             if when not in ("background", "inline"):
@@ -295,7 +297,8 @@ class Memory:
                 self._record("forget", f"memcli forget: {len(entries)} entries from "
                              f"{len(result.documents_changed) + len(result.documents_removed)} documents")
         if entries:
-            forgetting.clean_caches(self.store, self.settings, self.index, result, entries, self._drop_caches)
+            forgetting.clean_caches(self.store, self.settings, self.index, result, entries,
+                                    result.documents_changed + result.documents_removed, self._drop_caches)
         return result
 
     def _drop_caches(self) -> list[str]:
@@ -341,8 +344,16 @@ class Memory:
         return shared_git.share(self._writable())
 
     def sync(self, *, remote: str | None = None, push: bool = True):
-        """Commit, merge the remote's changes entry by entry, push (:mod:`memcli.share.sync`)."""
-        return sync(self.store, remote=remote, push=push, running=self._consolidating)
+        """Commit, merge the remote's changes entry by entry, push (:mod:`memcli.share.sync`); the entries
+        another clone forgot leave this clone's caches too (:func:`memcli.forget.clean_caches`)."""
+        index = self.index  # opened before the merge: the caches are settled for what is here now
+        result = sync(self.store, remote=remote, push=push, running=self._consolidating)
+        if result.leaving:
+            forgetting.clean_caches(self.store, self.settings, index, result, [e for _, e in result.leaving],
+                                    sorted({doc for doc, _ in result.leaving}), self._drop_caches)
+        elif result.merged:
+            forgetting.purge_done(self.store)  # the tombstones that came name nothing these caches held
+        return result
 
     def log(self, limit: int = 20):
         """The store's history in git: each change memcli made (op) and any other commit."""

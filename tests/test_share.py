@@ -293,6 +293,57 @@ def test_a_forget_in_one_clone_removes_the_copy_the_other_filed(tmp_path):
         assert turns[0]["text"] not in texts and len(texts) == len(turns) - 1
 
 
+def test_a_forget_that_arrives_leaves_this_clones_caches_too(tmp_path):
+    """Another clone's forget takes the entry out of this clone's files at the merge: its vector (a sentence's
+    vector tells much of its words) goes from this clone's cache in the same sync (a kill before the cleaning
+    leaves the caches to be dropped). One merged by a plain ``git pull`` is caught up when memcli next opens
+    the caches: they are dropped, once, and rebuilt."""
+    import sqlite3
+
+    from memcli.semantic.encoder import MODEL_NAME
+    from memcli.semantic.vectors import _key, entry_text
+    from memcli.share.sync import sync
+
+    a, b, _ = two_clones(tmp_path)
+    said = ["The spare key is under the blue flowerpot.", "My locker code is 4417.",
+            "We hiked the Alps last summer.", "Next spring we fly to Lisbon."]
+    (tmp_path / "s.json").write_text(json.dumps([{"speaker": "Ana", "text": t, "time": f"2024-01-0{n + 1}T10:00"}
+                                                 for n, t in enumerate(said)]))
+    a.memory.ingest(tmp_path / "s.json", consolidate=False)
+    a.memory.sync()
+    store = b.folder / ".memcli"
+    assert run_memcli("--store", store, "sync", "-q").code == 0
+    assert run_memcli("--store", store, "ask", "Where is the spare key?", "--evidence-only").code == 0
+    cache = Memory(store).store.cache_folder
+    key = {t: _key(MODEL_NAME, entry_text(Entry({"speaker": "Ana"}, t))) for t in said}
+
+    def kept() -> set[bytes]:
+        with sqlite3.connect(cache / "vectors.sqlite") as db:
+            return {k for (k,) in db.execute("SELECT key FROM texts")}
+
+    assert set(key.values()) <= kept()
+    assert a.memory.forget(grep="flowerpot").count == 1
+    a.memory.sync()
+    done = run_memcli("--store", store, "sync", "--json")
+    assert done.code == 0 and done.json["merged"] >= 1 and done.json["caches"]["vectors"] >= 1, done.json
+    assert "flowerpot" not in done.stdout + done.stderr
+    assert key[said[0]] not in kept() and {key[t] for t in said[1:]} <= kept()  # the rest stay
+    assert a.memory.forget(grep="locker").count == 1
+    a.memory.sync()
+    git(b.folder, "pull", "-q", "--no-rebase")  # by hand: memcli sees only the files change
+    asked = run_memcli("--store", store, "ask", "What is the locker code?", "--evidence-only")
+    assert asked.code in (0, 1) and "forgotten since this clone's caches were last cleaned" in asked.stderr
+    assert key[said[1]] not in kept() and key[said[2]] in kept()  # dropped, and rebuilt without it
+    again = run_memcli("--store", store, "ask", "What is the locker code?", "--evidence-only")
+    assert again.code in (0, 1) and "forgotten" not in again.stderr  # caught up: nothing dropped again
+    assert a.memory.forget(grep="Alps").count == 1
+    a.memory.sync()
+    sync(Memory(store).store)  # the merge without the cleaning after it: what a kill in between leaves
+    asked = run_memcli("--store", store, "ask", "Where did we hike?", "--evidence-only")
+    assert asked.code in (0, 1) and "interrupted before its caches were cleaned" in asked.stderr
+    assert key[said[2]] not in kept() and key[said[3]] in kept()
+
+
 def test_sync_refuses_outside_a_shared_store_and_while_a_consolidation_runs(tmp_path, monkeypatch):
     Memory.init(tmp_path)
     plain = run_memcli("--store", tmp_path / ".memcli", "sync")

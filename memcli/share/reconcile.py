@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from memcli.forget import tombstones
 from memcli.share.merge import CONFLICT_KEY
 from memcli.store import CURRENT_ID, Store
 from memcli.store.atomic import Transaction
 from memcli.store.folder import refresh_token_count
 from memcli.store.format import parse_entry
-from memcli.store.identity import FORGOTTEN
 
 
 @dataclass
@@ -33,14 +33,6 @@ class Reconciled:
     @property
     def changed(self) -> bool:
         return bool(self.duplicates or self.forgotten or self.removed_docs)
-
-
-def forgotten_seqs(store: Store) -> set[int]:
-    try:
-        text = store.read_file(store.root / FORGOTTEN).decode("utf-8", "replace")
-    except FileNotFoundError:
-        return set()
-    return {int(word) for word in text.split() if word.isdigit()}
 
 
 def held_twice(store: Store) -> tuple[int, int]:
@@ -81,7 +73,7 @@ def reconcile(store: Store, txn: Transaction | None = None) -> Reconciled:
         with store.writing() as own:
             return reconcile(store, own)
     result = Reconciled()
-    gone = forgotten_seqs(store)
+    gone = tombstones(store)
     loaded = {doc_id: store.load(doc_id) for doc_id in store.all_ids()}
     copies, _ = _copies(loaded)
     drop: dict[str, set[int]] = {}

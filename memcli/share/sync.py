@@ -17,10 +17,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memcli.errors import StoreError, UsageError
-from memcli.results import Result
-from memcli.share.git import Repo, commit, configure_driver, enforce, entry_seqs, identity_env, problems, required
+from memcli.forget import expect_purge, held, tombstones
+from memcli.results import Result, omit_empty
+from memcli.share.git import (
+    Repo,
+    commit,
+    configure_driver,
+    enforce,
+    entry_seqs,
+    identity_env,
+    problems,
+    required,
+    tombstones_at,
+)
 from memcli.share.locks import begin_merge, clear_stale, end_merge
-from memcli.share.reconcile import forgotten_seqs, reconcile
+from memcli.share.reconcile import reconcile
 from memcli.store import Store, atomic
 from memcli.store.atomic import StoreLock
 from memcli.store.identity import drawn_origin, origin_of, redraw
@@ -45,6 +56,11 @@ class Synced(Result):
     repaired: list[str] = field(default_factory=list)  # what was put back: memcli's merge attributes
     origin: dict | None = None  # {"from", "to"}: another clone wrote with this clone's origin; a new one drawn
     ignored: list[str] = field(default_factory=list)  # files the history tracks that are this clone's own notes
+    caches: dict = omit_empty(dict)  # what each cache dropped of the
+    # entries another clone forgot (:func:`memcli.forget.purge_caches`)
+    warnings: list[str] = omit_empty(list)
+    leaving: list = field(default_factory=list, metadata={"hidden": True})  # (document, entry) of this clone's
+    # that another clone's forget took out in the merge, read before it (never shown: forgotten text)
 
 
 def sync(store: Store, *, remote: str | None = None, push: bool = True,
@@ -108,7 +124,7 @@ def _origin_clash(store: Store, repo: Repo, theirs: str) -> int | None:
     if mine is None:
         return None
     base = repo.run("merge-base", "HEAD", theirs, check=False).stdout.strip()
-    known = entry_seqs(repo, "HEAD") | (entry_seqs(repo, base) if base else set()) | forgotten_seqs(store)
+    known = entry_seqs(repo, "HEAD") | (entry_seqs(repo, base) if base else set()) | tombstones(store)
     return mine if any(origin_of(seq) == mine for seq in entry_seqs(repo, theirs) - known) else None
 
 
@@ -133,6 +149,9 @@ def _merge(store: Store, repo: Repo, theirs: str, result: Synced) -> None:
         return
     env = identity_env(repo)
     clash = _origin_clash(store, repo, theirs)
+    leaving = held(store, tombstones_at(repo, theirs) - tombstones(store))  # another clone's forget, here
+    if leaving:
+        expect_purge(store, [doc for doc, _ in leaving])  # the caches must lose them once the merge is in
     begin_merge(store.root, repo.run("rev-parse", theirs).stdout.strip())
     done = repo.run("merge", "-q", "--no-edit", theirs, check=False, env=env)
     if done.returncode != 0:
@@ -167,6 +186,7 @@ def _merge(store: Store, repo: Repo, theirs: str, result: Synced) -> None:
                  "--", repo.spec, env=env)
     end_merge(store.root)
     result.merged += int(count)
+    result.leaving += leaving
 
 
 def _settle(store: Store, repo: Repo, result: Synced, said: str) -> None:

@@ -30,9 +30,10 @@ def sync(
 
     For a store shared with `memcli init --git`. git merges the store's files
     with `memcli merge-driver`; entries both clones filed are then kept once
-    and entries a clone forgot are taken out. Refuses while a consolidation
-    runs. Exit 1 when git fails or a file outside the store conflicts (the
-    merge is then aborted and the store left as it was).
+    and entries a clone forgot are taken out, of the files and of this
+    clone's caches (search index, vectors, KV blocks). Refuses while a
+    consolidation runs. Exit 1 when git fails or a file outside the store
+    conflicts (the merge is then aborted and the store left as it was).
     """
     out = output(ctx, json, quiet, verbose)
     out.emit(memory(ctx).sync(remote=remote, push=not no_push))
@@ -47,8 +48,12 @@ def _render_sync(result: Synced, out: Output) -> None:
         parts.append(f"{result.duplicates} entries held twice kept once, {result.forgotten} forgotten entries removed")
     if result.settled:
         parts.append(f"settled {len(result.settled)} files")
+    if result.leaving:
+        parts.append(f"{len(result.leaving)} entries another clone forgot taken from this clone's caches")
     parts.append("pushed" if result.pushed else "not pushed")
     out.write("; ".join(parts) + f"; now at {result.head[:12]}")
+    for warning in result.warnings:
+        out.warn(warning)
     for path in result.ignored:
         out.warn(f"{path} is tracked in git (someone added it with -f); it is another clone's forget note, which "
                  "memcli never reads: ignored (`git rm --cached` takes it out of the history's next commit)")
