@@ -41,7 +41,7 @@ from memcli.store import CURRENT_ID, Store
 from memcli.store.atomic import atomic_write
 from memcli.store.folder import now_iso, read_regular, refresh_token_count
 from memcli.store.format import Entry, parse_entry
-from memcli.store.identity import FORGOTTEN, is_shared
+from memcli.store.identity import FORGOTTEN
 
 _CITATION = re.compile(r"^(?P<doc>[^:\s]+):(?P<start>\d+)(?:-(?P<end>\d+))?$")
 _SEQS = re.compile(r"^(?:seq[:=])?(?P<first>\d+)(?:-(?P<last>\d+))?$")
@@ -207,7 +207,8 @@ def forget(store: Store, selection: Selection, *, dry_run: bool = False,
                     txn.delete(store.relpath(doc_id))
                 txn.write(store.relpath(renamed.get(doc_id, doc_id)), doc.render())
         entries = [entry for _, hits in found.values() for _, entry in hits]
-        if entries and is_shared(store.read_state()):  # tombstones, so a clone's copy goes too on merge
+        if entries:  # tombstones: a clone's copy goes too on merge, and a cache folder that did not see this
+            # forget drops what it held (:func:`catch_up`)
             _tombstone(store, txn, [e.seq for e in entries if e.seq is not None])
         if entries:
             expect_purge(store, [*changed, *removed])
@@ -329,7 +330,7 @@ def expect_purge(store: Store, documents: list[str]) -> None:
 
 
 def tombstones(store: Store) -> set[int]:
-    """The seqs a shared store's clones forgot (``forgotten.txt``; empty for a store not shared)."""
+    """The seqs forgotten in this store, by any of its clones (``forgotten.txt``)."""
     try:
         text = store.read_file(store.root / FORGOTTEN).decode("utf-8", "replace")
     except FileNotFoundError:
@@ -367,7 +368,7 @@ def _note_seen(store: Store, seqs: set[int]) -> None:
 def behind(store: Store) -> bool:
     """Whether the store's tombstones differ from those this cache folder's caches were last clean of: an
     entry went from the files without its cache rows going with it (a forget merged by a plain ``git pull``,
-    or made by this clone through another cache folder, ``Memory(cache_dir=...)``)."""
+    or made through another cache folder, ``Memory(cache_dir=...)``)."""
     seqs = tombstones(store)
     try:
         seen = json.loads(read_regular(note_path(store, SEEN)))

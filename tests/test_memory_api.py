@@ -109,3 +109,37 @@ def test_a_cache_dir_given_holds_every_cache_of_the_store(tmp_path):
         assert memory.forget(grep="minivan").count == 1
     assert (cache / "index.sqlite").is_file() and (cache / "vectors.sqlite").is_file()
     assert not list((tmp_path / "xdg-cache").glob("memcli/stores/*"))
+
+
+def test_a_forget_made_through_another_cache_folder_drops_what_this_one_kept(tmp_path):
+    """A store used through two cache folders (``Memory(cache_dir=...)`` and the CLI's own): a forget cleans
+    the folder it runs with, and the other, whose vectors still hold the entry's (a sentence's vector tells
+    much of its words), sees the new tombstones when it next opens and drops its caches, once."""
+    import sqlite3
+    import warnings
+
+    from conftest import run_memcli
+
+    from memcli.semantic.encoder import MODEL_NAME
+    from memcli.semantic.vectors import _key, entry_text
+
+    cache, store = tmp_path / "my-cache", tmp_path / "store"
+    with Memory(store, create=True, cache_dir=cache) as memory:
+        memory.ingest(EXAMPLES / "caroline-and-priya.json", consolidate=False)
+        assert memory.ask("What did Caroline sell?", reader="evidence-only").evidence
+        [line] = [e for e in memory.store.load("CURRENT").doc.entries() if "minivan" in e[1].text]
+    key = _key(MODEL_NAME, entry_text(line[1]))
+
+    def kept() -> set[bytes]:
+        with sqlite3.connect(cache / "vectors.sqlite") as db:
+            return {k for (k,) in db.execute("SELECT key FROM texts")}
+
+    assert key in kept()
+    assert run_memcli("--store", store, "forget", "--grep", "minivan", "-q").code == 0  # the CLI's own folder
+    assert key in kept()
+    for time in range(2):
+        with warnings.catch_warnings(record=True) as said, Memory(store, cache_dir=cache) as memory:
+            warnings.simplefilter("always")
+            assert memory.ask("What did Caroline sell?", reader="evidence-only").evidence
+        dropped = [w for w in said if "forgotten since this clone's caches" in str(w.message)]
+        assert len(dropped) == (1 - time) and key not in kept() and kept()  # dropped once, rebuilt without it

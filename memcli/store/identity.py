@@ -28,7 +28,7 @@ from memcli.store.atomic import atomic_write
 from memcli.store_state import COUNTERS, ORIGINS, UNIQUE, is_origin, whole
 
 ORIGIN_FILE = "origin.json"
-FORGOTTEN = "forgotten.txt"  # a shared store's forget tombstones: seqs only, one a line
+FORGOTTEN = "forgotten.txt"  # forget's tombstones: seqs only, one a line
 
 def valid_values(state: object) -> dict:
     """A state with only the values :func:`state_problem` accepts (a damaged counter dropped, damaged
