@@ -41,7 +41,7 @@ from memcli.store import CURRENT_ID, Store
 from memcli.store.atomic import atomic_write
 from memcli.store.folder import now_iso, read_regular, refresh_token_count
 from memcli.store.format import Entry, parse_entry
-from memcli.store.identity import FORGOTTEN
+from memcli.store.identity import FORGOTTEN, tombstone_seqs
 
 _CITATION = re.compile(r"^(?P<doc>[^:\s]+):(?P<start>\d+)(?:-(?P<end>\d+))?$")
 _SEQS = re.compile(r"^(?:seq[:=])?(?P<first>\d+)(?:-(?P<last>\d+))?$")
@@ -332,10 +332,9 @@ def expect_purge(store: Store, documents: list[str]) -> None:
 def tombstones(store: Store) -> set[int]:
     """The seqs forgotten in this store, by any of its clones (``forgotten.txt``)."""
     try:
-        text = store.read_file(store.root / FORGOTTEN).decode("utf-8", "replace")
+        return tombstone_seqs(store.read_file(store.root / FORGOTTEN).decode("utf-8", "replace"))
     except FileNotFoundError:
         return set()
-    return {int(word) for word in text.split() if word.isdigit()}
 
 
 def held(store: Store, seqs: set[int]) -> list[tuple[str, Entry]]:
@@ -384,8 +383,11 @@ def catch_up(store: Store, settings, drop_files: Callable[[], list[str]]) -> str
     texts the store no longer has: the index's and the vectors' files are dropped (``drop_files``; rebuilt
     when needed), and every KV block of a changed document and every chat session (:func:`forget_texts`
     with no texts), then the tombstones are noted as seen. What to tell the user, or None."""
-    if not behind(store):
-        return None
+    try:
+        if not behind(store):
+            return None
+    except StoreError as exc:  # forgotten.txt is no regular file (a link, a FIFO): nothing to compare with
+        return f"the caches were not checked for entries forgotten elsewhere: {exc.message}"
     dropped = drop_files()
     try:
         kv = forget_texts(store, settings, None)

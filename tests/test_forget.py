@@ -183,3 +183,16 @@ def test_a_forget_with_the_semantic_signal_off_drops_what_a_run_with_it_on_kept(
     monkeypatch.setenv("MEMCLI_SEMANTIC", "true")
     assert cli("ask", "When does the shop open?", "--evidence-only").code == 0  # the signal on again: rebuilt
     assert not gone & keys()
+
+
+def test_a_tombstones_file_that_is_no_regular_file_stops_no_question(cli, store_dir):
+    """forgotten.txt is read whenever the caches open (were entries forgotten since they were cleaned?): a FIFO
+    or a link there (a teammate's commit) is never opened to block or followed; the question is answered and a
+    warning says the caches were not checked."""
+    import os
+
+    assert cli("remember", "The shop opens at nine.").code == 0
+    os.mkfifo(store_dir / "forgotten.txt")
+    asked = cli("ask", "When does the shop open?", "--evidence-only")
+    assert asked.code == 0 and "were not checked for entries forgotten elsewhere" in asked.stderr
+    assert "nine" in asked.stdout

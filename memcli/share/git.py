@@ -33,7 +33,7 @@ from memcli.store import Store, atomic
 from memcli.store.atomic import StoreLock
 from memcli.store.format import parse_entry
 from memcli.store.git_command import git
-from memcli.store.identity import FORGOTTEN, ORIGIN_FILE, drawn_origin, is_shared, local_origin
+from memcli.store.identity import FORGOTTEN, ORIGIN_FILE, drawn_origin, is_shared, local_origin, tombstone_seqs
 from memcli.store_state import UNIQUE
 
 TRAILER = "Memcli-Op"
@@ -358,8 +358,7 @@ def entry_seqs(repo: Repo, rev: str | None) -> set[int]:
 def tombstones_at(repo: Repo, rev: str) -> set[int]:
     """The seqs ``forgotten.txt`` holds at ``rev`` (the clones' forget tombstones)."""
     prefix = "" if str(repo.store) == "." else f"{repo.store.as_posix()}/"
-    text = repo.run("show", f"{rev}:{prefix}{FORGOTTEN}", check=False).stdout
-    return {int(word) for word in text.split() if word.isdigit()}
+    return tombstone_seqs(repo.run("show", f"{rev}:{prefix}{FORGOTTEN}", check=False).stdout)
 
 
 def required(store: Store) -> Repo:

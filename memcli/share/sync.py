@@ -56,9 +56,8 @@ class Synced(Result):
     repaired: list[str] = field(default_factory=list)  # what was put back: memcli's merge attributes
     origin: dict | None = None  # {"from", "to"}: another clone wrote with this clone's origin; a new one drawn
     ignored: list[str] = field(default_factory=list)  # files the history tracks that are this clone's own notes
-    caches: dict = omit_empty(dict)  # what each cache dropped of the
-    # entries another clone forgot (:func:`memcli.forget.purge_caches`)
-    warnings: list[str] = omit_empty(list)
+    caches: dict = omit_empty(dict)  # what each cache dropped of the entries another clone forgot (as forget's)
+    warnings: list[str] = omit_empty(list)  # a cache that could not be cleaned, and was dropped
     leaving: list = field(default_factory=list, metadata={"hidden": True})  # (document, entry) of this clone's
     # that another clone's forget took out in the merge, read before it (never shown: forgotten text)
 

@@ -30,6 +30,12 @@ from memcli.store_state import COUNTERS, ORIGINS, UNIQUE, is_origin, whole
 ORIGIN_FILE = "origin.json"
 FORGOTTEN = "forgotten.txt"  # forget's tombstones: seqs only, one a line
 
+
+def tombstone_seqs(text: str) -> set[int]:
+    """The seqs a ``forgotten.txt`` holds (a line that is not a number is left out)."""
+    return {int(word) for word in text.split() if word.isdigit()}
+
+
 def valid_values(state: object) -> dict:
     """A state with only the values :func:`state_problem` accepts (a damaged counter dropped, damaged
     origins left out): what the merge driver merges, so a merge never spreads the damage."""
