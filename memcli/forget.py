@@ -310,13 +310,14 @@ def pending_purge(store: Store) -> bool:
 
 
 def purge_done(store: Store) -> None:
-    """The caches are clean of every forgotten entry: the purge note goes, and the store's tombstones as
-    they are now are noted as seen (:func:`catch_up`)."""
+    """The caches are clean of every forgotten entry: the store's tombstones as they are now are noted as seen
+    (:func:`catch_up`), then the purge note goes (a command that opens the caches in between finds the note
+    still there, never tombstones unseen without it)."""
+    _note_seen(store, tombstones(store))
     try:
         note_path(store, PURGE).unlink(missing_ok=True)
     except OSError:
         pass
-    _note_seen(store, tombstones(store))
 
 
 def expect_purge(store: Store, documents: list[str]) -> None:
