@@ -33,6 +33,7 @@ from pathlib import Path
 from memcli.consolidate.layout import Layout
 from memcli.dates import Period
 from memcli.errors import StoreError, UsageError
+from memcli.kv import kv_root, read_only_root
 from memcli.kv.purge import forget_texts
 from memcli.paths import ensure_private_dir
 from memcli.read_tools import Pattern
@@ -391,7 +392,7 @@ def catch_up(store: Store, settings, drop_files: Callable[[], list[str]]) -> str
         return f"the caches were not checked for entries forgotten elsewhere: {exc.message}"
     dropped = drop_files()
     try:
-        kv = forget_texts(store, settings, None)
+        kv = _forget_kv(store, settings, None)
     except (OSError, StoreError) as exc:
         return f"entries forgotten elsewhere may still be in this clone's KV blocks: {exc}"
     _note_seen(store, tombstones(store))
@@ -507,6 +508,25 @@ def seq_ranges(seqs: list[int]) -> list[str]:
     return [f"{a}-{b}" if a != b else str(a) for a, b in out]
 
 
+def kv_folders(store: Store, settings) -> list:
+    """The settings of each KV folder memcli keeps for this store: the one configured and, when there is one, a
+    read-only MCP server's (:func:`memcli.kv.read_only_root`), which no other command writes or cleans."""
+    out = [settings]
+    private = read_only_root(store)
+    if private.is_dir() and not private.is_symlink() and private.resolve() != kv_root(store, settings).resolve():
+        out.append(settings.with_overrides({"kv.dir": str(private)}, "a read-only MCP server's KV folder"))
+    return out
+
+
+def _forget_kv(store: Store, settings, texts: list[str] | None) -> dict:
+    """:func:`memcli.kv.purge.forget_texts` in every KV folder of the store (:func:`kv_folders`), counts summed."""
+    out: dict = {}
+    for each in kv_folders(store, settings):
+        for key, value in forget_texts(store, each, texts).items():
+            out[key] = out.get(key, 0) + value
+    return out
+
+
 def purge_caches(store: Store, settings, index, entries: list[Entry], docs: list[str]) -> dict:
     """After a forget of ``entries`` from ``docs``: each cache drops what it held of them (the index
     re-indexes, the vectors and every KV block or chat cache that could hold their tokens go).
@@ -523,7 +543,7 @@ def purge_caches(store: Store, settings, index, entries: list[Entry], docs: list
 
         out["vectors"] = forget_kept(store, index.folder, entries, docs, MODEL_NAME, Encoder.dimensions)
     try:
-        out.update(forget_texts(store, settings, [e.text for e in entries]))
+        out.update(_forget_kv(store, settings, [e.text for e in entries]))
     except StoreError as exc:  # a link where the KV folder would be: never followed, so never cleaned
         out["kv_refused"] = exc.message
     return out
@@ -555,7 +575,7 @@ def finish_interrupted(store: Store, settings, drop_files: Callable[[], list[str
         return None
     dropped = drop_files()
     try:
-        forget_texts(store, settings, None)
+        _forget_kv(store, settings, None)
     except (OSError, StoreError) as exc:
         return f"a forget's KV blocks could not all be dropped: {exc}"
     if not read_only:

@@ -283,8 +283,10 @@ def build_server(memory: Memory, *, read_only: bool = False, with_ask: bool = Tr
     """The MCP server for one store."""
     from mcp_types import ToolAnnotations
 
+    from memcli.kv import read_only_root
+
     if read_only and not memory.settings.kv_dir:  # a read-only server writes nothing in the store: its KV state
-        memory.settings = memory.settings.with_overrides({"kv.dir": str(memory.store.cache_folder / "kv")},
+        memory.settings = memory.settings.with_overrides({"kv.dir": str(read_only_root(memory.store))},
                                                          "--read-only")
     memory.read_only = memory.store.read_only = memory.read_only or read_only
     tools = MemoryTools(memory)

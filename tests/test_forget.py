@@ -196,3 +196,23 @@ def test_a_tombstones_file_that_is_no_regular_file_stops_no_question(cli, store_
     asked = cli("ask", "When does the shop open?", "--evidence-only")
     assert asked.code == 0 and "were not checked for entries forgotten elsewhere" in asked.stderr
     assert "nine" in asked.stdout
+
+
+def test_a_forget_cleans_the_kv_folder_of_a_read_only_server_too(cli, store_dir):
+    """A read-only MCP server keeps its KV state in the store's cache folder (it writes nothing in the store),
+    where no other command writes: a forget cleans it as it cleans the store's own ``kv/`` (a session holding a
+    forgotten text goes; one that does not stays)."""
+    import json
+
+    from memcli import Memory
+    from memcli.kv import read_only_root
+
+    assert cli("remember", "The locker code is 4417.").code == 0
+    assert cli("remember", "The shop opens at nine.").code == 0
+    sessions = read_only_root(Memory(store_dir).store) / "sessions"
+    sessions.mkdir(parents=True)
+    for name, said in (("holds", "What was the locker code? The locker code is 4417."), ("other", "When does it open?")):
+        (sessions / f"{name}.json").write_text(json.dumps({"messages": [{"role": "user", "content": said}]}))
+    done = cli("forget", "--grep", "locker", "--json")
+    assert done.code == 0 and done.json["caches"]["chat_sessions"] == 1, done.json
+    assert sorted(p.name for p in sessions.iterdir()) == ["other.json"]

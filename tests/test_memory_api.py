@@ -139,7 +139,7 @@ def test_a_forget_made_through_another_cache_folder_drops_what_this_one_kept(tmp
     assert key in kept()
     for time in range(2):
         with warnings.catch_warnings(record=True) as said, Memory(store, cache_dir=cache) as memory:
-            warnings.simplefilter("always")
+            warnings.simplefilter("always", RuntimeWarning)
             assert memory.ask("What did Caroline sell?", reader="evidence-only").evidence
         dropped = [w for w in said if "forgotten since this clone's caches" in str(w.message)]
         assert len(dropped) == (1 - time) and key not in kept() and kept()  # dropped once, rebuilt without it

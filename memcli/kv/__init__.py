@@ -18,6 +18,11 @@ from memcli.paths import resolve_cache_dir
 FOLDERS = ("blocks", "sessions", "units", "latent")  # what memcli keeps in the KV directory
 
 
+def read_only_root(store) -> Path:
+    """Where a read-only MCP server keeps its KV state (it writes nothing in the store): its cache folder."""
+    return store.cache_folder / "kv"
+
+
 def kv_root(store, cfg) -> Path:
     """The KV directory: ``kv.dir`` when set, else ``kv/`` inside the store. A link where the
     directory or one of its folders would be is refused, never followed (forget deletes files in
