@@ -392,13 +392,16 @@ def catch_up(store: Store, settings, drop_files: Callable[[], list[str]]) -> str
         return f"the caches were not checked for entries forgotten elsewhere: {exc.message}"
     dropped = drop_files()
     try:
-        kv = _forget_kv(store, settings, None)
-    except (OSError, StoreError) as exc:
-        return f"entries forgotten elsewhere may still be in this clone's KV blocks: {exc}"
-    _note_seen(store, tombstones(store))
+        kv, refused = _forget_kv(store, settings, None), None
+    except (OSError, StoreError) as exc:  # a link where a KV folder would be: never followed, so never cleaned
+        kv, refused = {}, f"entries forgotten elsewhere may still be in KV blocks here: {exc}"
+    _note_seen(store, tombstones(store))  # once: what could be dropped was
     cleared = len(dropped) + kv.get("kv_blocks", 0) + kv.get("chat_sessions", 0)
-    return (f"entries were forgotten since this clone's caches were last cleaned (a forget that came outside "
-            f"`memcli sync`); they were dropped ({cleared} files and blocks) and are rebuilt when needed") if cleared else None
+    if refused or not cleared:
+        return refused
+    return (f"entries were forgotten since this clone's caches were last cleaned (through another cache folder, "
+            f"or merged by a plain git pull); the caches were dropped ({cleared} files and blocks) and are rebuilt "
+            "when needed")
 
 
 def _tombstone(store: Store, txn, seqs: list[int]) -> None:
