@@ -366,42 +366,43 @@ def _note_seen(store: Store, seqs: set[int]) -> None:
         pass  # the next command compares again and drops again: nothing is kept that should go
 
 
-def behind(store: Store) -> bool:
-    """Whether the store's tombstones differ from those this cache folder's caches were last clean of: an
-    entry went from the files without its cache rows going with it (a forget merged by a plain ``git pull``,
-    or made through another cache folder, ``Memory(cache_dir=...)``)."""
-    seqs = tombstones(store)
+def catch_up(store: Store, settings, drop_files: Callable[[], list[str]]) -> str | None:
+    """When the store's tombstones differ from those this cache folder's caches were last clean of, an entry
+    went from the files without its cache rows going with it (a forget merged by a plain ``git pull``, or made
+    through another cache folder, ``Memory(cache_dir=...)``), and its text is no longer known: every cache is
+    dropped (:func:`_drop_everything`), then the tombstones read before it are noted as seen (a forget since
+    makes the next command look again). What to tell the user, or None."""
+    try:
+        seqs = tombstones(store)
+    except StoreError as exc:  # forgotten.txt is no regular file (a link, a FIFO): nothing to compare with
+        return f"the caches were not checked for entries forgotten elsewhere: {exc.message}"
+    if not seqs:
+        return None  # nothing was ever forgotten here
     try:
         seen = json.loads(read_regular(note_path(store, SEEN)))
     except (OSError, ValueError, StoreError):
         seen = None
-    if not isinstance(seen, dict):
-        return bool(seqs)
-    return seen.get("sha256") != _seen_digest(seqs)
-
-
-def catch_up(store: Store, settings, drop_files: Callable[[], list[str]]) -> str | None:
-    """When the caches may hold entries forgotten since they were last cleaned (:func:`behind`), whose
-    texts the store no longer has: the index's and the vectors' files are dropped (``drop_files``; rebuilt
-    when needed), and every KV block of a changed document and every chat session (:func:`forget_texts`
-    with no texts), then the tombstones are noted as seen. What to tell the user, or None."""
-    try:
-        if not behind(store):
-            return None
-    except StoreError as exc:  # forgotten.txt is no regular file (a link, a FIFO): nothing to compare with
-        return f"the caches were not checked for entries forgotten elsewhere: {exc.message}"
-    dropped = drop_files()
-    try:
-        kv, refused = _forget_kv(store, settings, None), None
-    except (OSError, StoreError) as exc:  # a link where a KV folder would be: never followed, so never cleaned
-        kv, refused = {}, f"entries forgotten elsewhere may still be in KV blocks here: {exc}"
-    _note_seen(store, tombstones(store))  # once: what could be dropped was
-    cleared = len(dropped) + kv.get("kv_blocks", 0) + kv.get("chat_sessions", 0)
-    if refused or not cleared:
-        return refused
+    if isinstance(seen, dict) and seen.get("sha256") == _seen_digest(seqs):
+        return None
+    cleared, refused = _drop_everything(store, settings, drop_files)
+    _note_seen(store, seqs)  # once: what could be dropped was
+    if refused:
+        return f"entries forgotten elsewhere may still be in KV blocks here: {refused}"
     return (f"entries were forgotten since this clone's caches were last cleaned (through another cache folder, "
             f"or merged by a plain git pull); the caches were dropped ({cleared} files and blocks) and are rebuilt "
-            "when needed")
+            "when needed") if cleared else None
+
+
+def _drop_everything(store: Store, settings, drop_files: Callable[[], list[str]]) -> tuple[int, str | None]:
+    """Every cache that may hold a forgotten text no longer known: the index's and the vectors' files
+    (``drop_files``; rebuilt when needed), and in each KV folder the blocks of changed documents and every chat
+    session (:func:`forget_texts` with no texts). (Files and blocks dropped, why a KV folder was not cleaned.)"""
+    dropped = len(drop_files())
+    try:
+        kv = _forget_kv(store, settings, None)
+    except (OSError, StoreError) as exc:  # a link where a KV folder would be: never followed, so never cleaned
+        return dropped, str(exc)
+    return dropped + kv.get("kv_blocks", 0) + kv.get("chat_sessions", 0), None
 
 
 def _tombstone(store: Store, txn, seqs: list[int]) -> None:
@@ -576,15 +577,13 @@ def finish_interrupted(store: Store, settings, drop_files: Callable[[], list[str
     for a writer). What to tell the user, or None when there was nothing to finish."""
     if not pending_purge(store):
         return None
-    dropped = drop_files()
-    try:
-        _forget_kv(store, settings, None)
-    except (OSError, StoreError) as exc:
-        return f"a forget's KV blocks could not all be dropped: {exc}"
+    dropped, refused = _drop_everything(store, settings, drop_files)
+    if refused:
+        return f"a forget's KV blocks could not all be dropped: {refused}"
     if not read_only:
         purge_done(store)
-    return (f"a forget was interrupted before its caches were cleaned; they were dropped ({len(dropped)} files) "
-            "and are rebuilt when needed")
+    return (f"a forget was interrupted before its caches were cleaned; they were dropped ({dropped} files and "
+            "blocks) and are rebuilt when needed")
 
 
 def forget_chat_turns(store: Store, *, conv: str, texts: list[str]) -> int:
