@@ -15,9 +15,10 @@ from __future__ import annotations
 import re
 
 from memcli.errors import UsageError
-from memcli.forget import forget_chat_turns
+from memcli.forget import newest_seqs
 from memcli.ingest.entries import ingest_turns
 from memcli.ingest.formats import fingerprint_turns
+from memcli.ingest.privacy import scrub_many
 from memcli.ingest.turns import Turn
 from memcli.kv import kv_root
 from memcli.kv.chat_session import ChatSession
@@ -49,6 +50,8 @@ class Chat:
         with self.store.reading():
             self.session.start(progress)
         self.last = None  # the last turn's stats
+        self._said: set[int] = set()  # seqs of the entries this object remembered (not in its memory context)
+        self.forget_warnings: list[str] = []  # what the last forget could not clean
 
     @property
     def name(self) -> str:
@@ -68,6 +71,7 @@ class Chat:
         reply, stats = self.session.turn(message, on_text=on_text)
         self.last = stats
         self.engine.blocks.evict(self.budget, keep={*self.session.memory_keys, self.session.session_key or ""})
+        seqs: list[int] = []
         if self.remember and len(_WORD.findall(message)) >= MIN_WORDS:
             when = now_iso("minutes")
             conv = f"chat:{self.name}"
@@ -75,15 +79,34 @@ class Chat:
             if self.remember_replies and reply.strip():
                 turns.append(Turn(text=reply, time=when, speaker="assistant", source="AI", conv=conv))
             fingerprint_turns(turns, conv, "chat")
-            ingest_turns(self.store, turns, source=conv, fmt="chat")
+            added = ingest_turns(self.store, turns, source=conv, fmt="chat")
+            seqs = list(range(added.first_seq, added.last_seq + 1)) if added.added else []
+        self._said.update(seqs)
+        self.session.remembered(seqs)  # none too: a /forget then forgets nothing, not an older entry alike
         return reply, stats
 
     def forget(self) -> int | None:
-        """Drop the last exchange (and its memory entries, if still in CURRENT); None when there is none."""
-        dropped = self.session.messages[-2:] if len(self.session.messages) >= 2 else []
-        if not self.session.forget_last():
+        """Drop the last exchange and forget its memory entries the way ``memcli forget`` does (wherever
+        they are now, with a tombstone, the caches cleaned); how many entries went, None when there was
+        no exchange. When they may be in the memory context (remembered before this session started),
+        the context is built again without them."""
+        dropped = self.session.forget_last()
+        if dropped is None:
             return None
-        return forget_chat_turns(self.store, conv=f"chat:{self.name}", texts=[m["content"] for m in dropped])
+        conv = f"chat:{self.name}"
+        seqs = _recorded(dropped)
+        if seqs is None:  # a session saved before its messages noted their seqs: found by their text
+            stored = [kept.text for kept in scrub_many([m["content"] for m in dropped], sessions=[conv] * len(dropped))]
+            seqs = newest_seqs(self.store, conv=conv, texts=stored)
+        if not seqs:
+            return 0
+        result = self.memory.forget([str(seq) for seq in seqs], conv=conv, everything=True)
+        self.forget_warnings = list(result.warnings)
+        self.session.save()  # the cache cleaning drops sessions built over what changed: this one is kept
+        if result.count and not set(seqs) <= self._said:
+            with self.store.reading():
+                self.session.start()
+        return result.count
 
     def units(self) -> list[tuple[str, int]]:
         """(label, tokens) of the memory in the context."""
@@ -92,3 +115,12 @@ class Chat:
     def stats(self) -> dict:
         return {"start": self.start_stats, "last_turn": self.last.to_dict() if self.last else None,
                 "engine": self.engine.stats.to_dict()}
+
+
+def _recorded(messages: list[dict]) -> list[int] | None:
+    """The seqs the user message of an exchange noted (:meth:`ChatSession.remembered`); None when it
+    noted none (saved by an earlier version)."""
+    user = [m for m in messages if m.get("role") == "user"]
+    if not user or not isinstance(user[0].get("seqs"), list):
+        return None
+    return [seq for seq in user[0]["seqs"] if isinstance(seq, int) and not isinstance(seq, bool)]

@@ -586,32 +586,18 @@ def finish_interrupted(store: Store, settings, drop_files: Callable[[], list[str
             "blocks) and are rebuilt when needed")
 
 
-def forget_chat_turns(store: Store, *, conv: str, texts: list[str]) -> int:
-    """Remove from CURRENT the newest entry of ``conv`` with each of ``texts`` (a user's explicit /forget).
-
-    Only entries still in CURRENT can be forgotten this way; consolidated
-    ones are left alone. One transaction; returns how many were removed.
-    """
+def newest_seqs(store: Store, *, conv: str, texts: list[str]) -> list[int]:
+    """The seqs of CURRENT's newest entries of ``conv`` with each of ``texts`` (as stored: scrubbed), for
+    a chat exchange saved before its messages noted their seqs."""
     if not texts or not store.current_path.exists():
-        return 0
-    with store.writing() as txn:
+        return []
+    with store.reading():
         current = store.load(CURRENT_ID, strict=True).doc
-        wanted = list(texts)
-        drop: set[int] = set()
-        for lineno, entry in reversed(list(current.entries())):
-            if entry.meta.get("conv") == conv and entry.text in wanted:
-                wanted.remove(entry.text)
-                drop.add(lineno - current.body_start)
-            if not wanted:
-                break
-        if not drop:
-            return 0
-        current.body = [line for i, line in enumerate(current.body) if i not in drop]
-        stamp = now_iso()
-        current.meta["updated_time"] = stamp
-        if not isinstance(current.meta.get("update_log"), list):
-            current.meta["update_log"] = []
-        current.meta["update_log"].append({"time": stamp, "op": "forget", "count": len(drop), "note": conv})
-        refresh_token_count(current)
-        txn.write("CURRENT.md", current.render())
-    return len(drop)
+    wanted, seqs = list(texts), []
+    for _, entry in reversed(list(current.entries())):
+        if entry.meta.get("conv") == conv and entry.text in wanted and entry.seq is not None:
+            wanted.remove(entry.text)
+            seqs.append(entry.seq)
+        if not wanted:
+            break
+    return seqs

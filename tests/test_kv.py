@@ -255,6 +255,52 @@ def test_chat_commands_in_a_pipeline(tmp_path):
     assert session["messages"] == []
 
 
+@pytest.mark.slow  # the real default model, twice: a fast-tier budget of 5 minutes; CI runs it
+def test_chat_forget_takes_the_exchange_out_of_memory_as_forget_does(tmp_path, monkeypatch):
+    """``/forget`` forgets the entries the exchange became, as stored (a secret in it was redacted, so
+    its text is not the message's), wherever they are, with a tombstone and the caches cleaned (the
+    vectors held the entry's); resumed in a new session, the memory context is built again without it."""
+    import sqlite3
+
+    from memcli import Memory
+    from memcli.semantic.encoder import MODEL_NAME
+    from memcli.semantic.vectors import _key, entry_text
+    from memcli.store.identity import tombstone_seqs
+
+    monkeypatch.setenv("MEMCLI_CHAT_MEMORY_TOKENS", MEMORY)
+    monkeypatch.setenv("MEMCLI_AUTO_CONSOLIDATE", "false")
+    root = tmp_path / "store"
+
+    def entry(word):
+        return [e for _, e in Memory(root).store.load("CURRENT").doc.entries() if word in e.text]
+
+    def vectors() -> set[bytes]:
+        with sqlite3.connect(Memory(root).store.cache_folder / "vectors.sqlite") as db:
+            return {k for (k,) in db.execute("SELECT key FROM texts")}
+
+    with Memory(root, create=True) as memory:
+        memory.ingest(EXAMPLES / "caroline-and-priya.json", consolidate=False)
+        chat = memory.chat("w", max_tokens=4)
+        chat.say("Remember that our deploy key is AKIAZ3MHK7QPLW2XJ4NB for the staging bucket.")
+        [said] = entry("staging bucket")
+        assert "AKIA" not in said.text  # stored redacted: not the message's text
+        assert memory.ask("Which key is for the staging bucket?", reader="evidence-only").evidence
+        key = _key(MODEL_NAME, entry_text(said))
+        assert key in vectors()
+        assert chat.forget() == 1 and not entry("staging bucket")
+        assert said.seq in tombstone_seqs((root / "forgotten.txt").read_text()) and key not in vectors()
+        assert chat.forget() is None
+        chat.say("Remember that my sister Ana moved to Porto last spring.")
+    with Memory(root) as memory:
+        assert entry("Porto")
+        chat = memory.chat("w", max_tokens=4)  # resumed: the entry is in its memory context now
+        held = chat.engine.rt.detokenize(chat.engine.context_tokens())
+        assert "Porto" in held
+        assert chat.forget() == 1 and not entry("Porto")
+        assert "Porto" not in chat.engine.rt.detokenize(chat.engine.context_tokens())
+        assert json.loads((root / "kv" / "sessions" / "w.json").read_text())["messages"] == []
+
+
 def test_kv_commands_without_blocks_and_without_a_local_model(cli):
     assert cli("ingest", EXAMPLES / "caroline-and-priya.json").code == 0
     assert cli("kv", "ls", "--json").json == {"action": "ls", "count": 0, "blocks": []}

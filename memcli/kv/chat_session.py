@@ -206,14 +206,29 @@ class ChatSession:
         self._save()
         return reply, stats
 
-    def forget_last(self) -> bool:
-        """Drop the last exchange from the conversation (the context rewinds with the next turn)."""
+    def forget_last(self) -> list[dict] | None:
+        """Drop the last exchange from the conversation (the context rewinds with the next turn); its two
+        messages, or None when there is none."""
         if len(self.messages) < 2:
-            return False
-        self.messages = self.messages[:-2]
+            return None
+        dropped, self.messages = self.messages[-2:], self.messages[:-2]
         self.engine.truncate(self.memory_end)
         self._save()
-        return True
+        return dropped
+
+    def remembered(self, seqs: list[int]) -> None:
+        """Note on the last exchange's user message the seqs of the memory entries it became, so a
+        later ``/forget`` (in this process or after a resume) takes out exactly those. The template
+        reads only a message's role and content."""
+        for message in reversed(self.messages):
+            if message.get("role") == "user":
+                message["seqs"] = list(seqs)
+                break
+        self._save()
+
+    def save(self) -> None:
+        """Write the session's messages again (after a forget's cache cleaning removed its file)."""
+        self._save()
 
     # ------------------------------------------------------------ persistence
 

@@ -134,6 +134,8 @@ def _command(text: str, talk, console) -> str | None:
     elif word == "/forget":
         removed = talk.forget()
         say("nothing to forget" if removed is None else f"forgot the last exchange ({removed} memory entries removed)")
+        for warning in talk.forget_warnings if removed else ():
+            say(f"warning: {warning}")
     elif word == "/evidence":
         for label, tokens in talk.units():
             say(f"{label}: {tokens} tokens")
