@@ -81,6 +81,8 @@ class Chat:
             fingerprint_turns(turns, conv, "chat")
             added = ingest_turns(self.store, turns, source=conv, fmt="chat")
             seqs = list(range(added.first_seq, added.last_seq + 1)) if added.added else []
+            if seqs:  # a shared store: one commit a change, as `remember` makes
+                self.memory._record("remember", f"memcli chat: {len(seqs)} entries from the session {self.name}")
         self._said.update(seqs)
         self.session.remembered(seqs)  # none too: a /forget then forgets nothing, not an older entry alike
         return reply, stats

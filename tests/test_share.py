@@ -480,3 +480,24 @@ def test_a_renamed_document_keeps_its_git_history_and_its_former_id_reads_in_the
     b.memory.sync()
     read = b.memory.read(old, 1, 3)
     assert read.doc == now and read.moved_from == old
+
+
+@pytest.mark.slow  # the real default model: a fast-tier budget of 5 minutes; CI runs it
+def test_a_chat_remembers_and_forgets_in_commits_of_their_own(tmp_path):
+    """In a shared store each message a chat remembers is a commit, as a note is, and ``/forget`` another:
+    nothing is left uncommitted for a later change's commit to sweep in."""
+    project = tmp_path / "p"
+    project.mkdir()
+    git(project, "init", "-q")
+    store = project / ".memcli"
+    assert run_memcli("init", "--git", project).code == 0
+    lines = ("Remember that my cat is called Pixel and she is grey.\n"
+             "Remember that the boiler was serviced on Tuesday.\n/forget\n/quit\n")
+    talked = run_memcli("--store", store, "chat", "--max-tokens", "4", stdin=lines.encode(),
+                        env={"MEMCLI_CHAT_MEMORY_TOKENS": "500", "MEMCLI_AUTO_CONSOLIDATE": "false"})
+    assert talked.code == 0, talked.stderr
+    changes = run_memcli("--store", store, "log", "--json").json["changes"]
+    assert [c["op"] for c in changes[:3]] == ["forget", "remember", "remember"]
+    assert not git(project, "status", "--porcelain", "--", ".memcli")
+    assert "Pixel" in git(project, "show", "HEAD:.memcli/CURRENT.md")
+    assert "boiler" not in git(project, "show", "HEAD:.memcli/CURRENT.md")
