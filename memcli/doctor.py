@@ -14,6 +14,8 @@ from importlib import metadata
 from pathlib import Path
 
 from memcli import __version__, llm
+from memcli.cache import left_behind
+from memcli.cache import prune as prune_folders
 from memcli.config import Settings
 from memcli.errors import EXIT_CONFIG, EXIT_FAILURE, MemcliError
 from memcli.llm.profile import consolidates_with_model, decide, reader_for
@@ -43,6 +45,9 @@ class DoctorResult(Result):
     model: dict
     checks: list[Check] = field(default_factory=list)
     hosts: list = field(default_factory=list)  # memcli.wiring.Host: which agents here have memcli wired in
+    # cache folders of stores that are gone (deleted or moved): {left_behind: [{folder, store, bytes}],
+    # unowned: folders that do not say their store, pruned: how many --prune-caches removed}
+    caches: dict = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -62,9 +67,10 @@ def _version(package: str) -> str | None:
 
 
 def diagnose(store: str | None = None, overrides: dict | None = None, *, verbose: bool = False,
-             repair: bool = False) -> DoctorResult:
+             repair: bool = False, prune_caches: bool = False) -> DoctorResult:
     """Versions, resolved paths (and where they came from), and the configured model loaded and run;
-    ``repair``: a damaged store state is put back first (:mod:`memcli.share.repair`)."""
+    ``repair``: a damaged store state is put back first (:mod:`memcli.share.repair`); ``prune_caches``: the
+    cache folders of stores that are gone are removed (:func:`memcli.cache.left_behind`)."""
     checks: list[Check] = []
     versions = {"memcli": __version__, "python": platform.python_version(), "platform": platform.platform()}
     versions.update({package: _version(package) for package in PACKAGES})
@@ -104,7 +110,19 @@ def diagnose(store: str | None = None, overrides: dict | None = None, *, verbose
         checks.append(Check("configuration", False, err.message))
     from memcli.wiring import hosts
 
-    return DoctorResult(all(c.ok for c in checks), versions, paths, model, checks, hosts())
+    return DoctorResult(all(c.ok for c in checks), versions, paths, model, checks, hosts(),
+                        _caches(resolve_cache_dir().path, prune_caches))
+
+
+def _caches(root: Path, prune: bool) -> dict:
+    """The cache folders left by stores that are gone; with ``prune`` removed. Not a failing check: a
+    store on a drive not mounted now looks gone too, and its caches are only rebuilt."""
+    gone, unowned = left_behind(root)
+    found = {"left_behind": gone, "unowned": unowned}
+    if prune:
+        found["pruned"] = prune_folders(gone)
+        found["left_behind"], _ = left_behind(root)
+    return found
 
 
 def _sharing_check(store) -> Check | None:

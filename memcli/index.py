@@ -24,7 +24,7 @@ from math import log
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from memcli.cache import file_signatures, open_cache
+from memcli.cache import file_signatures, note_owner, open_cache
 from memcli.partitions import partitions, snippet
 from memcli.paths import ensure_private_dir
 from memcli.results import Result, omit_empty
@@ -113,6 +113,7 @@ class LibraryIndex:
         self.path: Path | str = folder / "index.sqlite"
         try:
             ensure_private_dir(folder)
+            note_owner(folder, store.root)
             self.db = self._connect()
         except (OSError, sqlite3.Error) as exc:
             self.db = self._in_memory(exc)

@@ -216,3 +216,37 @@ def test_a_forget_cleans_the_kv_folder_of_a_read_only_server_too(cli, store_dir)
     done = cli("forget", "--grep", "locker", "--json")
     assert done.code == 0 and done.json["caches"]["chat_sessions"] == 1, done.json
     assert sorted(p.name for p in sessions.iterdir()) == ["other.json"]
+
+
+def test_a_store_deleted_by_hand_leaves_caches_that_doctor_finds_and_prunes(tmp_path):
+    """A store removed with ``rm -rf`` (or moved) leaves its cache folder, whose search index holds its words:
+    ``memcli doctor`` lists it, ``--prune-caches`` removes it; a live store's folder, one that does not say
+    its store, and a link are left as they are."""
+    from conftest import run_memcli
+
+    cache = tmp_path / "xdg-cache" / "memcli" / "stores"
+    gone, kept = tmp_path / "gone", tmp_path / "kept"
+    for store in (gone, kept):
+        assert run_memcli("--store", store, "ingest", EXAMPLES / "chat-messages.json", "-q").code == 0
+        assert run_memcli("--store", store, "search", "ledgerd", "-q").code == 0
+    folders = {p.name: p for p in cache.iterdir()}
+    assert len(folders) == 2 and all((p / "store.txt").is_file() for p in folders.values())
+    unowned = cache / "0123456789abcdef"
+    unowned.mkdir()
+    (unowned / "index.sqlite").write_bytes(b"made before memcli noted its store")
+    (cache / "fedcba9876543210").symlink_to(unowned)
+    shutil.rmtree(gone)
+    [gone_folder] = [p for p in folders.values() if (p / "store.txt").read_text() == str(gone.resolve())]
+    assert b"ledgerd" in (gone_folder / "index.sqlite").read_bytes()  # its words, after the store went
+
+    told = run_memcli("--store", kept, "doctor", "--json")
+    caches = told.json["caches"]
+    assert [c["folder"] for c in caches["left_behind"]] == [str(gone_folder)] and caches["unowned"] == 1
+    assert caches["left_behind"][0]["store"] == str(gone.resolve()) and caches["left_behind"][0]["bytes"] > 0
+    assert "--prune-caches" in run_memcli("--store", kept, "doctor").stdout
+    pruned = run_memcli("--store", kept, "doctor", "--prune-caches", "--json").json["caches"]
+    assert pruned == {"left_behind": [], "unowned": 1, "pruned": 1}
+    assert not gone_folder.exists() and unowned.is_dir() and (cache / "fedcba9876543210").is_symlink()
+    assert sorted(p.name for p in cache.iterdir()) == sorted([*set(folders) - {gone_folder.name},
+                                                              unowned.name, "fedcba9876543210"])
+    assert run_memcli("--store", kept, "search", "ledgerd", "--json").json["hits"]

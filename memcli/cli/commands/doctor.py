@@ -15,6 +15,8 @@ def doctor(
     ctx: typer.Context,
     repair: bool = typer.Option(False, "--repair", help="Put back a damaged state.json (from git's history, "
                                 "else made from the store), counters past every entry."),
+    prune_caches: bool = typer.Option(False, "--prune-caches", help="Remove the cache folders (search index, "
+                                      "vectors) of stores that no longer exist where they were."),
     json: JsonOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
 ) -> None:
     """Check the installation: versions, paths and where they came from, the model, GPU offload,
@@ -22,11 +24,15 @@ def doctor(
     plugin wired in.
 
     Loads the configured model and generates one token. --repair puts back a
-    damaged state.json (a teammate's commit, a hand edit). Exits 0 when every
-    check passes, 3 when the model or configuration is missing, 1 otherwise.
+    damaged state.json (a teammate's commit, a hand edit). A store deleted or
+    moved by hand leaves its cache folder (its words in the search index, their
+    meaning in the vectors): doctor lists such folders, --prune-caches removes
+    them. Exits 0 when every check passes, 3 when the model or configuration is
+    missing, 1 otherwise.
     """
     out = output(ctx, json, quiet, verbose)
-    result = diagnose(state(ctx).store, overrides(ctx), verbose=out.verbose, repair=repair)
+    result = diagnose(state(ctx).store, overrides(ctx), verbose=out.verbose, repair=repair,
+                      prune_caches=prune_caches)
     out.emit(result)
     if not result.ok:
         raise typer.Exit(result.exit_code)
@@ -48,6 +54,15 @@ def _render(result: DoctorResult, out: Output) -> None:
         out.write(f"{'model':12} {model['model']} at {model['base_url']}")
     for check in result.checks:
         out.write(f"{'ok ' if check.ok else 'FAIL'} {check.name}: {check.detail}")
+    caches = result.caches
+    if "pruned" in caches:
+        out.write(f"{'caches':12} removed {caches['pruned']} folders of stores that are gone")
+    if caches.get("left_behind"):
+        size = sum(item["bytes"] for item in caches["left_behind"]) / 1e6
+        out.write(f"{'caches':12} {len(caches['left_behind'])} folders ({size:.1f} MB) of stores that are gone "
+                  "still hold their words and vectors (`memcli doctor --prune-caches` removes them):")
+        for item in caches["left_behind"]:
+            out.write(f"{'':12} {item['folder']}  (was {item['store']})")
     for host in result.hosts:
         parts = [p for p, on in (("plugin", host.plugin), ("hooks", host.hooks), ("MCP server", host.mcp)) if on]
         state = "wired in: " + ", ".join(parts) if parts else "not wired in"
