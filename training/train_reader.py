@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import lzma
 import math
 import random
 import re
@@ -49,6 +50,8 @@ from memcli.semantic.wordpiece import WordPiece  # noqa: E402
 DATA = ROOT.parent / "shared" / "data" / "qa"
 OUT = ROOT / "memcli" / "qa" / "reader.safetensors"
 FIXTURE = ROOT / "tests" / "fixtures" / "reader_outputs.json"
+BUNDLE_BASE, BUNDLE_WINDOWS = "base.safetensors", "windows.npz"  # what a lent GPU machine is given (--make-bundle)
+PART_BYTES = 15 << 20  # a file that comes back from a lent GPU machine holds at most 16 MiB
 
 
 # ---------------------------------------------------------------------------- the model, BERT's names
@@ -136,7 +139,7 @@ class Reader(nn.Module):
 
     def bottom(self, ids, types, mask, frozen):
         e = self.embeddings
-        positions = torch.arange(ids.shape[1])
+        positions = torch.arange(ids.shape[1], device=ids.device)
         x = e.LayerNorm(e.word_embeddings(ids) + e.position_embeddings(positions)[None]
                         + e.token_type_embeddings(types))
         blocked = ((1.0 - mask) * -1e9)[:, None, None, :]
@@ -155,16 +158,23 @@ class Reader(nn.Module):
         return self.top(self.bottom(ids, types, mask, frozen), mask, frozen)
 
 
-def base_reader() -> tuple[Reader, dict[str, np.ndarray]]:
-    weights = {k: np.array(v, dtype=np.float32) for k, v in read_safetensors(model_files() / "model.safetensors").items()
+def base_reader(bundle: Path | None = None) -> tuple[Reader, dict[str, np.ndarray]]:
+    """all-MiniLM-L6-v2 with a new head; from a device bundle (:func:`make_bundle`), its base layers with the
+    shipped reader's trained layers and head over them (the second stage starts where the first ended)."""
+    if bundle is None:
+        source = read_safetensors(model_files() / "model.safetensors")
+    else:
+        source = {**read_safetensors(bundle / BUNDLE_BASE), **read_safetensors(OUT)}
+    weights = {k: np.array(v, dtype=np.float32) for k, v in source.items()
                if not k.startswith("pooler.") and "position_ids" not in k}
     reader = Reader({k: v.shape for k, v in weights.items()})
     state = reader.state_dict()
     missing = set(state) - set(weights) - {"qa_outputs.weight", "qa_outputs.bias"}
     assert not missing, missing
     reader.load_state_dict({**state, **{k: torch.from_numpy(v) for k, v in weights.items() if k in state}})
-    nn.init.normal_(reader.qa_outputs.weight, std=0.02)
-    nn.init.zeros_(reader.qa_outputs.bias)
+    if "qa_outputs.weight" not in weights:
+        nn.init.normal_(reader.qa_outputs.weight, std=0.02)
+        nn.init.zeros_(reader.qa_outputs.bias)
     return reader, weights
 
 
@@ -408,7 +418,7 @@ def batches(rows, size, rng):
     return out
 
 
-def tensors(rows, picks):
+def tensors(rows, picks, device="cpu"):
     length = max(len(rows[i][0]) for i in picks)
     ids = torch.zeros((len(picks), length), dtype=torch.long)
     types = torch.zeros_like(ids)
@@ -420,7 +430,7 @@ def tensors(rows, picks):
         mask[r, :len(seq)] = 1
     starts = torch.tensor([rows[i][2] for i in picks])
     ends = torch.tensor([rows[i][3] for i in picks])
-    return ids, types, mask, starts, ends
+    return tuple(t.to(device) for t in (ids, types, mask, starts, ends))
 
 
 # ---------------------------------------------------------------------------- export
@@ -449,7 +459,7 @@ FIXTURE_INPUTS = [
 
 
 def shipped_weights(reader: Reader, frozen: int) -> dict[str, np.ndarray]:
-    return {k: v.detach().numpy().astype(np.float16) for k, v in reader.state_dict().items()
+    return {k: v.detach().cpu().numpy().astype(np.float16) for k, v in reader.state_dict().items()
             if k.startswith("qa_outputs.") or (k.startswith("encoder.layer.") and int(k.split(".")[2]) >= frozen)}
 
 
@@ -459,9 +469,11 @@ def metadata(frozen: int, args, seconds: float) -> dict[str, str]:
             "train_seconds": f"{seconds:.0f}"}
 
 
-def export(reader: Reader, frozen: int, args, seconds: float) -> None:
+def export(reader: Reader, frozen: int, args, seconds: float, extra: dict[str, str] | None = None) -> None:
+    """The package's weights (and the fixture the numpy test compares with); ``extra``: metadata kept from
+    the weights started from (a lent machine's recipe and time, when its parts are exported here)."""
     shipped = shipped_weights(reader, frozen)
-    write_safetensors(OUT, shipped, metadata(frozen, args, seconds))
+    write_safetensors(OUT, shipped, metadata(frozen, args, seconds) | (extra or {}))
     # what the shipped (fp16) weights give in torch, for the test that numpy gives the same
     state = reader.state_dict()
     reader.load_state_dict({**state, **{k: torch.from_numpy(v.astype(np.float32)) for k, v in shipped.items()}})
@@ -487,16 +499,70 @@ def sha256(path: Path) -> str:
 
 # ---------------------------------------------------------------------------- main
 
-def load_shipped(reader: Reader, path: Path) -> None:
-    """Start from weights this script exported (fp16, the layers above the frozen ones and the head)."""
-    shipped = read_safetensors(path)
+def load_shipped(reader: Reader, paths: list[Path]) -> dict[str, str]:
+    """Start from weights this script exported (fp16, the layers above the frozen ones and the head; one file,
+    or the parts :func:`write_parts` wrote on a lent GPU machine). The first file's metadata."""
+    shipped = {k: v for path in paths for k, v in read_safetensors(path).items()}
     state = reader.state_dict()
     assert set(shipped) <= set(state), set(shipped) - set(state)
     reader.load_state_dict({**state, **{k: torch.from_numpy(np.array(v, dtype=np.float32)) for k, v in shipped.items()}})
+    from memcli.qa.model import metadata as read_metadata
+
+    return read_metadata(paths[0])
 
 
-def train(reader: Reader, rows: list, args, lr: float, epochs: float, rng, stage: str) -> None:
-    """AdamW with warm-up and linear decay over ``epochs`` of ``rows``, the lowest layers frozen."""
+# ---------------------------------------------------------------------------- a lent GPU machine
+
+def make_bundle(folder: Path, rows: list, args) -> None:
+    """What a full fine-tune on a lent GPU machine needs and that machine has not (it has PyTorch, no
+    registry, and a call carries 64 MiB with the working tree): the training windows, tokenized here
+    (``windows.npz``), and the base model's embeddings and the layers the shipped reader does not replace,
+    fp16 (``base.safetensors``; the layers above come from the shipped reader in the working tree)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lengths = np.array([len(r[0]) for r in rows], dtype=np.int32)
+    ids = np.concatenate([np.asarray(r[0], np.uint16) for r in rows])  # xz: a dialogue's windows repeat it
+    np.savez_compressed(folder / BUNDLE_WINDOWS, ids_xz=np.frombuffer(lzma.compress(ids.tobytes()), np.uint8),
+                        lengths=lengths, labels=np.array([r[1:4] for r in rows], dtype=np.int16),
+                        recipe=np.array(json.dumps({k: v for k, v in vars(args).items()
+                                                    if k not in ("make_bundle", "checkpoint_every")}, default=str)))
+    shipped = set(read_safetensors(OUT))
+    base = {k: np.asarray(v, dtype=np.float16) for k, v in read_safetensors(model_files() / "model.safetensors").items()
+            if k.removeprefix("bert.") not in shipped and not k.startswith("pooler.") and "position_ids" not in k}
+    write_safetensors(folder / BUNDLE_BASE, base, {"base": "all-MiniLM-L6-v2", "dtype": "float16"})
+    size = sum(p.stat().st_size for p in folder.iterdir())
+    print(f"wrote {folder}: {len(rows)} windows, {size / 2**20:.1f} MiB (the working tree and this travel together, "
+          "64 MiB at most)", flush=True)
+
+
+def load_windows(path: Path) -> tuple[list, str]:
+    """The rows :func:`make_bundle` saved, and the recipe that made them."""
+    saved = np.load(path)
+    ends = np.cumsum(saved["lengths"])
+    ids = np.frombuffer(lzma.decompress(saved["ids_xz"].tobytes()), np.uint16)
+    rows = [(ids[end - n:end].astype(np.int64).tolist(), *map(int, label))
+            for end, n, label in zip(ends, saved["lengths"], saved["labels"], strict=True)]
+    return rows, str(saved["recipe"])
+
+
+def write_parts(folder: Path, shipped: dict[str, np.ndarray], meta: dict[str, str]) -> list[Path]:
+    """The trained weights as files of at most :data:`PART_BYTES` (what comes back from a lent machine), each
+    with the metadata; ``--from`` them all exports the package's weights here."""
+    folder.mkdir(parents=True, exist_ok=True)
+    parts: list[dict[str, np.ndarray]] = [{}]
+    for name in sorted(shipped):
+        if parts[-1] and sum(v.nbytes for v in parts[-1].values()) + shipped[name].nbytes > PART_BYTES:
+            parts.append({})
+        parts[-1][name] = shipped[name]
+    paths = []
+    for at, part in enumerate(parts):
+        paths.append(folder / f"reader-part{at}.safetensors")
+        write_safetensors(paths[-1], part, meta)
+    return paths
+
+
+def train(reader: Reader, rows: list, args, lr: float, epochs: float, rng, stage: str, on_epoch=None) -> None:
+    """AdamW with warm-up and linear decay over ``epochs`` of ``rows``, the lowest layers frozen;
+    ``on_epoch(n)`` after each whole epoch but the last."""
     for name, p in reader.named_parameters():
         p.requires_grad = name.startswith("qa_outputs.") or (
             name.startswith("encoder.layer.") and int(name.split(".")[2]) >= args.frozen)
@@ -504,6 +570,7 @@ def train(reader: Reader, rows: list, args, lr: float, epochs: float, rng, stage
     whole = int(epochs)
     for _ in range(max(whole, 1)):
         plan += batches(rows, args.batch, rng)
+    per_epoch = len(plan) // max(whole, 1)
     if epochs != whole:
         plan = plan[:int(len(batches(rows, args.batch, rng)) * epochs)] if whole == 0 else \
             plan + batches(rows, args.batch, rng)[:int(len(plan) / whole * (epochs - whole))]
@@ -522,7 +589,7 @@ def train(reader: Reader, rows: list, args, lr: float, epochs: float, rng, stage
     reader.train()
     shown = 0.0
     for step, picks in enumerate(plan):
-        ids, types, mask, starts, ends = tensors(rows, picks)
+        ids, types, mask, starts, ends = tensors(rows, picks, args.device)
         with torch.no_grad():
             bottom = reader.bottom(ids, types, mask, args.frozen)
         start_logits, end_logits = reader.top(bottom, mask, args.frozen)
@@ -537,6 +604,10 @@ def train(reader: Reader, rows: list, args, lr: float, epochs: float, rng, stage
         if args.checkpoint_every and step and step % args.checkpoint_every == 0:
             write_safetensors(ROOT / "training" / "checkpoint.safetensors", shipped_weights(reader, args.frozen),
                               metadata(args.frozen, args, time.time() - began) | {"step": str(step), "stage": stage})
+        if on_epoch is not None and (step + 1) % per_epoch == 0 and step + 1 < len(plan):
+            reader.eval()
+            on_epoch((step + 1) // per_epoch)
+            reader.train()
         if step % 50 == 0 or step == len(plan) - 1:
             spent = time.time() - began
             print(f"{stage} step {step + 1}/{len(plan)} loss {shown:.3f} {spent / (step + 1):.2f} s/step "
@@ -548,7 +619,7 @@ def rounded(reader: Reader, frozen: int) -> None:
     """The trained layers as the shipped fp16 would give them: the second stage starts from what the
     first one exports, so ``--from`` the first stage's weights gives what the whole run gives."""
     state = reader.state_dict()
-    reader.load_state_dict({**state, **{k: torch.from_numpy(v.astype(np.float32))
+    reader.load_state_dict({**state, **{k: torch.from_numpy(v.astype(np.float32)).to(state[k].device)
                                         for k, v in shipped_weights(reader, frozen).items()}})
 
 
@@ -563,8 +634,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--epochs", type=float, default=1.0)
-    parser.add_argument("--from", dest="start", type=Path, default=None,
-                        help="skip the first stage: start the second from these exported weights")
+    parser.add_argument("--from", dest="start", type=Path, nargs="+", default=None,
+                        help="skip the first stage: start the second from these exported weights (or export "
+                        "them: the parts a lent GPU machine wrote)")
     parser.add_argument("--squad2-part", default="none", help="a second stage on this part of SQuAD 2.0 dev "
                         "(1/4: measured, not shipped, docs/reader.md; the threshold chosen on 2/4, scored on 2/2); "
                         "'none', the shipped recipe: no second stage")
@@ -578,24 +650,54 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--checkpoint-every", type=int, default=0, help="write training/checkpoint.safetensors")
     parser.add_argument("--max-steps", type=int, default=0, help="stop each stage after this many steps (0: all)")
+    parser.add_argument("--make-bundle", type=Path, default=None, help="write the first stage's windows and the "
+                        "base weights a lent GPU machine needs to this folder, and stop (docs/reader.md)")
+    parser.add_argument("--bundle", type=Path, default=None, help="train on a bundle's windows, from the shipped "
+                        "reader over the bundle's base (on a lent GPU machine: no data or model package there)")
+    parser.add_argument("--device", default="cpu", help="torch device: cpu, cuda")
+    parser.add_argument("--out", type=Path, default=None, help="write the trained weights here as parts of at "
+                        "most 15 MiB (no fixture), not into the package")
     args = parser.parse_args()
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
+    torch.backends.cuda.matmul.allow_tf32 = True
     rng = random.Random(args.seed)
-    tokenizer = WordPiece.from_file(model_files() / "tokenizer.json")
-    reader, _ = base_reader()
+    if args.make_bundle is not None:
+        tokenizer = WordPiece.from_file(model_files() / "tokenizer.json")
+        make_bundle(args.make_bundle, training_windows(tokenizer, args, rng), args)
+        return
+    reader, _ = base_reader(args.bundle)
+    reader.to(args.device)
     began = time.time()
+    meta: dict[str, str] = {}
     if args.start is None:
-        train(reader, training_windows(tokenizer, args, rng), args, args.lr, args.epochs, rng, "first stage")
+        if args.bundle is not None:
+            rows, recipe = load_windows(args.bundle / BUNDLE_WINDOWS)
+            meta = {"windows": recipe, "device": torch.cuda.get_device_name() if args.device == "cuda" else args.device,
+                    "from": "the shipped reader"}
+        else:
+            rows = training_windows(WordPiece.from_file(model_files() / "tokenizer.json"), args, rng)
+        def checkpoint(epoch: int) -> None:  # a lent machine's run: each epoch's weights come back, to compare here
+            if args.out is not None:
+                write_parts(args.out / f"epoch{epoch}", shipped_weights(reader, args.frozen),
+                            metadata(args.frozen, args, time.time() - began) | meta | {"epoch": str(epoch)})
+
+        train(reader, rows, args, args.lr, args.epochs, rng, "first stage", checkpoint)
         rounded(reader, args.frozen)
     else:
-        load_shipped(reader, args.start)
+        meta = {k: v for k, v in load_shipped(reader, args.start).items() if k not in ("frozen_layers", "seed")}
     if args.squad2_part != "none" or args.distractors:
         rng = random.Random(args.seed + 1)  # the same second stage whether or not the first ran here
         torch.manual_seed(args.seed + 1)
-        train(reader, second_stage_windows(tokenizer, args, rng), args, args.lr2, 1.0, rng, "second stage")
-    export(reader, args.frozen, args, time.time() - began)
-    print(f"wrote {OUT} ({OUT.stat().st_size / 1e6:.1f} MB) and {FIXTURE}; {time.time() - began:.0f} s training")
+        train(reader, second_stage_windows(WordPiece.from_file(model_files() / "tokenizer.json"), args, rng), args,
+              args.lr2, 1.0, rng, "second stage")
+    seconds = time.time() - began
+    if args.out is not None:
+        paths = write_parts(args.out, shipped_weights(reader, args.frozen), metadata(args.frozen, args, seconds) | meta)
+        print(f"wrote {', '.join(map(str, paths))}; {seconds:.0f} s training")
+        return
+    export(reader.cpu(), args.frozen, args, seconds, meta)
+    print(f"wrote {OUT} ({OUT.stat().st_size / 1e6:.1f} MB) and {FIXTURE}; {seconds:.0f} s")
 
 
 if __name__ == "__main__":
