@@ -92,23 +92,23 @@ class Chat:
         they are now, with a tombstone, the caches cleaned); how many entries went, None when there was
         no exchange. When they may be in the memory context (remembered before this session started),
         the context is built again without them."""
-        dropped = self.session.forget_last()
-        if dropped is None:
+        if len(self.session.messages) < 2:
             return None
+        dropped = self.session.messages[-2:]
         conv = f"chat:{self.name}"
         seqs = _recorded(dropped)
         if seqs is None:  # a session saved before its messages noted their seqs: found by their text
             stored = [kept.text for kept in scrub_many([m["content"] for m in dropped], sessions=[conv] * len(dropped))]
             seqs = newest_seqs(self.store, conv=conv, texts=stored)
-        if not seqs:
-            return 0
-        result = self.memory.forget([str(seq) for seq in seqs], conv=conv, everything=True)
-        self.forget_warnings = list(result.warnings)
-        self.session.save()  # the cache cleaning drops sessions built over what changed: this one is kept
-        if result.count and not set(seqs) <= self._said:
+        count, self.forget_warnings = 0, []
+        if seqs:  # memory first: should it fail, the exchange is still there to forget again
+            result = self.memory.forget([str(seq) for seq in seqs], conv=conv, everything=True)
+            count, self.forget_warnings = result.count, list(result.warnings)
+        self.session.forget_last()  # saved again, after the cleaning dropped the session that said it
+        if count and not set(seqs) <= self._said:
             with self.store.reading():
                 self.session.start()
-        return result.count
+        return count
 
     def units(self) -> list[tuple[str, int]]:
         """(label, tokens) of the memory in the context."""

@@ -206,15 +206,14 @@ class ChatSession:
         self._save()
         return reply, stats
 
-    def forget_last(self) -> list[dict] | None:
-        """Drop the last exchange from the conversation (the context rewinds with the next turn); its two
-        messages, or None when there is none."""
+    def forget_last(self) -> bool:
+        """Drop the last exchange from the conversation (the context rewinds with the next turn)."""
         if len(self.messages) < 2:
-            return None
-        dropped, self.messages = self.messages[-2:], self.messages[:-2]
+            return False
+        self.messages = self.messages[:-2]
         self.engine.truncate(self.memory_end)
         self._save()
-        return dropped
+        return True
 
     def remembered(self, seqs: list[int]) -> None:
         """Note on the last exchange's user message the seqs of the memory entries it became, so a
@@ -224,10 +223,6 @@ class ChatSession:
             if message.get("role") == "user":
                 message["seqs"] = list(seqs)
                 break
-        self._save()
-
-    def save(self) -> None:
-        """Write the session's messages again (after a forget's cache cleaning removed its file)."""
         self._save()
 
     # ------------------------------------------------------------ persistence
