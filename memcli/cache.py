@@ -13,7 +13,6 @@ from pathlib import Path
 
 from memcli.errors import StoreError
 from memcli.store import Store
-from memcli.store.atomic import atomic_write
 from memcli.store.folder import read_regular
 
 OWNER = "store.txt"  # the absolute path of the store a cache folder serves: one left by a store deleted or moved is found
@@ -47,13 +46,17 @@ def note_owner(folder: Path, store_root: Path) -> None:
     """Write which store ``folder`` serves (:data:`OWNER`) unless it says so already; a folder that cannot
     be written is left as it is (the note only lets ``memcli doctor`` find caches left behind)."""
     owner = str(store_root.resolve())
+    path = folder / OWNER
     try:
-        if read_regular(folder / OWNER).decode("utf-8") == owner:
+        if read_regular(path).decode("utf-8") == owner:
             return
     except (OSError, StoreError, UnicodeDecodeError):
         pass
-    try:
-        atomic_write(folder / OWNER, owner)
+    try:  # the folder's name is the path's hash, so the note never changes: created once, never replaced
+        path.unlink(missing_ok=True)  # a note cut short, or a link: never written through
+        handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(owner)
     except OSError:
         pass
 
