@@ -4,7 +4,6 @@ signatures. Deleting them loses nothing but time."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -12,6 +11,7 @@ import sqlite3
 from pathlib import Path
 
 from memcli.errors import StoreError
+from memcli.paths import store_key
 from memcli.store import Store
 from memcli.store.folder import read_regular
 
@@ -79,7 +79,7 @@ def left_behind(cache_root: Path) -> tuple[list[dict], int]:
         except (OSError, StoreError, UnicodeDecodeError):
             unknown += 1
             continue
-        if hashlib.sha256(owner.encode()).hexdigest()[:16] != folder.name:
+        if store_key(owner) != folder.name:
             unknown += 1  # a note that does not match the folder's key: not trusted to name its store
             continue
         if not (Path(owner) / "state.json").exists():

@@ -60,8 +60,12 @@ def resolve_cache_dir() -> Resolved:
 
 def store_cache_dir(store_root: Path) -> Path:
     """The cache folder of one store, keyed by the store's absolute path."""
-    key = hashlib.sha256(str(store_root.resolve()).encode()).hexdigest()[:16]
-    return resolve_cache_dir().path / "stores" / key
+    return resolve_cache_dir().path / "stores" / store_key(str(store_root.resolve()))
+
+
+def store_key(resolved: str) -> str:
+    """The name of a store's cache folder: a hash of its absolute path."""
+    return hashlib.sha256(resolved.encode()).hexdigest()[:16]
 
 
 def ensure_private_dir(path: Path) -> Path:
