@@ -37,6 +37,7 @@ class Chat:
             raise UsageError("--max-tokens must be at least 1")
         self.memory = memory
         self.store = memory.store
+        memory.settle_caches()  # a session that holds a text forgotten since (a plain git pull) is not resumed
         self.remember = remember
         self.remember_replies = remember and (memory.profile.name == "capable" if remember_replies is None
                                               else remember_replies)

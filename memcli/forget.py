@@ -35,6 +35,8 @@ from memcli.dates import Period
 from memcli.errors import StoreError, UsageError
 from memcli.kv import kv_root, read_only_root
 from memcli.kv.purge import forget_texts
+from memcli.kv.purge import note_seen as kv_note_seen
+from memcli.kv.purge import seen as kv_seen
 from memcli.paths import ensure_private_dir
 from memcli.read_tools import Pattern
 from memcli.results import Result
@@ -210,9 +212,9 @@ def forget(store: Store, selection: Selection, *, dry_run: bool = False,
         entries = [entry for _, hits in found.values() for _, entry in hits]
         if entries:  # tombstones: a clone's copy goes too on merge, and a cache folder that did not see this
             # forget drops what it held (:func:`catch_up`)
+            before = tombstones(store)
             _tombstone(store, txn, [e.seq for e in entries if e.seq is not None])
-        if entries:
-            expect_purge(store, [*changed, *removed])
+            expect_purge(store, [*changed, *removed], before)
     _clear_preview(store)
     return _result(found, False, changed, removed), entries
 
@@ -310,22 +312,34 @@ def pending_purge(store: Store) -> bool:
     return note_path(store, PURGE).exists()
 
 
-def purge_done(store: Store) -> None:
+def purge_done(store: Store, settings, before: str | None = None) -> None:
     """The caches are clean of every forgotten entry: the store's tombstones as they are now are noted as seen
-    (:func:`catch_up`), then the purge note goes (a command that opens the caches in between finds the note
-    still there, never tombstones unseen without it)."""
-    _note_seen(store, tombstones(store))
+    (:func:`catch_up`), by this cache folder and by each KV folder that was clean of those ``before`` the change
+    (the purge note's when not given), then the purge note goes (a command that opens the caches in between
+    finds the note still there, never tombstones unseen without it)."""
+    seqs = tombstones(store)
+    _note_seen(store, seqs)
+    if before is None:
+        try:
+            note = json.loads(read_regular(note_path(store, PURGE)))
+            before = note.get("before") if isinstance(note, dict) else None
+        except (OSError, ValueError, StoreError):
+            before = None
+    if isinstance(before, str):
+        _kv_advance(store, settings, before, _seen_digest(seqs))
     try:
         note_path(store, PURGE).unlink(missing_ok=True)
     except OSError:
         pass
 
 
-def expect_purge(store: Store, documents: list[str]) -> None:
+def expect_purge(store: Store, documents: list[str], before: set[int]) -> None:
     """Note, before a change that takes entries out commits (a forget, or another clone's arriving through a
-    sync), that the caches must then be cleaned of them: a crash in between leaves them to be dropped."""
+    sync), that the caches must then be cleaned of them: a crash in between leaves them to be dropped.
+    ``before``: the store's tombstones before the change (:func:`purge_done`)."""
     try:
-        _write_note(store, PURGE, json.dumps({"time": now_iso(), "documents": sorted(set(documents))}))
+        _write_note(store, PURGE, json.dumps({"time": now_iso(), "documents": sorted(set(documents)),
+                                              "before": _seen_digest(before)}))
     except OSError:
         pass  # a cache folder that cannot be written: the caches are cleaned right after the commit
         # all the same; only a crash in between would leave them to the next forget
@@ -366,43 +380,80 @@ def _note_seen(store: Store, seqs: set[int]) -> None:
         pass  # the next command compares again and drops again: nothing is kept that should go
 
 
+def tombstone_digest(store: Store) -> str:
+    """The digest of the store's tombstones now, as the seen notes keep it (:func:`purge_done` ``before``)."""
+    return _seen_digest(tombstones(store))
+
+
 def catch_up(store: Store, settings, drop_files: Callable[[], list[str]]) -> str | None:
-    """When the store's tombstones differ from those this cache folder's caches were last clean of, an entry
-    went from the files without its cache rows going with it (a forget merged by a plain ``git pull``, or made
-    through another cache folder, ``Memory(cache_dir=...)``), and its text is no longer known: every cache is
-    dropped (:func:`_drop_everything`), then the tombstones read before it are noted as seen (a forget since
-    makes the next command look again). What to tell the user, or None."""
+    """When the store's tombstones differ from those a cache was last clean of, an entry went from the files
+    without its cache rows going with it (a forget merged by a plain ``git pull``, or made through another cache
+    folder, ``Memory(cache_dir=...)``), and its text is no longer known. Each cache keeps its own note: this
+    cache folder's (the index's and the vectors' files, dropped with ``drop_files``) and each KV folder's
+    (:func:`memcli.kv.purge.seen`: blocks of changed documents and every chat session go,
+    :func:`memcli.kv.purge.forget_texts` with no texts), so a KV folder a forget through another cache folder
+    already cleaned keeps its chat sessions. What was dropped notes the tombstones read before it (a forget
+    since makes the next command look again). What to tell the user, or None."""
     try:
         seqs = tombstones(store)
     except StoreError as exc:  # forgotten.txt is no regular file (a link, a FIFO): nothing to compare with
         return f"the caches were not checked for entries forgotten elsewhere: {exc.message}"
     if not seqs:
         return None  # nothing was ever forgotten here
+    digest = _seen_digest(seqs)
     try:
         seen = json.loads(read_regular(note_path(store, SEEN)))
     except (OSError, ValueError, StoreError):
         seen = None
-    if isinstance(seen, dict) and seen.get("sha256") == _seen_digest(seqs):
-        return None
-    cleared, refused = _drop_everything(store, settings, drop_files)
-    _note_seen(store, seqs)  # once: what could be dropped was
+    cleared = 0
+    if not (isinstance(seen, dict) and seen.get("sha256") == digest):
+        cleared = len(drop_files())
+        _note_seen(store, seqs)  # once: what could be dropped was
+    kv, refused = _kv_catch_up(store, settings, digest, everything=False)
     if refused:
         return f"entries forgotten elsewhere may still be in KV blocks here: {refused}"
+    cleared += kv
     return (f"entries were forgotten since this clone's caches were last cleaned (through another cache folder, "
             f"or merged by a plain git pull); the caches were dropped ({cleared} files and blocks) and are rebuilt "
             "when needed") if cleared else None
 
 
-def _drop_everything(store: Store, settings, drop_files: Callable[[], list[str]]) -> tuple[int, str | None]:
-    """Every cache that may hold a forgotten text no longer known: the index's and the vectors' files
-    (``drop_files``; rebuilt when needed), and in each KV folder the blocks of changed documents and every chat
-    session (:func:`forget_texts` with no texts). (Files and blocks dropped, why a KV folder was not cleaned.)"""
-    dropped = len(drop_files())
+def _kv_catch_up(store: Store, settings, digest: str | None, *, everything: bool) -> tuple[int, str | None]:
+    """In each KV folder of the store (:func:`kv_folders`) whose note is not ``digest`` (every one with
+    ``everything``), the blocks of changed documents and every chat session go; then the folder notes
+    ``digest`` (when known). A missing folder is made with the note (what is made in it later starts clean of these
+    tombstones), except by a read-only reader. (Blocks and sessions dropped, why a folder was not cleaned.)"""
+    dropped = 0
     try:
-        kv = _forget_kv(store, settings, None)
+        for each in kv_folders(store, settings):
+            root = kv_root(store, each)
+            if not root.is_dir():
+                if store.read_only or digest is None:
+                    continue
+            elif everything or (kv_seen(root) or _seen_digest(set())) != digest:
+                counts = forget_texts(store, each, None)
+                dropped += counts.get("kv_blocks", 0) + counts.get("chat_sessions", 0)
+            else:
+                continue
+            if digest is not None:
+                kv_note_seen(root, digest)
     except (OSError, StoreError) as exc:  # a link where a KV folder would be: never followed, so never cleaned
         return dropped, str(exc)
-    return dropped + kv.get("kv_blocks", 0) + kv.get("chat_sessions", 0), None
+    return dropped, None
+
+
+def _kv_advance(store: Store, settings, before: str, after: str) -> None:
+    """After a forget or a merge cleaned the KV folders of what it took out (by text): a folder that was clean
+    of the tombstones ``before`` it is clean of those ``after``; any other is left to :func:`catch_up`."""
+    if before == after:
+        return
+    try:
+        for each in kv_folders(store, settings):
+            root = kv_root(store, each)
+            if root.is_dir() and (kv_seen(root) or _seen_digest(set())) == before:
+                kv_note_seen(root, after)
+    except (OSError, StoreError):
+        pass  # the note stays behind: the next command drops that folder's sessions, nothing kept that should go
 
 
 def _tombstone(store: Store, txn, seqs: list[int]) -> None:
@@ -566,7 +617,7 @@ def clean_caches(store: Store, settings, index, result, entries: list[Entry], do
                                "needed")
     if "kv_refused" in result.caches:
         result.warnings.append(f"KV blocks were not cleaned: {result.caches['kv_refused']}")
-    purge_done(store)
+    purge_done(store, settings)
 
 
 def finish_interrupted(store: Store, settings, drop_files: Callable[[], list[str]], *,
@@ -577,11 +628,17 @@ def finish_interrupted(store: Store, settings, drop_files: Callable[[], list[str
     for a writer). What to tell the user, or None when there was nothing to finish."""
     if not pending_purge(store):
         return None
-    dropped, refused = _drop_everything(store, settings, drop_files)
+    try:
+        digest = tombstone_digest(store)
+    except StoreError:  # forgotten.txt no regular file: everything is dropped all the same, nothing noted
+        digest = None
+    dropped = len(drop_files())
+    kv, refused = _kv_catch_up(store, settings, digest, everything=True)
+    dropped += kv
     if refused:
         return f"a forget's KV blocks could not all be dropped: {refused}"
     if not read_only:
-        purge_done(store)
+        purge_done(store, settings)
     return (f"a forget was interrupted before its caches were cleaned; they were dropped ({dropped} files and "
             "blocks) and are rebuilt when needed")
 

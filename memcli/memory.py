@@ -130,11 +130,7 @@ class Memory:
     def index(self):
         """The search index (BM25 partitions and the catalog), opened on first use."""
         if self._index is None:
-            said = forgetting.finish_interrupted(self.store, self.settings, self._drop_caches, read_only=self.read_only)
-            if said is None:  # entries forgotten while these caches were not looking (a plain git pull)
-                said = forgetting.catch_up(self.store, self.settings, self._drop_caches)
-            if said is not None:
-                self._warn(said)
+            self.settle_caches()
             when = self.settings.search_vectors
             if when not in ("background", "inline"):
                 raise ConfigError(f"search.vectors is {when!r}; it is background or inline")
@@ -142,6 +138,16 @@ class Memory:
                                        on_warning=self._warn, semantic=self.settings.search_semantic,
                                        inline=when == "inline")
         return self._index
+
+    def settle_caches(self) -> None:
+        """Before a cache is read (the index, the vectors, chat's KV sessions): a forget whose cleaning was cut
+        short is finished, and what was forgotten while these caches were not looking (a plain git pull,
+        another cache folder) is dropped from them (:func:`memcli.forget.catch_up`); a warning says so."""
+        said = forgetting.finish_interrupted(self.store, self.settings, self._drop_caches, read_only=self.read_only)
+        if said is None:  # entries forgotten while these caches were not looking (a plain git pull)
+            said = forgetting.catch_up(self.store, self.settings, self._drop_caches)
+        if said is not None:
+            self._warn(said)
 
     @property
     def profile(self):
@@ -347,12 +353,14 @@ class Memory:
         """Commit, merge the remote's changes entry by entry, push (:mod:`memcli.share.sync`); the entries
         another clone forgot leave this clone's caches too (:func:`memcli.forget.clean_caches`)."""
         index = self.index  # opened before the merge: the caches are settled for what is here now
+        before = forgetting.tombstone_digest(self.store)
         result = sync(self.store, remote=remote, push=push, running=self._consolidating)
         if result.leaving:
             forgetting.clean_caches(self.store, self.settings, index, result, [e for _, e in result.leaving],
                                     sorted({doc for doc, _ in result.leaving}), self._drop_caches)
         elif result.merged:
-            forgetting.purge_done(self.store)  # the tombstones that came name nothing these caches held
+            # the tombstones that came name nothing these caches held
+            forgetting.purge_done(self.store, self.settings, before)
         return result
 
     def log(self, limit: int = 20):

@@ -143,3 +143,45 @@ def test_a_forget_made_through_another_cache_folder_drops_what_this_one_kept(tmp
             assert memory.ask("What did Caroline sell?", reader="evidence-only").evidence
         dropped = [w for w in said if "forgotten since this clone's caches" in str(w.message)]
         assert len(dropped) == (1 - time) and key not in kept() and kept()  # dropped once, rebuilt without it
+
+
+def test_a_forget_through_one_cache_folder_leaves_the_chat_sessions_it_cleaned_to_the_other(tmp_path):
+    """The KV folder is the store's, one for every cache folder: a forget through one cleans its chat sessions
+    of the text, and the other cache folder, which drops its own index and vectors when it sees the new
+    tombstones, keeps the sessions that were cleaned (each KV folder notes the tombstones it is clean of).
+    A session saved by hand here, shaped as chat saves one: chat needs the model, and the logic is the files'."""
+    import warnings
+
+    from conftest import run_memcli
+
+    cache, store = tmp_path / "my-cache", tmp_path / "store"
+    with Memory(store, create=True, cache_dir=cache) as memory:
+        memory.ingest(EXAMPLES / "caroline-and-priya.json", consolidate=False)
+        assert memory.ask("What did Caroline sell?", reader="evidence-only").evidence
+        [sold] = [e.text for _, e in memory.store.load("CURRENT").doc.entries() if "minivan" in e.text]
+    sessions = store / "kv" / "sessions"
+    sessions.mkdir(parents=True)
+
+    def session(name: str, said: str) -> None:
+        (sessions / f"{name}.json").write_text(json.dumps({"name": name, "messages": [
+            {"role": "user", "content": said}, {"role": "assistant", "content": "Noted."}]}))
+
+    session("cars", f"Caroline said: {sold}")
+    session("garden", "What did Priya make in her class?")
+    assert run_memcli("--store", store, "forget", "--grep", "minivan", "-q").code == 0  # the CLI's own folder
+    assert sorted(p.stem for p in sessions.glob("*.json")) == ["garden"]  # the one that said it went
+    session("later", "The boiler was serviced on Tuesday.")  # made after the forget
+    for time in range(2):
+        with warnings.catch_warnings(record=True) as said, Memory(store, cache_dir=cache) as memory:
+            warnings.simplefilter("always", RuntimeWarning)
+            assert memory.ask("What did Caroline sell?", reader="evidence-only").evidence
+        dropped = [w for w in said if "forgotten since this clone's caches" in str(w.message)]
+        assert len(dropped) == (1 - time)  # this cache folder's own index and vectors: dropped once
+        assert sorted(p.stem for p in sessions.glob("*.json")) == ["garden", "later"]
+    assert run_memcli("--store", store, "forget", "--grep", "home study", "-q").code == 0
+    assert sorted(p.stem for p in sessions.glob("*.json")) == ["garden", "later"]
+    (store / "kv" / "forget-seen.json").unlink()  # a KV folder from before the note: it may hold anything
+    with warnings.catch_warnings(record=True) as said, Memory(store, cache_dir=cache) as memory:
+        warnings.simplefilter("always", RuntimeWarning)
+        memory.search("boiler")
+    assert not list(sessions.glob("*.json")) and any("forgotten since" in str(w.message) for w in said)

@@ -501,3 +501,30 @@ def test_a_chat_remembers_and_forgets_in_commits_of_their_own(tmp_path):
     assert not git(project, "status", "--porcelain", "--", ".memcli")
     assert "Pixel" in git(project, "show", "HEAD:.memcli/CURRENT.md")
     assert "boiler" not in git(project, "show", "HEAD:.memcli/CURRENT.md")
+
+
+@pytest.mark.slow  # the real default model: a fast-tier budget of 5 minutes; CI runs it
+def test_a_chat_resumed_after_a_plain_pull_that_brought_a_forget_does_not_hold_the_text(tmp_path, monkeypatch):
+    """A chat session said something another clone has since forgotten; the forget arrives by a plain
+    ``git pull`` (memcli sees only the files change). ``memcli chat`` settles the caches before it resumes
+    the session: the session that holds the text goes, with a warning, and the model's context lacks it."""
+    import warnings
+
+    monkeypatch.setenv("MEMCLI_CHAT_MEMORY_TOKENS", "500")
+    monkeypatch.setenv("MEMCLI_AUTO_CONSOLIDATE", "false")
+    a, b, _ = two_clones(tmp_path)
+    b.memory.sync()
+    chat = b.memory.chat("w", max_tokens=4)
+    chat.say("Remember that the spare key is under the blue flowerpot.")
+    b.memory.close()
+    Clone(tmp_path / "b").memory.sync()
+    a.memory.sync()
+    assert a.memory.forget(grep="flowerpot").count == 1
+    a.memory.sync()
+    git(b.folder, "pull", "-q", "--no-rebase")  # by hand: memcli sees only the files change
+    with warnings.catch_warnings(record=True) as said, Memory(b.folder / ".memcli") as memory:
+        warnings.simplefilter("always", RuntimeWarning)
+        chat = memory.chat("w", max_tokens=4)
+        assert "flowerpot" not in chat.engine.rt.detokenize(chat.engine.context_tokens())
+        assert not any("flowerpot" in m["content"] for m in chat.session.messages)
+    assert any("forgotten since this clone's caches" in str(w.message) for w in said)

@@ -38,6 +38,7 @@ def build(memory, *, verify: bool = False, ask_units: bool = False, progress=Non
     from memcli.kv.chat_session import ChatSession
 
     begin = time.perf_counter()
+    memory.settle_caches()  # blocks are made for the store as it is now, after what was forgotten elsewhere
     engine = memory.kv_engine(verify=verify)
     cfg = memory.settings
     talk = ChatSession(engine, memory.store, kv_root(memory.store, cfg) / "sessions", "default",

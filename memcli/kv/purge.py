@@ -1,13 +1,36 @@
 """The KV store's part of a forget: blocks made from documents that changed, chat sessions that hold
-a forgotten text or were computed over blocks that went, and chat's token caches."""
+a forgotten text or were computed over blocks that went, and chat's token caches; and the folder's own
+note of the tombstones it is clean of (:func:`seen`), which every cache folder of the store reads."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from memcli.errors import StoreError
 from memcli.kv import block_store, kv_root
 from memcli.kv.context import stale_labels
+from memcli.paths import ensure_private_dir
+from memcli.store.atomic import atomic_write
+from memcli.store.folder import read_regular
+
+SEEN = "forget-seen.json"  # in a KV folder: the digest of the store's tombstones its blocks and sessions are clean of
+
+
+def seen(root: Path) -> str | None:
+    """The digest of the tombstones the KV folder ``root`` was last made clean of (None: no note, as in a
+    folder made before the note existed or one that never saw a forget). The note is the folder's own, not a
+    cache folder's: a store used through two cache folders has one KV folder, cleaned once."""
+    try:
+        note = json.loads(read_regular(root / SEEN))
+    except (OSError, ValueError, StoreError):
+        return None
+    return note["sha256"] if isinstance(note, dict) and isinstance(note.get("sha256"), str) else None
+
+
+def note_seen(root: Path, digest: str) -> None:
+    """Note that the KV folder ``root`` (made when missing) is clean of the tombstones with ``digest``."""
+    atomic_write(ensure_private_dir(root) / SEEN, json.dumps({"sha256": digest}))
 
 
 def forget_texts(store, settings, texts: list[str] | None) -> dict:

@@ -148,9 +148,10 @@ def _merge(store: Store, repo: Repo, theirs: str, result: Synced) -> None:
         return
     env = identity_env(repo)
     clash = _origin_clash(store, repo, theirs)
-    leaving = held(store, tombstones_at(repo, theirs) - tombstones(store))  # another clone's forget, here
+    here = tombstones(store)
+    leaving = held(store, tombstones_at(repo, theirs) - here)  # another clone's forget, here
     if leaving:
-        expect_purge(store, [doc for doc, _ in leaving])  # the caches must lose them once the merge is in
+        expect_purge(store, [doc for doc, _ in leaving], here)  # the caches must lose them once the merge is in
     begin_merge(store.root, repo.run("rev-parse", theirs).stdout.strip())
     done = repo.run("merge", "-q", "--no-edit", theirs, check=False, env=env)
     if done.returncode != 0:
