@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 
-from memcli.errors import UsageError
-from memcli.forget import newest_seqs
+from memcli.errors import StoreError, UsageError
+from memcli.forget import newest_seqs, tombstone_digest
 from memcli.ingest.entries import ingest_turns
 from memcli.ingest.formats import fingerprint_turns
 from memcli.ingest.privacy import scrub_many
@@ -38,6 +38,7 @@ class Chat:
         self.memory = memory
         self.store = memory.store
         memory.settle_caches()  # a session that holds a text forgotten since (a plain git pull) is not resumed
+        self._clean_of = self._tombstones()
         self.remember = remember
         self.remember_replies = remember and (memory.profile.name == "capable" if remember_replies is None
                                               else remember_replies)
@@ -69,6 +70,7 @@ class Chat:
 
     def say(self, message: str, on_text=None):
         """The reply to ``message`` and the turn's stats; ``on_text`` sees the reply as it grows."""
+        self._catch_up()
         reply, stats = self.session.turn(message, on_text=on_text)
         self.last = stats
         self.engine.blocks.evict(self.budget, keep={*self.session.memory_keys, self.session.session_key or ""})
@@ -93,6 +95,7 @@ class Chat:
         they are now, with a tombstone, the caches cleaned); how many entries went, None when there was
         no exchange. When they may be in the memory context (remembered before this session started),
         the context is built again without them."""
+        self._catch_up()  # a forget made elsewhere first: its entries leave the context too
         if len(self.session.messages) < 2:
             return None
         dropped = self.session.messages[-2:]
@@ -109,7 +112,33 @@ class Chat:
         if count and not set(seqs) <= self._said:
             with self.store.reading():
                 self.session.start()
+        self._clean_of = self._tombstones()  # this forget's own: its context is settled above
         return count
+
+    def _tombstones(self) -> str | None:
+        try:
+            return tombstone_digest(self.store)
+        except StoreError:  # forgotten.txt no regular file: settle_caches has warned
+            return None
+
+    def _catch_up(self) -> None:
+        """Entries forgotten by another command while this chat runs (``memcli forget``, an MCP tool, a sync):
+        the memory context held them and the conversation may have said them, and the next save would put
+        them back on disk (the forget dropped the session file that held one). The caches are settled, then
+        the context is built again from memory as it is now and the conversation from its file as the forget
+        left it (none, when it went), with a warning."""
+        now = self._tombstones()
+        if now == self._clean_of:
+            return
+        self.memory.settle_caches()
+        kept = self.session.messages
+        self.session.messages, self.session.resumed = [], "new"  # session_key kept: the next save replaces it
+        with self.store.reading():
+            self.session.start()
+        self._clean_of = now
+        if len(self.session.messages) < len(kept):
+            self.memory._warn("entries were forgotten while this chat ran; the conversation, which held one, "
+                             "starts again, and the memory context was built again without them")
 
     def units(self) -> list[tuple[str, int]]:
         """(label, tokens) of the memory in the context."""

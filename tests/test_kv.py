@@ -426,3 +426,35 @@ def test_kv_stats_and_verify_read_as_text_not_python(cli):
         done = cli("kv", command)
         assert done.code == 0 and "{" not in done.stdout and "None" not in done.stdout, done.stdout
     assert "bad: none" in cli("kv", "verify").stdout
+
+
+@pytest.mark.slow  # the real default model: a fast-tier budget of 5 minutes; CI runs it
+def test_a_forget_made_elsewhere_while_a_chat_runs_does_not_come_back_with_its_next_save(tmp_path, monkeypatch):
+    """``memcli forget`` in another terminal drops the session file that said the text; the chat still
+    running held it in its conversation and context, and its next turn saved them again. Now the chat sees
+    the new tombstones before the turn: the conversation starts again (with a warning), the context is
+    built without the entry, and nothing written after holds the text."""
+    import warnings
+
+    from memcli import Memory
+
+    monkeypatch.setenv("MEMCLI_CHAT_MEMORY_TOKENS", MEMORY)
+    monkeypatch.setenv("MEMCLI_AUTO_CONSOLIDATE", "false")
+    root = tmp_path / "store"
+    saved = root / "kv" / "sessions" / "w.json"
+    with Memory(root, create=True) as memory:
+        memory.ingest(EXAMPLES / "caroline-and-priya.json", consolidate=False)
+    with warnings.catch_warnings(record=True) as said, Memory(root) as memory:
+        warnings.simplefilter("always", RuntimeWarning)
+        chat = memory.chat("w", max_tokens=4)
+        chat.say("Remember that the spare key is under the blue flowerpot.")
+        chat.say("Remember that the boiler was serviced on Tuesday.")
+        assert "flowerpot" in saved.read_text()
+        assert run_memcli("--store", root, "forget", "--grep", "flowerpot", "-q").code == 0  # another process
+        assert not saved.exists()  # the forget dropped the session that said it
+        chat.say("What should I buy for the garden?")
+        assert "flowerpot" not in saved.read_text()
+        assert "flowerpot" not in chat.engine.rt.detokenize(chat.engine.context_tokens())
+        assert len(chat.session.messages) == 2
+        assert any("forgotten while this chat ran" in str(w.message) for w in said)
+        assert "flowerpot" not in chat.engine.rt.detokenize(json.loads(saved.read_text())["tokens"])
