@@ -16,7 +16,6 @@ import re
 
 from memcli.errors import StoreError, UsageError
 from memcli.forget import newest_seqs, tombstone_digest
-from memcli.ingest.entries import ingest_turns
 from memcli.ingest.formats import fingerprint_turns
 from memcli.ingest.privacy import scrub_many
 from memcli.ingest.turns import Turn
@@ -35,6 +34,9 @@ class Chat:
                  verify: bool = False, compose: bool = False, progress=None, remember_replies: bool | None = None):
         if max_tokens < 1:
             raise UsageError("--max-tokens must be at least 1")
+        if remember and memory.read_only:
+            raise UsageError("a memory opened read-only cannot remember the chat's messages",
+                             hint="chat with remember=False (--no-remember), or open it without read_only")
         self.memory = memory
         self.store = memory.store
         memory.settle_caches()  # a session that holds a text forgotten since (a plain git pull) is not resumed
@@ -82,10 +84,8 @@ class Chat:
             if self.remember_replies and reply.strip():
                 turns.append(Turn(text=reply, time=when, speaker="assistant", source="AI", conv=conv))
             fingerprint_turns(turns, conv, "chat")
-            added = ingest_turns(self.store, turns, source=conv, fmt="chat")
+            added = self.memory.remember_turns(turns, source=conv, fmt="chat", origin=f"the session {self.name}")
             seqs = list(range(added.first_seq, added.last_seq + 1)) if added.added else []
-            if seqs:  # a shared store: one commit a change, as `remember` makes
-                self.memory._record("remember", f"memcli chat: {len(seqs)} entries from the session {self.name}")
         self._said.update(seqs)
         self.session.remembered(seqs)  # none too: a /forget then forgets nothing, not an older entry alike
         return reply, stats

@@ -112,7 +112,11 @@ class Memory:
     # ------------------------------------------------------------ resources
 
     def _writable(self) -> Store:
-        """The store, created now if it was missing and ``create`` was given."""
+        """The store, created now if it was missing and ``create`` was given; refused (before anything is
+        written) when it was opened ``read_only``."""
+        if self.read_only:
+            raise UsageError(f"{self.root} is opened read-only: nothing is written to it",
+                             hint="open it without read_only to change it")
         if self._missing:
             index_dir = self.store.index_dir
             self.store = Store.open(self.where, create=True)
@@ -248,6 +252,7 @@ class Memory:
         deterministic path), else in a detached background process (``consolidate.background``).
         Returns the consolidation's result, or ``{background: True, reason, pid, log}`` (or
         ``already_running``) for a background one."""
+        self._writable()
         chosen = switch(self.settings.consolidate_background, "consolidate.background")
         if not (self.consolidates_with_model() if chosen is None else chosen):  # auto: with a model, minutes
             return self.consolidate(progress=progress, reason=reason).to_dict()
@@ -272,6 +277,14 @@ class Memory:
     def stop_consolidation(self) -> dict | None:
         """Stop the running consolidation: what it committed stays, the rest stays in CURRENT."""
         return None if job.stop(self.root) is None else job.status(self.root)
+
+    def remember_turns(self, turns: list, *, source: str, fmt: str, origin: str) -> IngestResult:
+        """Turns said live (chat's messages, fingerprinted by their caller) as new CURRENT entries; in a
+        shared store one commit, "memcli FMT: N entries from ORIGIN" (one commit a change)."""
+        result = ingest_turns(self._writable(), turns, source=source, fmt=fmt)
+        if result.added:
+            self._record("remember", f"memcli {fmt}: {result.added} entries from {origin}")
+        return result
 
     def remember(self, text: str, *, speaker: str | None = None, time: str | None = None,
                  source: str | None = None, conv: str | None = None) -> IngestResult:
@@ -325,6 +338,8 @@ class Memory:
             raise UsageError("--split must be at least 100 tokens")
         if merge is not None and merge < 0:
             raise UsageError("--merge must not be negative")
+        if not dry_run:
+            self._writable()
         cfg = self.settings
         pending = self.store.current_path.exists() and any(
             True for _ in self.store.load(CURRENT_ID).doc.entries())
@@ -352,6 +367,7 @@ class Memory:
     def sync(self, *, remote: str | None = None, push: bool = True):
         """Commit, merge the remote's changes entry by entry, push (:mod:`memcli.share.sync`); the entries
         another clone forgot leave this clone's caches too (:func:`memcli.forget.clean_caches`)."""
+        self._writable()
         index = self.index  # opened before the merge: the caches are settled for what is here now
         before = forgetting.tombstone_digest(self.store)
         result = sync(self.store, remote=remote, push=push, running=self._consolidating)
@@ -369,7 +385,7 @@ class Memory:
 
     def undo(self, *, any_clone: bool = False):
         """Revert this clone's last change to a shared store (``any_clone``: anyone's), as a new commit."""
-        return shared_git.undo(self.store, running=self._consolidating, any_clone=any_clone)
+        return shared_git.undo(self._writable(), running=self._consolidating, any_clone=any_clone)
 
     def _consolidating(self) -> bool:
         return job.running(self.root) is not None

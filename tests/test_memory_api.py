@@ -185,3 +185,39 @@ def test_a_forget_through_one_cache_folder_leaves_the_chat_sessions_it_cleaned_t
         warnings.simplefilter("always", RuntimeWarning)
         memory.search("boiler")
     assert not list(sessions.glob("*.json")) and any("forgotten since" in str(w.message) for w in said)
+
+
+def test_a_memory_opened_read_only_refuses_every_write_and_leaves_the_store_as_it_was(tmp_path):
+    """``Memory(read_only=True)`` promises never to write the store: each change (an ingest, a note, a forget,
+    a consolidation, chat's remembering, sync and undo) is refused with a usage error before anything is
+    written; reading and a dry run still work."""
+    import hashlib
+
+    root = tmp_path / "store"
+    with Memory(root, create=True) as memory:
+        memory.ingest(EXAMPLES / "caroline-and-priya.json", consolidate=False)
+
+    def state() -> dict:
+        return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted(root.rglob("*")) if p.is_file()}
+
+    before = state()
+    with Memory(root, read_only=True) as memory:
+        writes = {
+            "ingest": lambda: memory.ingest(EXAMPLES / "caroline-and-priya.json", consolidate=False),
+            "remember": lambda: memory.remember("The boiler was serviced on Tuesday."),
+            "forget": lambda: memory.forget(grep="minivan"),
+            "consolidate": lambda: memory.consolidate(llm=False),
+            "start_consolidation": lambda: memory.start_consolidation("asked"),
+            "chat": lambda: memory.chat("w"),
+            "sync": lambda: memory.sync(),
+            "undo": lambda: memory.undo(),
+        }
+        for name, write in writes.items():
+            with pytest.raises(UsageError, match="read-only"):
+                write()
+            assert state() == before, f"{name} wrote the store"
+        assert memory.forget(grep="minivan", dry_run=True).count == 1
+        assert memory.consolidate(llm=False, dry_run=True).entries_consolidated > 0
+        assert memory.ask("What did Caroline buy?", reader="evidence-only").evidence
+    assert state() == before

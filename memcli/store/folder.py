@@ -177,7 +177,11 @@ class Store:
 
     @contextmanager
     def writing(self) -> Iterator[atomic.Transaction]:
-        """Hold the exclusive lock and yield a transaction, committed on success."""
+        """Hold the exclusive lock and yield a transaction, committed on success. A store opened read-only
+        (``Memory(read_only=True)``, ``memcli mcp --read-only``) refuses, before anything is written."""
+        if self.read_only:
+            raise UsageError(f"{self.root} is opened read-only: nothing is written to it",
+                             hint="open it without read_only to change it")
         with atomic.StoreLock(self.root, exclusive=True, timeout=self.lock_timeout):
             atomic.recover(self.root)
             txn = atomic.Transaction(self.root)
