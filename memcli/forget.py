@@ -430,13 +430,13 @@ def _kv_catch_up(store: Store, settings, digest: str | None, *, everything: bool
             if not root.is_dir():
                 if store.read_only or digest is None:
                     continue
-            elif everything or (kv_seen(root) or _seen_digest(set())) != digest:
+            elif everything or (kv_seen(root, store) or _seen_digest(set())) != digest:
                 counts = forget_texts(store, each, None)
                 dropped += counts.get("kv_blocks", 0) + counts.get("chat_sessions", 0)
             else:
                 continue
             if digest is not None:
-                kv_note_seen(root, digest)
+                kv_note_seen(root, store, digest)
     except (OSError, StoreError) as exc:  # a link where a KV folder would be: never followed, so never cleaned
         return dropped, str(exc)
     return dropped, None
@@ -450,8 +450,8 @@ def _kv_advance(store: Store, settings, before: str, after: str) -> None:
     try:
         for each in kv_folders(store, settings):
             root = kv_root(store, each)
-            if root.is_dir() and (kv_seen(root) or _seen_digest(set())) == before:
-                kv_note_seen(root, after)
+            if root.is_dir() and (kv_seen(root, store) or _seen_digest(set())) == before:
+                kv_note_seen(root, store, after)
     except (OSError, StoreError):
         pass  # the note stays behind: the next command drops that folder's sessions, nothing kept that should go
 

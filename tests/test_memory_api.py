@@ -221,3 +221,28 @@ def test_a_memory_opened_read_only_refuses_every_write_and_leaves_the_store_as_i
         assert memory.consolidate(llm=False, dry_run=True).entries_consolidated > 0
         assert memory.ask("What did Caroline buy?", reader="evidence-only").evidence
     assert state() == before
+
+
+def test_stores_that_share_one_kv_folder_keep_their_chat_sessions_as_each_is_opened_in_turn(tmp_path):
+    """A ``kv.dir`` several stores name: each store's tombstones are noted apart in the folder, so opening one
+    store and then the other does not drop every chat session each time (each sees its own note, once made)."""
+    import warnings
+
+    kv = tmp_path / "kv"
+    stores = [tmp_path / "a", tmp_path / "b"]
+    for root, word in zip(stores, ("minivan", "pottery")):
+        with Memory(root, create=True, settings={"kv.dir": str(kv)}) as memory:
+            memory.ingest(EXAMPLES / "caroline-and-priya.json", consolidate=False)
+            assert memory.forget(grep=word).count >= 1
+    (kv / "sessions").mkdir(parents=True, exist_ok=True)
+    for root in stores:  # the first opening of each after the note existed: nothing is dropped again after
+        with warnings.catch_warnings(record=True), Memory(root, settings={"kv.dir": str(kv)}) as memory:
+            warnings.simplefilter("always", RuntimeWarning)
+            memory.search("adoption")
+    saved = kv / "sessions" / "w.json"
+    saved.write_text(json.dumps({"name": "w", "messages": [{"role": "user", "content": "Hello there, memory."}]}))
+    for root in [*stores, *stores]:
+        with warnings.catch_warnings(record=True), Memory(root, settings={"kv.dir": str(kv)}) as memory:
+            warnings.simplefilter("always", RuntimeWarning)
+            memory.search("adoption")
+        assert saved.exists(), root.name

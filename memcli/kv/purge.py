@@ -10,27 +10,37 @@ from pathlib import Path
 from memcli.errors import StoreError
 from memcli.kv import block_store, kv_root
 from memcli.kv.context import stale_labels
-from memcli.paths import ensure_private_dir
+from memcli.paths import ensure_private_dir, store_key
 from memcli.store.atomic import atomic_write
 from memcli.store.folder import read_regular
 
-SEEN = "forget-seen.json"  # in a KV folder: the digest of the store's tombstones its blocks and sessions are clean of
+SEEN = "forget-seen.json"  # in a KV folder: for each store, the digest of its tombstones the folder is clean of
 
 
-def seen(root: Path) -> str | None:
-    """The digest of the tombstones the KV folder ``root`` was last made clean of (None: no note, as in a
-    folder made before the note existed or one that never saw a forget). The note is the folder's own, not a
-    cache folder's: a store used through two cache folders has one KV folder, cleaned once."""
+def seen(root: Path, store) -> str | None:
+    """The digest of ``store``'s tombstones the KV folder ``root`` was last made clean of (None: no note, as in
+    a folder made before the note existed or one that never saw a forget). The note is the folder's own, not a
+    cache folder's: a store used through two cache folders has one KV folder, cleaned once; it is kept per
+    store, for a ``kv.dir`` that several stores name."""
+    note = _notes(root)
+    value = note.get(store_key(str(store.root.resolve())))
+    return value if isinstance(value, str) else None
+
+
+def note_seen(root: Path, store, digest: str) -> None:
+    """Note that the KV folder ``root`` (made when missing) is clean of ``store``'s tombstones with ``digest``."""
+    note = _notes(root)
+    note[store_key(str(store.root.resolve()))] = digest
+    atomic_write(ensure_private_dir(root) / SEEN, json.dumps({"stores": note}))
+
+
+def _notes(root: Path) -> dict:
     try:
         note = json.loads(read_regular(root / SEEN))
     except (OSError, ValueError, StoreError):
-        return None
-    return note["sha256"] if isinstance(note, dict) and isinstance(note.get("sha256"), str) else None
-
-
-def note_seen(root: Path, digest: str) -> None:
-    """Note that the KV folder ``root`` (made when missing) is clean of the tombstones with ``digest``."""
-    atomic_write(ensure_private_dir(root) / SEEN, json.dumps({"sha256": digest}))
+        return {}
+    stores = note.get("stores") if isinstance(note, dict) else None
+    return dict(stores) if isinstance(stores, dict) else {}
 
 
 def forget_texts(store, settings, texts: list[str] | None) -> dict:
