@@ -33,7 +33,7 @@ from pathlib import Path
 from memcli.consolidate.layout import Layout
 from memcli.dates import Period
 from memcli.errors import StoreError, UsageError
-from memcli.kv import kv_root, read_only_root
+from memcli.kv import kv_root, read_only_root, used_folders
 from memcli.kv.purge import forget_texts
 from memcli.kv.purge import note_seen as kv_note_seen
 from memcli.kv.purge import seen as kv_seen
@@ -564,12 +564,20 @@ def seq_ranges(seqs: list[int]) -> list[str]:
 
 
 def kv_folders(store: Store, settings) -> list:
-    """The settings of each KV folder memcli keeps for this store: the one configured and, when there is one, a
-    read-only MCP server's (:func:`memcli.kv.read_only_root`), which no other command writes or cleans."""
+    """The settings of each KV folder memcli keeps for this store: the one configured; when there is one, a
+    read-only MCP server's (:func:`memcli.kv.read_only_root`), which no other command writes or cleans; and
+    those outside the store it was used with under another setting (:func:`memcli.kv.used_folders`: one
+    shell's ``MEMCLI_KV_DIR``)."""
     out = [settings]
+    seen = {kv_root(store, settings).resolve()}
     private = read_only_root(store)
-    if private.is_dir() and not private.is_symlink() and private.resolve() != kv_root(store, settings).resolve():
+    if private.is_dir() and not private.is_symlink() and private.resolve() not in seen:
         out.append(settings.with_overrides({"kv.dir": str(private)}, "a read-only MCP server's KV folder"))
+        seen.add(private.resolve())
+    for folder in used_folders(store):
+        if folder.resolve() not in seen:
+            out.append(settings.with_overrides({"kv.dir": str(folder)}, "a KV folder this store was used with"))
+            seen.add(folder.resolve())
     return out
 
 

@@ -33,7 +33,7 @@ from memcli.dates import Period
 from memcli.errors import ConfigError, UsageError
 from memcli.index import LibraryIndex, drop_cache_files
 from memcli.ingest.entries import IngestResult, ingest_turns
-from memcli.kv import block_store, engine_for, keep_prompt_prefixes, keeps_blocks
+from memcli.kv import blocks_to_write, engine_for, keep_prompt_prefixes, keeps_blocks
 from memcli.llm import profile as profiles
 from memcli.paths import PROJECT_STORE_DIRNAME, Resolved, resolve_store
 from memcli.read_tools import grep, list_docs, read_lines, search
@@ -512,7 +512,7 @@ class Memory:
         keep = kv and keeps_blocks(self.settings) and self._own_model
         model = self.model(kv_sequences=2 if keep else 1)
         if keep and not self._prefixes and getattr(model, "runtime", None) is not None:
-            keep_prompt_prefixes(model, block_store(self.store, self.settings))
+            keep_prompt_prefixes(model, blocks_to_write(self.store, self.settings))
             self._prefixes = True
         return model
 

@@ -458,3 +458,30 @@ def test_a_forget_made_elsewhere_while_a_chat_runs_does_not_come_back_with_its_n
         assert len(chat.session.messages) == 2
         assert any("forgotten while this chat ran" in str(w.message) for w in said)
         assert "flowerpot" not in chat.engine.rt.detokenize(json.loads(saved.read_text())["tokens"])
+
+
+@pytest.mark.slow  # the real default model: a fast-tier budget of 5 minutes; CI runs it
+def test_a_forget_cleans_a_kv_folder_the_store_was_used_with_under_another_setting(tmp_path, monkeypatch):
+    """A chat run with ``kv.dir`` (one shell's ``MEMCLI_KV_DIR``) keeps its session outside the store; a
+    forget run without that setting still finds the folder (the store notes it, the folder claims the
+    store) and drops the session that said the text. A folder the store's note names that does not claim
+    the store (a note that came with a copy or a commit) is never touched."""
+    from memcli import Memory
+
+    monkeypatch.setenv("MEMCLI_CHAT_MEMORY_TOKENS", MEMORY)
+    monkeypatch.setenv("MEMCLI_AUTO_CONSOLIDATE", "false")
+    root, elsewhere = tmp_path / "store", tmp_path / "elsewhere-kv"
+    with Memory(root, create=True) as memory:
+        memory.ingest(EXAMPLES / "caroline-and-priya.json", consolidate=False)
+    with Memory(root, settings={"kv.dir": str(elsewhere)}) as memory:
+        memory.chat("w", max_tokens=4).say("Remember that the spare key is under the blue flowerpot.")
+    saved = elsewhere / "sessions" / "w.json"
+    assert "flowerpot" in saved.read_text()
+    stranger = tmp_path / "not-a-kv-folder"
+    (stranger / "sessions").mkdir(parents=True)
+    (stranger / "sessions" / "keep.json").write_text(saved.read_text())  # would go, were the folder cleaned
+    used = root / "kv" / "folders.json"
+    used.write_text(json.dumps([*json.loads(used.read_text()), str(stranger)]))  # as a hostile note would
+    assert run_memcli("--store", root, "forget", "--grep", "flowerpot", "-q").code == 0  # no kv.dir here
+    assert not saved.exists()
+    assert (stranger / "sessions" / "keep.json").exists()

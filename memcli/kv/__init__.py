@@ -9,11 +9,14 @@ into the units of the memory context (header, documents, CURRENT).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from memcli.errors import StoreError
 from memcli.llm import uses_server
-from memcli.paths import resolve_cache_dir
+from memcli.paths import ensure_private_dir, resolve_cache_dir
+from memcli.store.atomic import atomic_write
+from memcli.store.folder import read_regular
 
 FOLDERS = ("blocks", "sessions", "units", "latent")  # what memcli keeps in the KV directory
 
@@ -48,9 +51,64 @@ def block_store(store, cfg):
     return BlockStore(kv_root(store, cfg) / "blocks")
 
 
+def blocks_to_write(store, cfg):
+    """:func:`block_store` for a user that saves blocks (chat, ``kv build``, prompt prefixes): a folder
+    outside the store is noted first (:func:`note_folder`)."""
+    note_folder(store, cfg)
+    return block_store(store, cfg)
+
+
+USED = "folders.json"  # in the store's own kv/: the KV folders outside it (kv.dir) used with this store
+CLAIMS = "stores.json"  # in such a folder: the stores that use it
+
+
+def note_folder(store, cfg) -> None:
+    """A KV folder outside the store (``kv.dir``, as one shell's ``MEMCLI_KV_DIR`` sets it) is noted in the
+    store's own ``kv/folders.json``, and the store in the folder's ``stores.json``, so that a forget run
+    without the same setting finds the folder and cleans it too (:func:`used_folders`). Nothing is noted by
+    a read-only reader, or for the store's own folder."""
+    if not cfg.kv_dir or getattr(store, "read_only", False):
+        return
+    root = kv_root(store, cfg)
+    own = store.root / "kv"
+    if root.resolve() == own.resolve():
+        return
+    mine = str(store.root.resolve())
+    try:
+        claims = _listed(root / CLAIMS)
+        if mine not in claims:
+            atomic_write(ensure_private_dir(root) / CLAIMS, json.dumps(sorted({*claims, mine})))
+        used = _listed(own / USED)
+        if str(root.resolve()) not in used:
+            atomic_write(ensure_private_dir(own) / USED, json.dumps(sorted({*used, str(root.resolve())})))
+    except OSError:
+        pass  # a folder that cannot be written is left unnoted: a forget with the same setting still cleans it
+
+
+def used_folders(store) -> list[Path]:
+    """The KV folders outside the store that it was used with (:func:`note_folder`) and that still claim it:
+    a folder named in the store's note but not claiming the store (a note that came with a copied store or a
+    commit) is never cleaned, nor is a link."""
+    mine = str(store.root.resolve())
+    out = []
+    for name in sorted(_listed(store.root / "kv" / USED)):
+        folder = Path(name)
+        if folder.is_absolute() and folder.is_dir() and not folder.is_symlink() and mine in _listed(folder / CLAIMS):
+            out.append(folder)
+    return out
+
+
+def _listed(path: Path) -> set[str]:
+    try:
+        data = json.loads(read_regular(path))
+    except (OSError, ValueError, StoreError):
+        return set()
+    return {item for item in data if isinstance(item, str)} if isinstance(data, list) else set()
+
+
 def engine_for(model, store, cfg, *, verify: bool = False):
     """The KV engine of ``model`` (local, opened with ``kv_sequences=2``) over the store's blocks."""
-    return _engine(model, block_store(store, cfg), verify)
+    return _engine(model, blocks_to_write(store, cfg), verify)
 
 
 def keeps_blocks(cfg) -> bool:
