@@ -406,10 +406,11 @@ def catch_up(store: Store, settings, drop_files: Callable[[], list[str]]) -> str
     except (OSError, ValueError, StoreError):
         seen = None
     cleared = 0
-    if not (isinstance(seen, dict) and seen.get("sha256") == digest):
+    caught_up = isinstance(seen, dict) and seen.get("sha256") == digest
+    if not caught_up:
         cleared = len(drop_files())
         _note_seen(store, seqs)  # once: what could be dropped was
-    kv, refused = _kv_catch_up(store, settings, digest, everything=False)
+    kv, refused = _kv_catch_up(store, settings, digest, everything=False, adopt=caught_up)
     if refused:
         return f"entries forgotten elsewhere may still be in KV blocks here: {refused}"
     cleared += kv
@@ -418,19 +419,26 @@ def catch_up(store: Store, settings, drop_files: Callable[[], list[str]]) -> str
             "when needed") if cleared else None
 
 
-def _kv_catch_up(store: Store, settings, digest: str | None, *, everything: bool) -> tuple[int, str | None]:
+def _kv_catch_up(store: Store, settings, digest: str | None, *, everything: bool,
+                 adopt: bool = False) -> tuple[int, str | None]:
     """In each KV folder of the store (:func:`kv_folders`) whose note is not ``digest`` (every one with
     ``everything``), the blocks of changed documents and every chat session go; then the folder notes
     ``digest`` (when known). A missing folder is made with the note (what is made in it later starts clean of these
-    tombstones), except by a read-only reader. (Blocks and sessions dropped, why a folder was not cleaned.)"""
+    tombstones), except by a read-only reader. ``adopt``: this cache folder's own note is ``digest``, so a KV
+    folder without a note of its own (kept by a memcli from before the note, whose forgets and catch-ups
+    cleaned the KV folders with the cache folder) takes it without a drop. (Blocks and sessions dropped,
+    why a folder was not cleaned.)"""
     dropped = 0
     try:
         for each in kv_folders(store, settings):
             root = kv_root(store, each)
+            noted = kv_seen(root, store) if root.is_dir() else None
             if not root.is_dir():
                 if store.read_only or digest is None:
                     continue
-            elif everything or (kv_seen(root, store) or _seen_digest(set())) != digest:
+            elif adopt and noted is None and not everything:
+                pass  # the cache folder's word for it: noted below, nothing dropped
+            elif everything or (noted or _seen_digest(set())) != digest:
                 counts = forget_texts(store, each, None)
                 dropped += counts.get("kv_blocks", 0) + counts.get("chat_sessions", 0)
             else:

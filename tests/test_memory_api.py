@@ -246,3 +246,29 @@ def test_stores_that_share_one_kv_folder_keep_their_chat_sessions_as_each_is_ope
             warnings.simplefilter("always", RuntimeWarning)
             memory.search("adoption")
         assert saved.exists(), root.name
+
+
+def test_an_upgrade_keeps_the_chat_sessions_of_a_store_whose_caches_had_seen_its_forgets(tmp_path):
+    """A KV folder kept by a memcli from before the KV folder's own note: when the cache folder's note says
+    it saw every tombstone (that memcli cleaned the KV folder with it), the KV folder takes the note and
+    keeps its chat sessions; when it does not, they are dropped, as ever."""
+    import warnings
+
+    root = tmp_path / "store"
+    with Memory(root, create=True) as memory:
+        memory.ingest(EXAMPLES / "caroline-and-priya.json", consolidate=False)
+        assert memory.forget(grep="minivan").count == 1
+    saved = root / "kv" / "sessions" / "w.json"
+    saved.parent.mkdir(parents=True, exist_ok=True)
+    saved.write_text(json.dumps({"name": "w", "messages": [{"role": "user", "content": "Hello there, memory."}]}))
+    (root / "kv" / "forget-seen.json").unlink(missing_ok=True)  # as the earlier memcli left the KV folder
+    with warnings.catch_warnings(record=True) as said, Memory(root) as memory:
+        warnings.simplefilter("always", RuntimeWarning)
+        memory.search("adoption")
+    assert saved.exists() and not [w for w in said if "forgotten" in str(w.message)]
+    assert (root / "kv" / "forget-seen.json").exists()
+    (root / "kv" / "forget-seen.json").unlink()
+    with warnings.catch_warnings(record=True), Memory(root, cache_dir=tmp_path / "another-cache") as memory:
+        warnings.simplefilter("always", RuntimeWarning)  # a cache folder that saw nothing
+        memory.search("adoption")
+    assert not saved.exists()
