@@ -418,6 +418,9 @@ def test_ask_restores_its_prompt_prefixes_from_blocks(cli, store_dir, monkeypatc
     off = json.loads(cli("ask", question, "--json", "--max-rounds", "1", "--no-kv").stdout)
     assert off["tokens"]["restored"] == 0 and off["answer"] == first["answer"]
     assert any((store_dir / "kv" / "blocks").rglob("*.kvb"))
+    assert "prompt" in {b["unit"] for b in cli("kv", "ls", "--json").json["blocks"]}
+    assert cli("forget", "--grep", "minivan", "-q").code == 0  # the prefixes hold evidence, a catalog: they go
+    assert "prompt" not in {b["unit"] for b in cli("kv", "ls", "--json").json["blocks"]}
 
 
 def test_kv_stats_and_verify_read_as_text_not_python(cli):

@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass
 
 from memcli.errors import ConfigError
+from memcli.kv import PROMPT_UNIT
 from memcli.kv.blocks import BlockRefused, block_key
 from memcli.kv.engine import KVEngine, Unit
 from memcli.llm.runtime import common_prefix
@@ -43,7 +44,7 @@ class Link:
 class PromptBlocks:
     """Restores and saves the shared prefixes of one model's prompts (attach as ``model.prefix_cache``)."""
 
-    def __init__(self, engine: KVEngine, label: str = "prompt"):
+    def __init__(self, engine: KVEngine, label: str = PROMPT_UNIT):
         self.engine = engine
         self.label = label
 

@@ -1,5 +1,6 @@
-"""The KV store's part of a forget: blocks made from documents that changed, chat sessions that hold
-a forgotten text or were computed over blocks that went, and chat's token caches; and the folder's own
+"""The KV store's part of a forget: blocks made from documents that changed and the prompt prefixes of
+model calls (which may hold any evidence), chat sessions that hold a forgotten text or were computed over
+blocks that went, and chat's token caches; and the folder's own
 note of the tombstones it is clean of (:func:`seen`), which every cache folder of the store reads."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import json
 from pathlib import Path
 
 from memcli.errors import StoreError
-from memcli.kv import block_store, kv_root
+from memcli.kv import PROMPT_UNIT, block_store, kv_root
 from memcli.kv.context import stale_labels
 from memcli.paths import ensure_private_dir, store_key
 from memcli.store.atomic import atomic_write
@@ -50,8 +51,10 @@ def forget_texts(store, settings, texts: list[str] | None) -> dict:
     if not root.exists():
         return {}
     blocks = block_store(store, settings)
+    labels = {b.header.unit for b in blocks.blocks()}
     with store.reading():
-        stale = stale_labels(store, {b.header.unit for b in blocks.blocks()})
+        stale = stale_labels(store, labels)
+    stale |= {PROMPT_UNIT} & labels  # a model call's prompt prefixes: evidence, a catalog, not tied to one document
     dropped, _ = blocks.invalidate(stale)
     kept = {b.header.key for b in blocks.blocks()}
     sessions = 0
