@@ -283,12 +283,8 @@ def build_server(memory: Memory, *, read_only: bool = False, with_ask: bool = Tr
     """The MCP server for one store."""
     from mcp_types import ToolAnnotations
 
-    from memcli.kv import read_only_root
-
-    if read_only and not memory.settings.kv_dir:  # a read-only server writes nothing in the store: its KV state
-        memory.settings = memory.settings.with_overrides({"kv.dir": str(read_only_root(memory.store))},
-                                                         "--read-only")
-    memory.read_only = memory.store.read_only = memory.read_only or read_only
+    if read_only:  # a read-only server writes nothing in the store: its KV state lives in the cache folder
+        memory.make_read_only("--read-only")
     tools = MemoryTools(memory)
     worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memcli-memory")
     # grep reads the store's files only (no index, no model), so a regular expression that runs to its

@@ -33,7 +33,7 @@ from memcli.dates import Period
 from memcli.errors import ConfigError, UsageError
 from memcli.index import LibraryIndex, drop_cache_files
 from memcli.ingest.entries import IngestResult, ingest_turns
-from memcli.kv import blocks_to_write, engine_for, keep_prompt_prefixes, keeps_blocks
+from memcli.kv import blocks_to_write, engine_for, keep_prompt_prefixes, keeps_blocks, read_only_root
 from memcli.llm import profile as profiles
 from memcli.paths import PROJECT_STORE_DIRNAME, Resolved, resolve_store
 from memcli.read_tools import grep, list_docs, read_lines, search
@@ -70,7 +70,7 @@ class Memory:
         self.where = store if isinstance(store, Resolved) else resolve_store(store)
         self._missing = create and not (self.where.path / "state.json").exists()
         self.store = Store(self.where.path) if self._missing else Store.open(self.where)
-        self.read_only = self.store.read_only = read_only
+        self.read_only = False
         # every index of the store opens in cache_dir (consolidation's own too), else in its cache folder
         self.store.index_dir = Path(cache_dir) if cache_dir is not None else None
         self._overrides = settings
@@ -78,6 +78,8 @@ class Memory:
         self.store.lock_timeout = self.settings.store_lock_timeout
         self.verbose = verbose
         self._warn = on_warning or _python_warning
+        if read_only:
+            self.make_read_only("read_only")
         self.store.on_warning = self._warn
         if (note := self.settings.ignored_note(self.store.root)) is not None:
             self._warn(note)
@@ -102,11 +104,21 @@ class Memory:
         Store.open(Resolved(root, "memcli init"), create=True)
         return InitResult(str(root), not existed)
 
+    def make_read_only(self, origin: str = "read_only") -> None:
+        """From now on nothing is written to the store (every change is refused, :meth:`_writable`), and KV
+        state (chat sessions, blocks) is kept in the store's cache folder (:func:`memcli.kv.read_only_root`)
+        unless ``kv.dir`` names a folder; ``origin`` says why, in the settings' sources."""
+        self.read_only = self.store.read_only = True
+        if not self.settings.kv_dir:
+            self.settings = self.settings.with_overrides({"kv.dir": str(read_only_root(self.store))}, origin)
+
     def trust(self, *, revoke: bool = False) -> TrustResult:
         """Approve (``revoke``: take back) the store's own settings that :mod:`memcli.trust` guards,
         exactly as its config.toml sets them now; a later change to any of them needs a new approval."""
         values = approve_store_settings(self.root, revoke=revoke)
         self.settings = Settings.load(self.root, self._overrides)
+        if self.read_only:
+            self.make_read_only()
         return TrustResult(str(self.root), {k: str(v) for k, v in values.items()}, bool(values) and not revoke)
 
     # ------------------------------------------------------------ resources

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, REPO
@@ -220,6 +221,7 @@ def test_a_memory_opened_read_only_refuses_every_write_and_leaves_the_store_as_i
         assert memory.forget(grep="minivan", dry_run=True).count == 1
         assert memory.consolidate(llm=False, dry_run=True).entries_consolidated > 0
         assert memory.ask("What did Caroline buy?", reader="evidence-only").evidence
+        assert not Path(memory.settings.kv_dir).is_relative_to(root)  # a chat's KV state: outside the store
     assert state() == before
 
 
