@@ -43,6 +43,7 @@ from memcli.semantic import upkeep
 from memcli.share import git as shared_git
 from memcli.share.sync import sync
 from memcli.store import CURRENT_ID, Store
+from memcli.store.identity import FORGOTTEN
 from memcli.where import refuse_link
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
@@ -87,6 +88,7 @@ class Memory:
         self._own_model = model is None
         self._sequences = 0
         self._index = None
+        self._tombstones_seen = None  # forgotten.txt's stat when the caches were last settled
         self._prefixes = False
         self._profile = None
 
@@ -144,9 +146,13 @@ class Memory:
 
     @property
     def index(self):
-        """The search index (BM25 partitions and the catalog), opened on first use."""
-        if self._index is None:
+        """The search index (BM25 partitions and the catalog), opened on first use. The caches are settled
+        (:meth:`settle_caches`) when it opens and whenever the store's tombstones changed since (a forget
+        merged by a plain ``git pull`` while a long-running process, an MCP server, holds them)."""
+        moved = self._tombstones_moved()
+        if self._index is None or moved:
             self.settle_caches()
+        if self._index is None:
             when = self.settings.search_vectors
             if when not in ("background", "inline"):
                 raise ConfigError(f"search.vectors is {when!r}; it is background or inline")
@@ -154,6 +160,16 @@ class Memory:
                                        on_warning=self._warn, semantic=self.settings.search_semantic,
                                        inline=when == "inline")
         return self._index
+
+    def _tombstones_moved(self) -> bool:
+        """Whether ``forgotten.txt`` changed (written, replaced, made, removed) since the last look."""
+        try:
+            found = (self.store.root / FORGOTTEN).stat()
+            stamp = (found.st_mtime_ns, found.st_size, found.st_ino)
+        except OSError:
+            stamp = None
+        moved, self._tombstones_seen = stamp != self._tombstones_seen, stamp
+        return moved
 
     def settle_caches(self) -> None:
         """Before a cache is read (the index, the vectors, chat's KV sessions): a forget whose cleaning was cut
@@ -321,14 +337,15 @@ class Memory:
         if dry_run:
             result, entries = forgetting.forget(self.store, selection, dry_run=True)
         else:
+            index = self.index  # settled before the commit; its own tombstones are not news to it after
             with self.store.reading():
-                idf = self.index.idf()  # names made again from what is left use the library's word weights
+                idf = index.idf()  # names made again from what is left use the library's word weights
             result, entries = forgetting.forget(self._writable(), selection, idf=idf)
             if entries:
                 self._record("forget", f"memcli forget: {len(entries)} entries from "
                              f"{len(result.documents_changed) + len(result.documents_removed)} documents")
         if entries:
-            forgetting.clean_caches(self.store, self.settings, self.index, result, entries,
+            forgetting.clean_caches(self.store, self.settings, index, result, entries,
                                     result.documents_changed + result.documents_removed, self._drop_caches)
         return result
 

@@ -146,6 +146,39 @@ def test_a_forget_made_through_another_cache_folder_drops_what_this_one_kept(tmp
         assert len(dropped) == (1 - time) and key not in kept() and kept()  # dropped once, rebuilt without it
 
 
+def test_a_memory_kept_open_settles_its_caches_when_a_forget_lands_meanwhile(tmp_path):
+    """A long-running process (an MCP server) holds its caches open while a forget lands that it did not make
+    (through another cache folder here; a plain ``git pull`` alike): its next question sees the tombstones
+    change and drops what its own cache folder kept of the entry, the vector too, without a restart."""
+    import sqlite3
+
+    from conftest import run_memcli
+
+    from memcli.semantic.encoder import MODEL_NAME
+    from memcli.semantic.vectors import _key, entry_text
+
+    cache, store = tmp_path / "my-cache", tmp_path / "store"
+
+    def kept() -> set[bytes]:
+        with sqlite3.connect(cache / "vectors.sqlite") as db:
+            return {k for (k,) in db.execute("SELECT key FROM texts")}
+
+    said: list[str] = []
+    with Memory(store, create=True, cache_dir=cache, on_warning=said.append) as memory:
+        memory.ingest(EXAMPLES / "caroline-and-priya.json", consolidate=False)
+        assert memory.ask("What did Caroline sell?", reader="evidence-only").evidence
+        [line] = [e for _, e in memory.store.load("CURRENT").doc.entries() if "minivan" in e.text]
+        key = _key(MODEL_NAME, entry_text(line))
+        assert key in kept()
+        assert run_memcli("--store", store, "forget", "--grep", "minivan", "-q").code == 0  # another process
+        assert key in kept()
+        assert memory.ask("What did Caroline sell?", reader="evidence-only").evidence  # the same object
+        assert key not in kept() and kept()
+        assert memory.forget(grep="home study").count >= 1  # its own forget: cleaned, not dropped again
+        memory.ask("What did Caroline sell?", reader="evidence-only")
+    assert len([w for w in said if "forgotten since this clone's caches" in w]) == 1, said
+
+
 def test_a_forget_through_one_cache_folder_leaves_the_chat_sessions_it_cleaned_to_the_other(tmp_path):
     """The KV folder is the store's, one for every cache folder: a forget through one cleans its chat sessions
     of the text, and the other cache folder, which drops its own index and vectors when it sees the new

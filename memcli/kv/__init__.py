@@ -19,7 +19,6 @@ from memcli.store.atomic import atomic_write
 from memcli.store.folder import read_regular
 
 FOLDERS = ("blocks", "sessions", "units", "latent")  # what memcli keeps in the KV directory
-PROMPT_UNIT = "prompt"  # the unit of prompt prefix blocks (:mod:`memcli.kv.prompt_blocks`): they may hold evidence
 
 
 def read_only_root(store) -> Path:

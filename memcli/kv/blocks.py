@@ -39,6 +39,7 @@ from memcli.store.atomic import atomic_write, open_regular
 MAGIC = b"MEMCLI-KV 1\n"
 SUMMARY_SUFFIX = ".kvs"  # a block's key summary (latent selection, memcli.kv.latent), beside its file
 FORMAT_VERSION = 2  # 2: the header carries a digest of itself
+PROMPT_UNIT = "prompt"  # the unit of prompt prefix blocks (:mod:`memcli.kv.prompt_blocks`): they may hold evidence
 
 
 class BlockRefused(MemcliError):

@@ -23,8 +23,7 @@ import os
 from dataclasses import dataclass
 
 from memcli.errors import ConfigError
-from memcli.kv import PROMPT_UNIT
-from memcli.kv.blocks import BlockRefused, block_key
+from memcli.kv.blocks import PROMPT_UNIT, BlockRefused, block_key
 from memcli.kv.engine import KVEngine, Unit
 from memcli.llm.runtime import common_prefix
 

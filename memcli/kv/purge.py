@@ -9,7 +9,8 @@ import json
 from pathlib import Path
 
 from memcli.errors import StoreError
-from memcli.kv import PROMPT_UNIT, block_store, kv_root
+from memcli.kv import block_store, kv_root
+from memcli.kv.blocks import PROMPT_UNIT
 from memcli.kv.context import stale_labels
 from memcli.paths import ensure_private_dir, store_key
 from memcli.store.atomic import atomic_write
