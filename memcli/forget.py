@@ -371,6 +371,9 @@ def _seen_digest(seqs: set[int]) -> str:
     return hashlib.sha256(" ".join(map(str, sorted(seqs))).encode()).hexdigest()
 
 
+NOTHING_SEEN = _seen_digest(set())  # what a KV folder without a note of its own is clean of
+
+
 def _note_seen(store: Store, seqs: set[int]) -> None:
     if not seqs and not note_path(store, SEEN).exists():
         return  # a store no clone forgot anything of: no note
@@ -438,7 +441,7 @@ def _kv_catch_up(store: Store, settings, digest: str | None, *, everything: bool
                     continue
             elif adopt and noted is None and not everything:
                 pass  # the cache folder's word for it: noted below, nothing dropped
-            elif everything or (noted or _seen_digest(set())) != digest:
+            elif everything or (noted or NOTHING_SEEN) != digest:
                 counts = forget_texts(store, each, None)
                 dropped += counts.get("kv_blocks", 0) + counts.get("chat_sessions", 0)
             else:
@@ -458,7 +461,7 @@ def _kv_advance(store: Store, settings, before: str, after: str) -> None:
     try:
         for each in kv_folders(store, settings):
             root = kv_root(store, each)
-            if root.is_dir() and (kv_seen(root, store) or _seen_digest(set())) == before:
+            if root.is_dir() and (kv_seen(root, store) or NOTHING_SEEN) == before:
                 kv_note_seen(root, store, after)
     except (OSError, StoreError):
         pass  # the note stays behind: the next command drops that folder's sessions, nothing kept that should go

@@ -128,9 +128,7 @@ class Memory:
     def _writable(self) -> Store:
         """The store, created now if it was missing and ``create`` was given; refused (before anything is
         written) when it was opened ``read_only``."""
-        if self.read_only:
-            raise UsageError(f"{self.root} is opened read-only: nothing is written to it",
-                             hint="open it without read_only to change it")
+        self.store.refuse_if_read_only()  # sync and undo take git's lock, not a store transaction
         if self._missing:
             index_dir = self.store.index_dir
             self.store = Store.open(self.where, create=True)

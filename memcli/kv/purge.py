@@ -24,16 +24,19 @@ def seen(root: Path, store) -> str | None:
     a folder made before the note existed or one that never saw a forget). The note is the folder's own, not a
     cache folder's: a store used through two cache folders has one KV folder, cleaned once; it is kept per
     store, for a ``kv.dir`` that several stores name."""
-    note = _notes(root)
-    value = note.get(store_key(str(store.root.resolve())))
+    value = _notes(root).get(_key(store))
     return value if isinstance(value, str) else None
 
 
 def note_seen(root: Path, store, digest: str) -> None:
     """Note that the KV folder ``root`` (made when missing) is clean of ``store``'s tombstones with ``digest``."""
     note = _notes(root)
-    note[store_key(str(store.root.resolve()))] = digest
+    note[_key(store)] = digest
     atomic_write(ensure_private_dir(root) / SEEN, json.dumps({"stores": note}))
+
+
+def _key(store) -> str:
+    return store_key(str(store.root.resolve()))
 
 
 def _notes(root: Path) -> dict:

@@ -175,13 +175,17 @@ class Store:
         src = self.source(path)
         return src is not None and _regular(src)
 
+    def refuse_if_read_only(self) -> None:
+        """A change to a store opened read-only is refused before anything is written."""
+        if self.read_only:
+            raise UsageError(f"{self.root} is opened read-only: nothing is written to it",
+                             hint="open it without read_only to change it")
+
     @contextmanager
     def writing(self) -> Iterator[atomic.Transaction]:
         """Hold the exclusive lock and yield a transaction, committed on success. A store opened read-only
         (``Memory(read_only=True)``, ``memcli mcp --read-only``) refuses, before anything is written."""
-        if self.read_only:
-            raise UsageError(f"{self.root} is opened read-only: nothing is written to it",
-                             hint="open it without read_only to change it")
+        self.refuse_if_read_only()
         with atomic.StoreLock(self.root, exclusive=True, timeout=self.lock_timeout):
             atomic.recover(self.root)
             txn = atomic.Transaction(self.root)
