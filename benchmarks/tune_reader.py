@@ -13,7 +13,7 @@ scores (and the ranking's newer-first relation, kept with them). A question's sc
 categories 1-4, and 1 for "I don't know" on category 5 (adversarial), 0 otherwise; a choice is judged by the mean of all of them. With ``--updates SUITE`` (benchmarks/updates_suite.py's format)
 the suite's tune half counts too, as much as a conversation (its questions asked as bench_updates.py asks
 them, right as it judges them); the report half is only reported, with the choice made on everything else.
-``--only whose`` (or ``alone``, ``ranked``, ``meaning``, ``recent``) runs that one search of a few fields beside the shipped choice
+``--only whose`` (or ``alone``, ``ranked``, ``meaning``, ``recent``, ``moved``) runs that one search of a few fields beside the shipped choice
 instead of the full grid and every search (the whose search: 5 minutes here, most of it asking the questions);
 ``--only rules`` reports the shipped choice with each of its rules off in turn (``RULES_OFF``). ``--dialogues FILE...``:
 public dialogue QA sets asked of memory as ``bench_dialogues.py`` asks them; every choice is reported on them,
@@ -48,12 +48,14 @@ RESTATED = [None, 0.5, 0.0, -2.0, -4.0, -6.0, float("-inf")]  # the margin a new
 KIN = [None, 0.15, 0.3]  # how alike its span must be to the one it replaces (None: any)
 RECENT_WIDE = [0.0, 1.0, 2.0, 3.0, 5.0, 8.0, 12.0]  # with RECENT_KIN, searched with the threshold, the rest as shipped
 RECENT_KIN = [None, 0.3, 0.6]  # how alike a nearly-as-good line's span must be to the best's to count as newer
-SEARCHES = ["whose", "alone", "ranked", "meaning", "recent", "rules"]  # the searches beside the full grid (--only)
+SEARCHES = ["whose", "alone", "ranked", "meaning", "recent", "moved", "rules"]  # the searches beside the full grid (--only)
 MEANING = [0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0]  # what a line's likeness in meaning weighs (chosen alone)
 RANKED = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0]  # how much less a line's margin counts a doubling of its place in the ranking
 # (searched with the threshold, the rest as shipped: the whole grid times five would take hours)
 ALONE = [0, 3, 5, 8, 12]  # how many of the best lines are read again, each alone, for the check on whose line answers
 WHOSE_ALONE = [0.0, 0.5, 1.0, 2.0, 3.0]  # by how much another's line read alone must answer better (searched together)
+MOVED = [None, 2.0, 0.5, 0.0, -2.0, -4.0, -6.0, float("-inf")]  # the margin a line's new value needs (searched
+# alone, the rest as shipped: its kind is the newer restatement's, ``kin``)
 RULES_OFF = {  # each rule of the shipped choice turned off in turn (--only rules: what it is worth against the reader)
     "the newer restatement": {"restated": None}, "the recency window": {"recent": 0.0},
     "the newer restatement and the recency window": {"restated": None, "recent": 0.0},
@@ -379,6 +381,9 @@ def tune(args, root: Path) -> None:
         beside("threshold, recent and recent_kin",
                [replace(reading.DEFAULT, threshold=t, recent=r, recent_kin=k) for t in THRESHOLDS for r, k in pairs],
                ("threshold", "recent", "recent_kin"), [{"recent": r, "recent_kin": k} for r, k in pairs])
+    # the new value of a line that names the old one too: the margin it needs
+    if wanted("moved"):
+        beside("moved", [replace(reading.DEFAULT, moved=m) for m in MOVED], ("moved",), [{"moved": m} for m in MOVED])
     for rule, values in RULES_OFF.items() if wanted("rules") else [("the person rule", RULES_OFF["the person rule"])]:
         other = replace(reading.DEFAULT, **values)
         report[f"the shipped choice without {rule}"] = {

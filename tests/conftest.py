@@ -124,7 +124,8 @@ JITTER = 0.05
 @contextmanager
 def steady_reader(trials: int = 24, jitter: float = JITTER):
     """Every answer memcli's reader decides in this process within the block (``reading.decide``, as ``ask``
-    calls it) is decided again ``trials`` times with each line's margin (read in windows and alone) moved by up
+    calls it) is decided again ``trials`` times with each line's margin (read in windows and alone, and the gap to
+    its second span) moved by up
     to +-``jitter`` and each likeness (of two spans, of a line to the question) by up to +-``jitter`` / 5; any
     other answer fails the test. A test that asserts what ``ask`` answers wraps it in this, so that what it
     asserts does not hang on a score margin another machine's rounding could turn over."""
@@ -137,7 +138,8 @@ def steady_reader(trials: int = 24, jitter: float = JITTER):
         rng = random.Random(question)
         for _ in range(trials):
             moved = sorted((replace(x, margin=x.margin + rng.uniform(-jitter, jitter),
-                                    likeness=x.likeness + rng.uniform(-jitter / 5, jitter / 5)) for x in lines),
+                                    likeness=x.likeness + rng.uniform(-jitter / 5, jitter / 5),
+                                    gap=x.gap + rng.uniform(-jitter, jitter)) for x in lines),
                            key=lambda x: -x.margin)
             bent: dict = {}
 

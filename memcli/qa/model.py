@@ -35,6 +35,7 @@ class Span:
     text: str
     score: float  # start + end logit
     null: float  # the no-answer score of the window it was read in
+    second: Span | None = None  # with ``by_part``: the best span of the same part that does not overlap this one
 
     @property
     def margin(self) -> float:
@@ -126,7 +127,8 @@ class Reader:
                 inside = np.flatnonzero((token_starts >= lo) & (token_ends <= hi)) + w.first
                 if not len(inside):
                     continue
-                found = best_span(start, end, int(inside[0]), int(inside[-1]) + 1)
+                first, stop = int(inside[0]), int(inside[-1]) + 1
+                found = best_span(start, end, first, stop)
                 if found is None:
                     continue
                 i, j, score = found
@@ -134,6 +136,11 @@ class Reader:
                 if known is None or score - null > known.margin:
                     a, b = w.char_span(i, j)
                     out[p][k] = Span(p, a, b, passages[p][a:b], score, null)
+                    beside = [s for s in (best_span(start, end, first, i), best_span(start, end, j + 1, stop)) if s]
+                    if beside:
+                        i2, j2, score2 = max(beside, key=lambda s: s[2])
+                        a, b = w.char_span(i2, j2)
+                        out[p][k].second = Span(p, a, b, passages[p][a:b], score2, null)
         return out
 
     def best(self, question: str, passages: list[str]) -> Span | None:

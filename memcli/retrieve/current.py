@@ -12,7 +12,8 @@ marked without a model is a correction: :mod:`memcli.ingest.corrections`.)
 
 The reader's answer follows the same order (:func:`latest`, :func:`newest`): of the lines that answer nearly as
 well with a value of the same kind (:func:`kinship`), the latest said; of the newer lines the ranking found
-restating the answer's, the latest in which the reader finds a value of the same kind. Lines there are the
+restating the answer's, the latest in which the reader finds a value of the same kind; of a line that names the
+answer's value beside a new one, the new one (:func:`moved_on`). Lines there are the
 reader's (:class:`memcli.retrieve.reading.Line`: ``doc``, ``line``, ``span``, ``margin``).
 
 ``as_of``: a question asked as of a day reads only what had been said by the end of it
@@ -182,6 +183,53 @@ def latest(library: Library, lines: list, threshold: float, within: float, kin: 
     close = [x for x in lines if x.margin >= max(threshold, best.margin - within)
              and (x is best or kin is None or alike is None or alike(best.span, x.span) >= kin)]
     return max(close, key=lambda x: said(library, x))
+
+
+def moved_on(library: Library, best, pool: list, threshold: float, floor: float | None, kin: float | None = None,
+             alike=None):
+    """``best``, or the new value of the latest line of ``pool`` that says ``best``'s value changed: a line, said
+    no earlier than ``best``'s, in which the reader finds ``best``'s value and another value (its best span and the
+    best beside it, ``Line.second``) that no line said before it answers with ("I quit badminton and took up
+    cricket." after "Badminton is my way to unwind."; "Morgan and I split up; I'm with Jordan now." after "Morgan
+    and I have been together two years."). The new value's margin is at least ``floor`` (None: never moved) and,
+    with ``kin``, it is a value of the same kind by ``alike``; ``best`` itself counts when an earlier line answers
+    with its value."""
+    if floor is None:
+        return best
+    start = said(library, best)
+    answering = [x for x in pool if x.margin >= threshold]
+
+    def new_value(x) -> tuple[str, float] | None:
+        if not x.second:
+            return None
+        if same_value(x.span, best.span):
+            old, new, margin = x.span, x.second, x.margin - x.gap
+        elif x is not best and same_value(x.second, best.span):
+            old, new, margin = x.second, x.span, x.margin
+        else:
+            return None
+        now = said(library, x)
+        before = [y.span for y in answering if y is not x and said(library, y) < now]
+        if (margin < floor or any(same_value(v, new) for v in before)
+                or (x is best and not any(same_value(v, old) for v in before))
+                or (kin is not None and alike is not None and alike(old, new) < kin)):
+            return None
+        return new, margin
+
+    changed = [(x, found) for x in pool if (x is best or said(library, x) > start) and (found := new_value(x))]
+    if not changed:
+        return best
+    x, (new, margin) = max(changed, key=lambda pair: said(library, pair[0]))
+    return replace(x, span=new, margin=margin, second="", gap=float("inf"))
+
+
+_WORD = re.compile(r"\w+")
+
+
+def same_value(a: str, b: str) -> bool:
+    """Whether two spans name the same value: the words of one are among the other's ("a tortoise", "Tortoise")."""
+    x, y = set(_WORD.findall(a.lower())), set(_WORD.findall(b.lower()))
+    return bool(x and y) and (x <= y or y <= x)
 
 
 def said(library: Library, x) -> tuple[str, int]:
