@@ -162,8 +162,8 @@ def test_a_line_that_names_the_old_value_and_a_new_one_answers_with_the_new_one(
     """current.moved_on with scripted reader scores (the lines' times are real entries'): the best span of the line
     that says the sport changed is the old value an earlier line gave, and the answer is the new value beside it
     once it answers over the floor; a later line that names the old value beside the new one moves the answer too.
-    Nothing moves without an earlier line giving the old value, when an earlier line gave the new one too, or
-    under the floor."""
+    Nothing moves without an earlier line of the same speaker giving the old value, when an earlier line gave the
+    new one too, or under the floor."""
     from memcli.retrieve.reading import Line
     from memcli.store.lines import Library
 
@@ -172,8 +172,9 @@ def test_a_line_that_names_the_old_value_and_a_new_one_answers_with_the_new_one(
                            ("Cricket on TV tonight.", "2023-08-18T10:00"),
                            ("I quit badminton and took up cricket.", "2023-08-23T10:00")):
             memory.remember(text, speaker="Noor", time=when)
+        memory.remember("Badminton sounds fun.", speaker="Sam", time="2023-08-17T10:00")
         library = Library(memory.store)
-    first, on_tv, change = sorted(library.doc("CURRENT").entries)
+    first, on_tv, change, sams = sorted(library.doc("CURRENT").entries)
     old = Line("CURRENT", first, "Badminton", 4.5)
     said = Line("CURRENT", change, "badminton", 5.7, second="cricket", gap=1.8)
 
@@ -184,6 +185,7 @@ def test_a_line_that_names_the_old_value_and_a_new_one_answers_with_the_new_one(
     assert moved(said, [said, old], floor=None) == "badminton"  # the rule off
     assert moved(said, [said, old], floor=4.0) == "badminton"  # 5.7 - 1.8 = 3.9: under the floor
     assert moved(said, [said]) == "badminton"  # no earlier line gave the old value
+    assert moved(said, [said, Line("CURRENT", sams, "Badminton", 3.0)]) == "badminton"  # only someone else's
     assert moved(said, [said, old, Line("CURRENT", on_tv, "Cricket", 1.0)]) == "badminton"  # nor is it new
     assert moved(said, [said, old, Line("CURRENT", on_tv, "Cricket", 0.2)]) == "cricket"  # a line under the threshold
     later = Line("CURRENT", change, "cricket", 1.0, second="badminton", gap=3.0)  # the new value is its best span

@@ -192,8 +192,8 @@ def moved_on(library: Library, best, pool: list, threshold: float, floor: float 
     best beside it, ``Line.second``) that no line said before it answers with ("I quit badminton and took up
     cricket." after "Badminton is my way to unwind."; "Morgan and I split up; I'm with Jordan now." after "Morgan
     and I have been together two years."). The new value's margin is at least ``floor`` (None: never moved) and,
-    with ``kin``, it is a value of the same kind by ``alike``; ``best`` itself counts when an earlier line answers
-    with its value."""
+    with ``kin``, it is a value of the same kind by ``alike``; an earlier line of the same speaker answers with the
+    old value (in a group chat another's line naming a value is no change of it)."""
     if floor is None:
         return best
     start = said(library, best)
@@ -208,10 +208,10 @@ def moved_on(library: Library, best, pool: list, threshold: float, floor: float 
             old, new, margin = x.second, x.span, x.margin
         else:
             return None
-        now = said(library, x)
-        before = [y.span for y in answering if y is not x and said(library, y) < now]
-        if (margin < floor or any(same_value(v, new) for v in before)
-                or (x is best and not any(same_value(v, old) for v in before))
+        now, who = said(library, x), speaker(library, x)
+        before = [y for y in answering if y is not x and said(library, y) < now]
+        if (margin < floor or any(same_value(y.span, new) for y in before)
+                or not any(same_value(y.span, old) for y in before if speaker(library, y) == who)
                 or (kin is not None and alike is not None and alike(old, new) < kin)):
             return None
         return new, margin
@@ -230,6 +230,11 @@ def same_value(a: str, b: str) -> bool:
     """Whether two spans name the same value: the words of one are among the other's ("a tortoise", "Tortoise")."""
     x, y = set(_WORD.findall(a.lower())), set(_WORD.findall(b.lower()))
     return bool(x and y) and (x <= y or y <= x)
+
+
+def speaker(library: Library, x) -> str | None:
+    """Who said a line's entry."""
+    return library.doc(x.doc).entries[x.line].meta.get("speaker")
 
 
 def said(library: Library, x) -> tuple[str, int]:
