@@ -34,6 +34,7 @@ from functools import lru_cache
 
 from memcli.clauses import asking
 from memcli.index import LibraryIndex
+from memcli.retrieve.evidence import speaker_of
 from memcli.store.format import Entry
 from memcli.store.lines import Library
 
@@ -208,10 +209,10 @@ def moved_on(library: Library, best, pool: list, threshold: float, floor: float 
             old, new, margin = x.second, x.span, x.margin
         else:
             return None
-        now, who = said(library, x), speaker(library, x)
+        now, who = said(library, x), speaker_of(entry_of(library, x))
         before = [y for y in answering if y is not x and said(library, y) < now]
         if (margin < floor or any(same_value(y.span, new) for y in before)
-                or not any(same_value(y.span, old) for y in before if speaker(library, y) == who)
+                or not any(same_value(y.span, old) for y in before if speaker_of(entry_of(library, y)) == who)
                 or (kin is not None and alike is not None and alike(old, new) < kin)):
             return None
         return new, margin
@@ -232,14 +233,14 @@ def same_value(a: str, b: str) -> bool:
     return bool(x and y) and (x <= y or y <= x)
 
 
-def speaker(library: Library, x) -> str | None:
-    """Who said a line's entry."""
-    return library.doc(x.doc).entries[x.line].meta.get("speaker")
+def entry_of(library: Library, x) -> Entry:
+    """A line's entry."""
+    return library.doc(x.doc).entries[x.line]
 
 
 def said(library: Library, x) -> tuple[str, int]:
     """When a line's entry was said (:func:`when`)."""
-    return when(library.doc(x.doc).entries[x.line])
+    return when(entry_of(library, x))
 
 
 _NAMED = frozenset({"PROPN", "NUM"})  # a name or a number (the tagger's reading of a span)
