@@ -47,6 +47,56 @@ def recurring_day(text: str) -> str | None:
     return found.group() if found else None
 
 
+_MONTH_NAMED = re.compile(r"\b(?:(last|next|this) )?(" + "|".join(MONTHS) + r")\b(?:,? (\d{4})\b)?")
+_WEEKDAY_NAMED = re.compile(r"\b(?:" + "|".join(WEEKDAYS) + r")s?\b", re.I)
+
+
+def _months(text: str):
+    """The months a text names by name and not as part of a day it writes out (:data:`STATED`): each match of
+    :data:`_MONTH_NAMED`. "May" counts only with a year or after "in"/"of" ("May I ..." is no month)."""
+    days = [found.span() for found in STATED.finditer(text)]
+    for found in _MONTH_NAMED.finditer(text):
+        relation, name, year = found.groups()
+        if name == "May" and not year and not relation and text[:found.start()].split()[-1:] not in (["in"], ["of"]):
+            continue
+        if not any(a <= found.start(2) < b for a, b in days):
+            yield found
+
+
+def named_month(text: str, time: str | None) -> str | None:
+    """The month a text names by its name ("in June", "June, 2023", "last March"), as "June 2023": its year the one
+    written, else read against ``time`` (the entry's ISO time): "last" the latest before that month, "next" the
+    first after it, else its own year; None when it names none, or when no year is written and ``time`` is
+    not a date. Only a capitalised name counts."""
+    day = said_day(time)
+    for found in _months(text):
+        relation, name, year = found.groups()
+        month = MONTHS.index(name) + 1
+        if year:
+            return f"{name} {year}"
+        if day is None:
+            return None
+        if relation == "last":
+            return f"{name} {day.year - (month >= day.month)}"
+        if relation == "next":
+            return f"{name} {day.year + (month <= day.month)}"
+        return f"{name} {day.year}"
+    return None
+
+
+def calendar_kind(text: str) -> str | None:
+    """What a span names of the calendar, by its words: "day" (a date written out, "21 April"), "month" ("June",
+    "June 2023"), "weekday" ("Thursday", "on Thursdays"), else None. Two values of different kinds ("on
+    Thursdays", "June") are not two values of one thing."""
+    if STATED.search(text):
+        return "day"
+    if next(_months(text), None):
+        return "month"
+    if _WEEKDAY_NAMED.search(text):
+        return "weekday"
+    return None
+
+
 def stated_date(text: str) -> str | None:
     """A date the text writes out ("April 18", "18 April 2024", "2024-04-18"), as written, or None."""
     found = STATED.search(text)

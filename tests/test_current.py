@@ -12,7 +12,7 @@ import pytest
 from conftest import steady_reader
 
 from memcli import Memory
-from memcli.dates import event_time
+from memcli.dates import calendar_kind, event_time, named_month
 from memcli.retrieve import current
 from memcli.retrieve.evidence_reader import evidence_only, meaning
 from memcli.store.lines import DocLines
@@ -320,6 +320,28 @@ def test_a_hand_marked_supersession_holds_and_forgetting_the_newer_revives_the_o
 def test_event_time_reads_a_relative_date_against_the_time_said(text, when, spoken):
     event = event_time(text, "2023-05-25T13:14")
     assert (event.when if event else None) == when and (event.spoken if event else None) == spoken
+
+
+@pytest.mark.parametrize("text, spoken", [
+    ("my sister's birthday in June.", "June 2023"),  # its own year
+    ("We met in June, 2021.", "June 2021"),  # a year written
+    ("since last June", "June 2022"), ("last March", "March 2023"),  # the latest before the month said
+    ("next March", "March 2024"), ("next June", "June 2023"),  # the first after it
+    ("back in May", "May 2023"),
+    ("May I ask you something?", None),  # "May" alone is no month
+    ("due June 12", None),  # a day it writes out: stated_date's
+    ("on Thursdays", None),
+])
+def test_named_month_reads_a_month_named_alone_against_the_time_said(text, spoken):
+    assert named_month(text, "2023-05-25T13:14") == spoken
+
+
+@pytest.mark.parametrize("text, kind", [
+    ("21 April 2024", "day"), ("June 12", "day"), ("in June", "month"), ("June 2023", "month"),
+    ("on Thursdays", "weekday"), ("every Wednesday evening", "weekday"), ("May I", None), ("a hat", None),
+])
+def test_calendar_kind_tells_a_day_a_month_and_a_weekday_apart(text, kind):
+    assert calendar_kind(text) == kind
 
 
 def test_ingest_keeps_the_day_a_line_speaks_of(store_dir, moved):

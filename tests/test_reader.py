@@ -121,6 +121,16 @@ def test_spans_of_one_kind_of_value_are_more_alike_than_a_value_and_something_el
     assert reader.alike("Ghent", "Ghent") == pytest.approx(1.0, abs=1e-5)
 
 
+def test_a_weekday_and_a_month_are_no_two_values_of_one_kind(reader):
+    """``kinship`` (what lets a newer line's value replace an older one's): two names are values of one kind, but
+    a class "on Thursdays" is not moved to "June" by a later line about a birthday in June."""
+    from memcli.retrieve.current import kinship
+
+    alike = kinship(reader)
+    assert alike("on Thursdays", "June") == 0.0 and alike("June", "21 April 2024") == 0.0
+    assert alike("on Thursdays", "on Tuesdays") == 1.0 and alike("June", "July 2023") == 1.0
+
+
 def test_ask_does_not_take_a_newer_line_about_something_else_for_a_change(cli):
     """The README's example: Caroline's later "I decided to apply to Open Door rather than Harbor Light" is a
     newer line the ranking relates to "Open Door is known for supporting single parents", but its span (an

@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from memcli.clauses import asking
+from memcli.dates import calendar_kind
 from memcli.index import LibraryIndex
 from memcli.retrieve.evidence import speaker_of
 from memcli.store.format import Entry
@@ -256,9 +257,12 @@ def _named(span: str) -> frozenset[str]:
 def kinship(reader):
     """How alike two spans are as values: 1 when both hold a name or both a number (memcli's tagger: a
     company for a company, a rent for a rent, which sentence vectors tell apart poorly), else the likeness of
-    their meaning (``Reader.alike``)."""
+    their meaning (``Reader.alike``); 0 for two parts of the calendar of different kinds ("on Thursdays" and
+    "June": :func:`memcli.dates.calendar_kind`), which are no two values of one thing."""
 
     def alike(a: str, b: str) -> float:
+        if (one := calendar_kind(a)) and (other := calendar_kind(b)) and one != other:
+            return 0.0
         return 1.0 if _named(a) & _named(b) else reader.alike(a, b)
 
     return alike

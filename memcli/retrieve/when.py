@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from memcli.dates import WEEKDAYS, event_time, recurring_day, spoken_date, stated_date
+from memcli.dates import WEEKDAYS, event_time, named_month, recurring_day, spoken_date, stated_date
 
 _WHEN = re.compile(r"^\W*when\b|\bwhat (?:year|date|month|day)\b|\bwhich (?:year|month|day)\b", re.I)
 _WHICH_DAY = re.compile(r"\b(?:which|what) day\b", re.I)
@@ -27,7 +27,8 @@ def asks_weekday(question: str) -> bool:
 def dated(clause: str, when: str | None, weekday: bool = False, sentence: str | None = None) -> str | None:
     """The date a clause speaks of: a date it writes out ("April 18"), else its relative date read
     against its entry's time (:func:`memcli.dates.event_time`: "yesterday" is that day, "last week"
-    "the week before 7 May 2023"), else the same of its ``sentence``, else the entry's date.
+    "the week before 7 May 2023"), else a month it names ("in June": June of that year,
+    :func:`memcli.dates.named_month`), else the same of its ``sentence``, else the entry's date.
     ``weekday`` (the question asks which day): a day of the week the clause (else its sentence) names
     ("on Thursday"), as it names it. A clause (else its sentence) that says a thing happens on a day
     each week ("every Wednesday evening") and writes no date says when with that day
@@ -42,7 +43,7 @@ def dated(clause: str, when: str | None, weekday: bool = False, sentence: str | 
         return None
     for text in texts:
         found = event_time(text, when)
-        said = stated_date(text) or (found.spoken if found else None)
+        said = stated_date(text) or (found.spoken if found else None) or named_month(text, when)
         if said:
             return said
     for text in texts:
