@@ -61,7 +61,8 @@ RULES_OFF = {  # each rule of the shipped choice turned off in turn (--only rule
     "the newer restatement and the recency window": {"restated": None, "recent": 0.0},
     "the person rule's margin": {"whose": None},
     "the lines read alone": {"alone": 0}, "the likeness in meaning": {"meaning": 0.0},
-    "the person rule in group chats": {"group": False}, "the person rule": {"subject": False, "whose": None}}
+    "the person rule in group chats": {"group": False}, "the person rule": {"subject": False, "whose": None},
+    "the new value of a line that names the old": {"moved": None}, "which day from a line that names one": {"weekday": False}}
 
 
 def alike():

@@ -200,6 +200,30 @@ def test_a_question_that_asks_when_is_answered_with_the_date_the_line_speaks_of(
     assert decide("When did Caroline pass?", library, [], 0.0).text == UNKNOWN  # nothing read
 
 
+def test_a_question_that_asks_which_day_is_answered_only_by_a_line_that_names_a_day(tmp_path):
+    """With ``weekday``, the line that names no day ("Long week at work.") answers no "which day" question, though
+    the reader scores it best: the day it was said is no answer. A line that names one answers; none, "I don't
+    know". Other questions are not touched."""
+    with Memory(tmp_path / "store", create=True) as memory:
+        for text, when in (("Our weekly team meeting moved to Thursday.", "2024-01-08T09:00"),
+                           ("Long week at work.", "2024-01-31T15:00"),
+                           ("The sprint review was yesterday.", "2024-02-02T10:00")):
+            memory.remember(text, speaker="Fiona", time=when)
+    library = Library(Memory(tmp_path / "store").store)
+    lines = {library.doc("CURRENT").entries[n].text: n for n in library.doc("CURRENT").lines}
+    week, thursday = line(lines, "Long week at work.", "Long week", 4.0), line(
+        lines, "Our weekly team meeting moved to Thursday.", "Thursday", 1.0)
+    question, on = "Which day is Fiona's weekly team meeting?", Choice(subject=False, weekday=True)
+    assert decide(question, library, [week, thursday], 0.0, Choice(subject=False)).text == "31 January 2024"  # off
+    said = decide(question, library, [week, thursday], 0.0, on)
+    assert said.text == "Thursday" and said.citation == thursday.citation
+    nothing = decide(question, library, [week], 0.0, on)
+    assert nothing.text == UNKNOWN and nothing.abstained and "names a day" in nothing.reason
+    yesterday = line(lines, "The sprint review was yesterday.", "yesterday", 2.0)  # a relative day names one
+    assert decide(question, library, [week, yesterday], 0.0, on).text == "1 February 2024"
+    assert decide("What kind of week was it?", library, [week], 0.0, on).text == "Long week"
+
+
 def test_with_ranked_a_line_the_ranking_put_far_down_counts_less(library):
     library, lines = library
     top = Line("CURRENT", lines["I decided to apply to Open Door."], "Open Door", 2.0, rank=0)

@@ -30,10 +30,10 @@ from math import log2
 
 from memcli.clauses import asking
 from memcli.retrieve.answer import UNKNOWN
-from memcli.retrieve.current import kinship, latest, moved_on, newest
+from memcli.retrieve.current import entry_of, kinship, latest, moved_on, newest
 from memcli.retrieve.evidence import Evidence, render_entry, speaker_of, time_prefix
 from memcli.retrieve.people import concerns, named_people, unaddressed
-from memcli.retrieve.when import asks_weekday, asks_when, dated
+from memcli.retrieve.when import asks_weekday, asks_when, dated, names_a_day
 from memcli.store.lines import Library
 
 _EDGES = " \t\n.,;:!?\"'()[]{}-–—"
@@ -153,6 +153,8 @@ class Choice:
     meaning: float = 0.0  # a line's margin gains this much times its ``Line.likeness`` (0: the reader's alone)
     moved: float | None = None  # the answer gives way to the new value of a line that says it changed, from a
     # margin of this much (:func:`memcli.retrieve.current.moved_on`; None: off), of the same kind by ``kin``
+    weekday: bool = False  # a question that asks which day is answered only by a line that names a day
+    # (:func:`memcli.retrieve.when.names_a_day`; the day a line was said answers no such question)
     group: bool = False  # in a chat of more than two speakers a line said to the person (by name, or in reply to
     # theirs) is about them too (:func:`concerns`)
 
@@ -253,6 +255,12 @@ def decide(question: str, library: Library, lines: list[Line], threshold: float,
         states = [x for x in pool if not asking(library.doc(x.doc).entries[x.line].text)]
         if states and states[0].margin >= threshold:
             pool = states
+    if choice.weekday and asks_weekday(question):  # which day: only a line that names one answers
+        days = [x for x in pool if names_a_day((entry := entry_of(library, x)).text, entry.time)]
+        if not days:
+            return Reading(UNKNOWN, True, f"no line read{' of or about ' + whom if named else ''} names a day",
+                           threshold=threshold, lines=lines)
+        pool = days
     best = latest(library, pool, threshold, choice.recent, choice.recent_kin, alike)
     if best.margin < threshold:
         return Reading(UNKNOWN, True, f"the reader finds no answer in the lines read{' of or about ' + whom if named else ''} (best margin "
@@ -310,4 +318,4 @@ def read_answer(question: str, library: Library, read: list[Evidence], reader=No
 # both folds and everything choose it; 0.5 to -inf tie on what it was chosen on, broken toward the one that answers
 # most, then the first of MOVED; LoCoMo unmoved; the update suite's report half 0.809 -> 0.820 held out).
 DEFAULT = Choice(subject=True, recent=3.0, recent_kin=0.3, stating=False, whose=2.0, alone=12, whose_alone=0.5,
-                 restated=-2.0, kin=0.3, meaning=8.0, group=True, moved=0.5)
+                 restated=-2.0, kin=0.3, meaning=8.0, group=True, moved=0.5, weekday=True)

@@ -50,3 +50,14 @@ def dated(clause: str, when: str | None, weekday: bool = False, sentence: str | 
         if weekly := recurring_day(text):
             return weekly
     return date
+
+
+def names_a_day(text: str, when: str | None) -> bool:
+    """Whether a text names a day: a day of the week ("on Thursday", "Mondays"), a date it writes out ("June 12"),
+    or a relative date that is one day or a named weekday read against ``when`` ("yesterday", "last Friday").
+    What a question that asks which day needs of the line that answers it: the day that line was said is no
+    answer to it."""
+    if _NAMED_DAY.search(text) or stated_date(text):
+        return True
+    found = event_time(text, when)
+    return found is not None and ((found.when or "").count("-") == 2 or any(d in found.spoken for d in WEEKDAYS))
