@@ -137,9 +137,9 @@ class Chat:
             self.session.start()
         self._clean_of = now
         if len(self.session.messages) < len(kept):
-            self.memory._warn("entries were forgotten while this chat ran; the conversation, which said one or "
-                              "was computed over memory that held one, starts again, and the memory context was "
-                              "built again without them")
+            self.memory.warn("entries were forgotten while this chat ran; the conversation, which said one or "
+                             "was computed over memory that held one, starts again, and the memory context was "
+                             "built again without them")
 
     def units(self) -> list[tuple[str, int]]:
         """(label, tokens) of the memory in the context."""

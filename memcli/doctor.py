@@ -101,6 +101,8 @@ def diagnose(store: str | None = None, overrides: dict | None = None, *, verbose
         sharing = _sharing_check(opened)
         if sharing is not None:
             checks.append(sharing)
+    if (where.path / "state.json").is_file():
+        paths.update(_kv_paths(Store(where.path), overrides))
     model: dict = {}
     try:
         cfg = Settings.load(None, overrides)
@@ -112,6 +114,23 @@ def diagnose(store: str | None = None, overrides: dict | None = None, *, verbose
 
     return DoctorResult(all(c.ok for c in checks), versions, paths, model, checks, hosts(),
                         _caches(resolve_cache_dir().path, prune_caches))
+
+
+def _kv_paths(store: Store, overrides: dict | None) -> dict:
+    """Where the store keeps its KV blocks (``kv.dir`` with the store's settings, else ``kv/`` inside it) and
+    each folder outside it that it was used with and that still claims it (``forget`` cleans those too):
+    KV blocks are memory in another form, so a user should know every folder that holds them."""
+    from memcli.kv import used_folders
+
+    try:
+        cfg = Settings.load(store.root, overrides)
+    except MemcliError:  # the configuration check says why
+        return {}
+    kv = Path(cfg.kv_dir).expanduser() if cfg.kv_dir else store.root / "kv"
+    found = {"kv": {"path": str(kv), "source": cfg.source("kv.dir") if cfg.kv_dir else "store", "exists": kv.is_dir()}}
+    for n, folder in enumerate(f for f in used_folders(store) if f.resolve() != kv.resolve()):
+        found[f"kv_used_{n + 1}"] = {"path": str(folder), "source": "used before", "exists": True}
+    return found
 
 
 def _caches(root: Path, prune: bool) -> dict:

@@ -212,6 +212,10 @@ class Memory:
         self._prefixes = False
         return self._chat_model
 
+    def warn(self, message: str) -> None:
+        """Say ``message`` to this memory's user the way its own warnings are said (``on_warning``)."""
+        self._warn(message)
+
     def close(self) -> None:
         if self._index is not None:
             self._index.close()

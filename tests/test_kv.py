@@ -464,6 +464,27 @@ def test_a_forget_made_elsewhere_while_a_chat_runs_does_not_come_back_with_its_n
 
 
 @pytest.mark.slow  # the real default model: a fast-tier budget of 5 minutes; CI runs it
+def test_doctor_lists_where_the_store_keeps_kv_blocks_and_each_folder_outside_it_was_used_with(tmp_path):
+    """KV blocks are memory in another form: ``memcli doctor`` names the store's KV folder and every folder
+    outside it that the store was used with and that still claims it, not one that does not claim it."""
+    from memcli import Memory
+    from memcli.config import Settings
+    from memcli.kv import note_folder
+
+    root, elsewhere, stranger = tmp_path / "store", tmp_path / "elsewhere-kv", tmp_path / "not-a-kv-folder"
+    with Memory(root, create=True) as memory:
+        memory.remember("The spare key is under the blue flowerpot.")
+        note_folder(memory.store, Settings.load(root, {"kv.dir": str(elsewhere)}))
+    stranger.mkdir()
+    used = root / "kv" / "folders.json"
+    used.write_text(json.dumps([*json.loads(used.read_text()), str(stranger)]))
+    paths = run_memcli("--store", root, "doctor", "--json").json["paths"]
+    assert paths["kv"] == {"path": str(root / "kv"), "source": "store", "exists": True}
+    assert [v["path"] for k, v in paths.items() if k.startswith("kv_used")] == [str(elsewhere.resolve())]
+    told = run_memcli("--store", root, "doctor", env={"MEMCLI_KV_DIR": str(elsewhere)}).stdout
+    assert f"kv           {elsewhere}" in told and "kv_used" not in told  # the folder in use is listed once
+
+
 def test_a_forget_cleans_a_kv_folder_the_store_was_used_with_under_another_setting(tmp_path, monkeypatch):
     """A chat run with ``kv.dir`` (one shell's ``MEMCLI_KV_DIR``) keeps its session outside the store; a
     forget run without that setting still finds the folder (the store notes it, the folder claims the

@@ -23,7 +23,9 @@ def doctor(
     and which agents here (Claude Code, Codex, Gemini CLI, Cursor) have memcli's hooks, MCP server or
     plugin wired in.
 
-    Loads the configured model and generates one token. --repair puts back a
+    Names every folder that holds the store's KV blocks: its KV folder and each
+    one outside the store it was used with (kv.dir). Loads the configured
+    model and generates one token. --repair puts back a
     damaged state.json (a teammate's commit, a hand edit). A store deleted or
     moved by hand leaves its cache folder (its words in the search index, their
     meaning in the vectors): doctor lists such folders, --prune-caches removes
