@@ -224,6 +224,21 @@ def test_a_question_that_asks_which_day_is_answered_only_by_a_line_that_names_a_
     assert decide("What kind of week was it?", library, [week], 0.0, on).text == "Long week"
 
 
+@pytest.mark.parametrize("passage, start, end, text", [
+    ("Jun: New lease, $2,300 a month.", 17, 22, "$2,300"),  # the sign the reader's words split off
+    ("Ana: It is £980 a month now.", 12, 15, "£980"),
+    ("Ana: It is £980 a month now.", 11, 15, "£980"),  # the reader took it
+    ("Kofi: 2,300 people came.", 6, 11, "2,300"),  # no sign
+    ("Kofi: Tickets are $ 20.", 20, 22, "20"),  # not right before it
+    ("Kofi: ask $Bob.", 11, 14, "Bob"),  # not a number
+])
+def test_a_number_s_span_keeps_the_currency_sign_written_before_it(passage, start, end, text):
+    from memcli.qa.model import Span
+    from memcli.retrieve.reading import with_currency
+
+    assert with_currency(passage, Span(0, start, end, passage[start:end], 1.0, 0.0)) == text
+
+
 def test_with_ranked_a_line_the_ranking_put_far_down_counts_less(library):
     library, lines = library
     top = Line("CURRENT", lines["I decided to apply to Open Door."], "Open Door", 2.0, rank=0)

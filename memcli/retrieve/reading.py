@@ -37,6 +37,16 @@ from memcli.retrieve.when import asks_weekday, asks_when, dated, names_a_day
 from memcli.store.lines import Library
 
 _EDGES = " \t\n.,;:!?\"'()[]{}-–—"
+_CURRENCY = "$£€¥₹"
+
+
+def with_currency(passage: str, span) -> str:
+    """A span's text without the punctuation at its edges, and with the currency sign the passage writes right
+    before it when it begins with a number (the reader's words split "$2,300" into "$" and "2,300")."""
+    text = span.text.strip(_EDGES) or span.text.strip()
+    if text[:1].isdigit() and span.text[:1].isdigit() and span.start > 0 and passage[span.start - 1] in _CURRENCY:
+        return passage[span.start - 1] + text
+    return text
 
 _loaded: dict[str, object] = {}
 _lock = threading.Lock()
@@ -174,12 +184,12 @@ def score_lines(question: str, library: Library, read: list[Evidence], reader=No
         for k, span in enumerate(spans):
             if span is None:
                 continue
-            text = span.text.strip(_EDGES) or span.text.strip()
+            text = with_currency(texts[p], span)
             if text.lower() in asked_of:
                 continue
             line = Line(*owners[p][k], text, span.margin,
                         place.get(owners[p][k], len(place)) if order is not None else None)
-            if span.second is not None and (other := span.second.text.strip(_EDGES)) and other.lower() not in asked_of:
+            if span.second is not None and (other := with_currency(texts[p], span.second)) and other.lower() not in asked_of:
                 line = replace(line, second=other, gap=span.score - span.second.score)
             if owners[p][k] not in best_of or line.margin > best_of[owners[p][k]].margin:
                 best_of[owners[p][k]] = line
