@@ -224,19 +224,34 @@ def test_a_question_that_asks_which_day_is_answered_only_by_a_line_that_names_a_
     assert decide("What kind of week was it?", library, [week], 0.0, on).text == "Long week"
 
 
-@pytest.mark.parametrize("passage, start, end, text", [
-    ("Jun: New lease, $2,300 a month.", 17, 22, "$2,300"),  # the sign the reader's words split off
-    ("Ana: It is £980 a month now.", 12, 15, "£980"),
-    ("Ana: It is £980 a month now.", 11, 15, "£980"),  # the reader took it
-    ("Kofi: 2,300 people came.", 6, 11, "2,300"),  # no sign
-    ("Kofi: Tickets are $ 20.", 20, 22, "20"),  # not right before it
-    ("Kofi: ask $Bob.", 11, 14, "Bob"),  # not a number
+@pytest.mark.parametrize("passage, start, end, head, text", [
+    ("Jun: New lease, $2,300 a month.", 17, 22, None, "$2,300"),  # the sign the reader's words split off
+    ("Ana: It is £980 a month now.", 12, 15, None, "£980"),
+    ("Ana: It is £980 a month now.", 11, 15, None, "£980"),  # the reader took it
+    ("Kofi: 2,300 people came.", 6, 11, None, "2,300"),  # no sign
+    ("Kofi: Tickets are $ 20.", 20, 22, None, "20"),  # not right before it
+    ("Kofi: ask $Bob.", 11, 14, None, "Bob"),  # not a number
+    ("Caroline: The spare room is empty.", 14, 19, "room", "spare room"),  # the noun asked for, right after
+    ("Caroline: The spare room is empty.", 14, 24, "room", "spare room"),  # already in it
+    ("Caroline: Two spare rooms here.", 14, 19, "room", "spare rooms"),
+    ("Caroline: It's spare, room or not.", 15, 20, "room", "spare"),  # not right after it
+    ("Caroline: The spare roommate left.", 14, 19, "room", "spare"),  # another word
 ])
-def test_a_number_s_span_keeps_the_currency_sign_written_before_it(passage, start, end, text):
+def test_a_span_keeps_the_currency_sign_before_it_and_the_noun_asked_for_after_it(passage, start, end, head, text):
     from memcli.qa.model import Span
-    from memcli.retrieve.reading import with_currency
+    from memcli.retrieve.reading import span_value
 
-    assert with_currency(passage, Span(0, start, end, passage[start:end], 1.0, 0.0)) == text
+    assert span_value(passage, Span(0, start, end, passage[start:end], 1.0, 0.0), head) == text
+
+
+@pytest.mark.parametrize("question, noun", [
+    ("Which room in Caroline's apartment is empty?", "room"), ("What pet does Caroline have?", "pet"),
+    ("What did Caroline sell?", None), ("Where does Bram live now?", None), ("Who is Wes's partner?", None),
+])
+def test_the_noun_a_question_asks_for_is_the_noun_after_its_which_or_what(question, noun):
+    from memcli.retrieve.reading import asked_noun
+
+    assert asked_noun(question) == noun
 
 
 def test_with_ranked_a_line_the_ranking_put_far_down_counts_less(library):

@@ -24,8 +24,10 @@ entry (:func:`memcli.retrieve.when.dated`), else the entry's day. No chat model 
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from math import log2
 
 from memcli.clauses import asking
@@ -40,13 +42,35 @@ _EDGES = " \t\n.,;:!?\"'()[]{}-–—"
 _CURRENCY = "$£€¥₹"
 
 
-def with_currency(passage: str, span) -> str:
-    """A span's text without the punctuation at its edges, and with the currency sign the passage writes right
-    before it when it begins with a number (the reader's words split "$2,300" into "$" and "2,300")."""
+def span_value(passage: str, span, head: str | None = None) -> str:
+    """A span's text without the punctuation at its edges, with the currency sign the passage writes right
+    before it when it begins with a number (the reader's words split "$2,300" into "$" and "2,300"), and with
+    ``head`` (the noun a "which/what <noun>" question asks for, :func:`asked_noun`) when the passage writes it
+    right after the span ("Which room ...?" of "The spare room is empty": "spare room", not "spare")."""
     text = span.text.strip(_EDGES) or span.text.strip()
     if text[:1].isdigit() and span.text[:1].isdigit() and span.start > 0 and passage[span.start - 1] in _CURRENCY:
-        return passage[span.start - 1] + text
+        text = passage[span.start - 1] + text
+    if (head and span.text == span.text.rstrip() and not re.search(rf"\b{re.escape(head)}s?$", text, re.I)
+            and (found := re.match(rf"[ \t]+({re.escape(head)}s?)\b", passage[span.end:], re.I))):
+        text += " " + found.group(1)
     return text
+
+
+_ASKED = re.compile(r"^\W*(?:which|what)\s+(\w+)", re.I)
+
+
+@lru_cache(maxsize=1024)
+def asked_noun(question: str) -> str | None:
+    """The noun a question asks for by name: the word after its opening "which"/"what" when memcli's tagger
+    reads it as a noun ("Which room ...", "What pet ..."), else None ("What did ...")."""
+    from memcli.tagging.tagger import tagged
+
+    found = _ASKED.match(question)
+    if found is None:
+        return None
+    tags = dict((m.start(), tag) for m, tag in tagged(question))
+    return found.group(1).lower() if tags.get(found.start(1)) == "NOUN" else None
+
 
 _loaded: dict[str, object] = {}
 _lock = threading.Lock()
@@ -179,17 +203,18 @@ def score_lines(question: str, library: Library, read: list[Evidence], reader=No
     place = {key: k for k, key in enumerate(order or ())}
     texts, parts, owners = passages(library, read)
     asked_of = {name.lower() for name in named_people(question, library.speakers())}
+    head = asked_noun(question)
     best_of: dict[tuple[str, int], Line] = {}
     for p, spans in enumerate(reader.by_part(question, texts, parts) if texts else []):
         for k, span in enumerate(spans):
             if span is None:
                 continue
-            text = with_currency(texts[p], span)
+            text = span_value(texts[p], span, head)
             if text.lower() in asked_of:
                 continue
             line = Line(*owners[p][k], text, span.margin,
                         place.get(owners[p][k], len(place)) if order is not None else None)
-            if span.second is not None and (other := with_currency(texts[p], span.second)) and other.lower() not in asked_of:
+            if span.second is not None and (other := span_value(texts[p], span.second, head)) and other.lower() not in asked_of:
                 line = replace(line, second=other, gap=span.score - span.second.score)
             if owners[p][k] not in best_of or line.margin > best_of[owners[p][k]].margin:
                 best_of[owners[p][k]] = line
