@@ -57,7 +57,7 @@ def _months(text: str):
     days = [found.span() for found in STATED.finditer(text)]
     for found in _MONTH_NAMED.finditer(text):
         relation, name, year = found.groups()
-        if name == "May" and not year and not relation and text[:found.start()].split()[-1:] not in (["in"], ["of"]):
+        if name == "May" and not year and not relation and text[:found.start()].lower().split()[-1:] not in (["in"], ["of"]):
             continue
         if not any(a <= found.start(2) < b for a, b in days):
             yield found
@@ -85,13 +85,11 @@ def named_month(text: str, time: str | None) -> str | None:
 
 
 def calendar_kind(text: str) -> str | None:
-    """What a span names of the calendar, by its words: "day" (a date written out, "21 April"), "month" ("June",
-    "June 2023"), "weekday" ("Thursday", "on Thursdays"), else None. Two values of different kinds ("on
-    Thursdays", "June") are not two values of one thing."""
-    if STATED.search(text):
-        return "day"
-    if next(_months(text), None):
-        return "month"
+    """What a span names of the calendar, by its words: a "date" (one written out, "21 April", or a month, "June",
+    "June 2023"), a "weekday" ("Thursday", "on Thursdays"), else None. Two values of different kinds ("on
+    Thursdays", "June") are not two values of one thing; a deadline moved from "June" to "July 7" is."""
+    if STATED.search(text) or next(_months(text), None):
+        return "date"
     if _WEEKDAY_NAMED.search(text):
         return "weekday"
     return None
