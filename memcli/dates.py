@@ -48,7 +48,7 @@ def recurring_day(text: str) -> str | None:
 
 
 _MONTH_NAMED = re.compile(r"\b(?:(last|next|this) )?(" + "|".join(MONTHS) + r")\b(?:,? (\d{4})\b)?")
-_WEEKDAY_NAMED = re.compile(r"\b(?:" + "|".join(WEEKDAYS) + r")s?\b", re.I)
+NAMED_DAY = re.compile(r"\b(?:(?:next|this|last) )?(?:" + "|".join(WEEKDAYS) + r")s?\b", re.I)  # "on Thursday(s)"
 
 
 def _months(text: str):
@@ -90,7 +90,7 @@ def calendar_kind(text: str) -> str | None:
     Thursdays", "June") are not two values of one thing; a deadline moved from "June" to "July 7" is."""
     if STATED.search(text) or next(_months(text), None):
         return "date"
-    if _WEEKDAY_NAMED.search(text):
+    if NAMED_DAY.search(text):
         return "weekday"
     return None
 

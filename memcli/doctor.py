@@ -120,13 +120,13 @@ def _kv_paths(store: Store, overrides: dict | None) -> dict:
     """Where the store keeps its KV blocks (``kv.dir`` with the store's settings, else ``kv/`` inside it) and
     each folder outside it that it was used with and that still claims it (``forget`` cleans those too):
     KV blocks are memory in another form, so a user should know every folder that holds them."""
-    from memcli.kv import used_folders
+    from memcli.kv import kv_dir, used_folders
 
     try:
         cfg = Settings.load(store.root, overrides)
     except MemcliError:  # the configuration check says why
         return {}
-    kv = Path(cfg.kv_dir).expanduser() if cfg.kv_dir else store.root / "kv"
+    kv = kv_dir(store, cfg)
     found = {"kv": {"path": str(kv), "source": cfg.source("kv.dir") if cfg.kv_dir else "store", "exists": kv.is_dir()}}
     for n, folder in enumerate(f for f in used_folders(store) if f.resolve() != kv.resolve()):
         found[f"kv_used_{n + 1}"] = {"path": str(folder), "source": "used before", "exists": True}

@@ -26,11 +26,16 @@ def read_only_root(store) -> Path:
     return store.cache_folder / "kv"
 
 
+def kv_dir(store, cfg) -> Path:
+    """Where the KV directory is: ``kv.dir`` when set, else ``kv/`` inside the store (nothing checked nor made)."""
+    return Path(cfg.kv_dir).expanduser() if cfg.kv_dir else store.root / "kv"
+
+
 def kv_root(store, cfg) -> Path:
-    """The KV directory: ``kv.dir`` when set, else ``kv/`` inside the store. A link where the
+    """The KV directory (:func:`kv_dir`). A link where the
     directory or one of its folders would be is refused, never followed (forget deletes files in
     them); memcli's own folders there are kept private (0700: KV blocks are memory in another form)."""
-    root = Path(cfg.kv_dir).expanduser() if cfg.kv_dir else store.root / "kv"
+    root = kv_dir(store, cfg)
     for path in (root, *(root / name for name in FOLDERS)):
         if path.is_symlink():
             raise StoreError(f"{path} is a symbolic link; memcli does not follow links where it keeps KV blocks",

@@ -287,7 +287,7 @@ def decide(question: str, library: Library, lines: list[Line], threshold: float,
                                f"nor about them (best {other.citation}: {other.span!r})", other.citation, other.span,
                                other.margin, threshold, lines)
     if choice.stating:
-        states = [x for x in pool if not asking(library.doc(x.doc).entries[x.line].text)]
+        states = [x for x in pool if not asking(entry_of(library, x).text)]
         if states and states[0].margin >= threshold:
             pool = states
     if choice.weekday and asks_weekday(question):  # which day: only a line that names one answers
@@ -308,7 +308,7 @@ def decide(question: str, library: Library, lines: list[Line], threshold: float,
         answer, why, best = new.span, (f"the new value of a line that changes {best.span!r} ({why}, "
                                      f"{best.citation}) to it"), new
     if asks_when(question):
-        entry = library.doc(best.doc).entries[best.line]
+        entry = entry_of(library, best)
         answer = dated(best.span, entry.time, asks_weekday(question), entry.text) or best.span
         why = f"the date of {why}"
     return Reading(answer, False, f"{why} ({best.citation})", best.citation, best.span, best.margin, threshold,

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import re
 
-from memcli.dates import WEEKDAYS, event_time, named_month, recurring_day, spoken_date, stated_date
+from memcli.dates import NAMED_DAY, WEEKDAYS, event_time, named_month, recurring_day, spoken_date, stated_date
 
 _WHEN = re.compile(r"^\W*when\b|\bwhat (?:year|date|month|day)\b|\bwhich (?:year|month|day)\b", re.I)
 _WHICH_DAY = re.compile(r"\b(?:which|what) day\b", re.I)
-_NAMED_DAY = re.compile(r"\b(?:(?:next|this|last) )?(?:" + "|".join(WEEKDAYS) + r")s?\b", re.I)
 
 
 def asks_when(question: str) -> bool:
@@ -35,7 +34,7 @@ def dated(clause: str, when: str | None, weekday: bool = False, sentence: str | 
     (:func:`memcli.dates.recurring_day`), not its entry's date."""
     texts = [clause] + ([sentence] if sentence and sentence != clause else [])
     for text in texts if weekday else ():
-        named = _NAMED_DAY.search(text)
+        named = NAMED_DAY.search(text)
         if named and not re.match(r"last\b", named.group(), re.I):
             return named.group()
     date = spoken_date(when)
@@ -57,7 +56,7 @@ def names_a_day(text: str, when: str | None) -> bool:
     or a relative date that is one day or a named weekday read against ``when`` ("yesterday", "last Friday").
     What a question that asks which day needs of the line that answers it: the day that line was said is no
     answer to it."""
-    if _NAMED_DAY.search(text) or stated_date(text):
+    if NAMED_DAY.search(text) or stated_date(text):
         return True
     found = event_time(text, when)
     return found is not None and ((found.when or "").count("-") == 2 or any(d in found.spoken for d in WEEKDAYS))
