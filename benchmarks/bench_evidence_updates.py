@@ -52,7 +52,8 @@ def main() -> int:
     args = parser.parse_args()
     budgets = [int(b) for b in args.budgets.split(",")]
     questions = [json.loads(line) for line in (args.suite / "questions.jsonl").read_text().splitlines() if line]
-    questions = [q for q in questions if q["kind"] != "unmentioned"]
+    questions = [q for q in questions if q["kind"] in ("current", "past", "as_of")]  # not the time in the words
+    # (dated, before: what ask reads from a question's words, which this ranking-only measure does not)
     work = Path(tempfile.mkdtemp(prefix="memcli-evidence-updates-"))
     try:
         memory = Memory(work / "store", create=True, cache_dir=work / "cache",

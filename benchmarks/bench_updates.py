@@ -18,7 +18,10 @@ For each question kind it prints:
   states only an earlier one;
 - ``past``: the same, for the current value asked in the past tense ("Which company did Idris join last?");
 - ``as_of``: ``ask --as-of DAY`` answers with the value true on that day;
-- ``unmentioned``: a slot the chat never mentions is "I don't know".
+- ``unmentioned``: a slot the chat never mentions is "I don't know";
+- ``dated``, ``before``: the value true on a day the question writes ("as of 8 December 2023"), or before the value
+  it names ("Which company did Bram work for before Quarry Bank?"), ``ask`` reading the time from its words
+  (:mod:`memcli.retrieve.asked_time`), the ranking judged on the same bound.
 
 A suite may name, per question, the lines that state each value (``lines``: ``current`` and ``stale``
 texts), which the ranking is then judged by, and the words an answer must hold for each value (``keys``);
@@ -50,9 +53,11 @@ from pathlib import Path
 from memcli import Memory
 from memcli.retrieve import current
 from memcli.retrieve.answer import UNKNOWN
+from memcli.retrieve.asked_time import asked_time
 from memcli.retrieve.evidence_reader import evidence_only, meaning
 from memcli.semantic import upkeep
 from memcli.store.format import parse_entry
+from memcli.store.lines import Library
 
 
 def key(value: str, others: list[str]) -> str:
@@ -117,8 +122,10 @@ def score(memories: dict[str, Memory], questions: list[dict], answers: bool) -> 
             values = [q["answer"], *q["stale"]] if q["answer"] else []
             row = {**q}
             if q["kind"] != "unmentioned":
-                got = evidence_only(memory.store, memory.index, q["question"], budget=memory.settings.ask_budget,
-                                    **dated(q))
+                asked, bound = q["question"], dated(q)
+                if q["kind"] in WRITTEN and (said_then := asked_time(asked, Library(memory.store), memory.index)):
+                    asked, bound = said_then.question, {"as_of": said_then.as_of}  # as ask reads the question
+                got = evidence_only(memory.store, memory.index, asked, budget=memory.settings.ask_budget, **bound)
                 texts = [got.library.doc(d).entries[n].text for d, n in got.order]
                 if "lines" in q:  # the suite names the lines that state each value
                     current = [i for i, t in enumerate(texts) if said(t, q["lines"]["current"])]
@@ -161,7 +168,9 @@ def score(memories: dict[str, Memory], questions: list[dict], answers: bool) -> 
     return {"report": report, "rows": rows, "marked": marked}
 
 
-KINDS = ("current", "past", "as_of", "unmentioned")  # "past": the current value asked in the past tense
+KINDS = ("current", "past", "as_of", "unmentioned", "dated", "before")  # "past": the current value asked in the past
+# tense; "dated", "before": an earlier value with the time in the question's words (WRITTEN)
+WRITTEN = ("dated", "before")
 GRID = {"same": [0.3, 0.4, 0.5], "near": [3, 8], "near_in": ["store", "head"],
         "gates": [(False, False, False), (True, True, True)]}
 PAST_SAME = [math.inf, 0.8, 0.7, 0.6, 0.5]  # the second stage: current.Tuning.past_same, the rest as chosen

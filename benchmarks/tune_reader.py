@@ -74,7 +74,7 @@ class Watch:
     """``reading.read_answer`` that keeps what the reader scored for the last question."""
 
     def __init__(self):
-        self.last = None
+        self.last, self.question = None, ""
         self.original = reading.read_answer
 
     def __enter__(self):
@@ -85,6 +85,7 @@ class Watch:
                 lines = reading.likeness(index, question, lines)
             alone = reading.read_alone(question, library, lines, max(ALONE), reader)  # what any choice may read
             self.last = (library, lines, reader.threshold, restated or {}, alone)
+            self.question = question  # as the reader read it (without the words that say a time: asked_time)
             return reading.decide(question, library, lines, reader.threshold, choice or reading.DEFAULT, restated,
                                   current.kinship(reader), alone)
 
@@ -118,7 +119,8 @@ def capture_updates(suite: Path, root: Path) -> list[dict]:
                     return said.abstained or said.text.strip() == UNKNOWN
                 return not said.abstained and holds(said.text, q["answer"], values, q.get("keys"))
 
-            rows.append({"conv": "updates-" + q["half"], "question": q["question"], "kind": q["kind"],
+            rows.append({"conv": "updates-" + q["half"], "kind": q["kind"],
+                         "question": q["question"] if watch.last is None else watch.question,
                          "library": library, "lines": lines, "threshold": threshold, "restated": restated,
                          "alone": alone, "right": right,
                          "fixed": result if watch.last is None else None})
@@ -138,7 +140,8 @@ def capture_dialogues(paths: list[Path], root: Path) -> list[dict]:
         for path in paths:
             watch.last = None
             for _, example, answer, abstained, _ in asked(path, None, root / "dialogues"):
-                row = {"conv": path.name, "question": example.question, "answers": example.answers,
+                row = {"conv": path.name, "answers": example.answers,
+                       "question": example.question if watch.last is None else watch.question,
                        "fixed": (answer, abstained) if watch.last is None else None}
                 if watch.last is not None:
                     row |= dict(zip(("library", "lines", "threshold", "restated", "alone"), watch.last))
@@ -163,7 +166,7 @@ def capture(paths: list[Path], root: Path) -> list[dict]:
                     if watch.last is None:
                         continue
                     library, lines, threshold, restated, alone = watch.last
-                    rows.append({"conv": path.stem, "question": qa["question"], "category": qa["category"],
+                    rows.append({"conv": path.stem, "question": watch.question, "category": qa["category"],
                                  "gold": qa.get("answer", qa.get("adversarial_answer")), "library": library,
                                  "lines": lines, "threshold": threshold, "restated": restated, "alone": alone})
                     print(f"\r{path.stem}: {len(rows)} questions", end="", file=sys.stderr, flush=True)

@@ -3,7 +3,8 @@
 facts change (stated, updated in other words, corrected, changed twice), with small talk around them,
 and questions for the current value (in the present tense, and again in the past tense as people also ask
 it: "Where did Ana move to most recently?"), for the value on an earlier date ("as of") and for facts never
-mentioned ("I don't know").
+mentioned ("I don't know"), and for an earlier value with the time in the question's words ("dated": "as of 8
+December 2023"; "before": "Which company did Bram work for before Quarry Bank?").
 
     python benchmarks/updates_suite.py OUT_DIR [--people 24] [--seed 7]
 
@@ -106,6 +107,32 @@ SLOTS = [
          ("Pixel 8", "iPhone 13", "Galaxy S22", "Fairphone 5", "Moto G84")),
 ]
 
+# Each slot's value asked with the time in the question's words (after the other kinds: the suite's questions of
+# 2026-12-06 and before are unchanged): on a day ({when}: "as of 8 December 2023" in the tune half, "on December 8,
+# 2023" in the report half) and before a value ({v}: the current one; the answer is the one it replaced).
+WRITTEN = {
+    "city": ("Where did {n} live {when}?", "Where did {n} live before {v}?"),
+    "employer": ("Which company did {n} work for {when}?", "Which company did {n} work for before {v}?"),
+    "diet": ("What diet was {n} on {when}?", "What diet was {n} on before going {v}?"),
+    "car": ("What car did {n} drive {when}?", "What car did {n} drive before the {v}?"),
+    "meeting": ("Which day was {n}'s weekly team meeting {when}?", "Which day was {n}'s team meeting before {v}?"),
+    "rent": ("How much rent did {n} pay {when}?", "How much rent did {n} pay before it was {v}?"),
+    "sport": ("Which sport did {n} play {when}?", "Which sport did {n} play before {v}?"),
+    "database": ("What database did {p} use {when}?", "What database did {p} use before {v}?"),
+    "partner": ("Who was {n}'s partner {when}?", "Who was {n} with before {v}?"),
+    "deadline": ("When was {n}'s thesis due {when}?", "When was {n}'s thesis due before it moved to {v}?"),
+    "pet": ("What pet did {n} have {when}?", "What pet did {n} have before the {v}?"),
+    "phone": ("What phone did {n} use {when}?", "What phone did {n} use before the {v}?"),
+}
+
+
+def written_day(day: datetime, half: str) -> str:
+    """A day as a question writes it, in each half's own words."""
+    if half == "tune":
+        return f"as of {day.day} {day:%B %Y}"
+    return f"on {day:%B} {day.day}, {day.year}"
+
+
 PEOPLE = ["Ana", "Bram", "Chidi", "Dalia", "Emre", "Fiona", "Goran", "Hana", "Idris", "Jun", "Kofi", "Lena",
           "Mateo", "Nadia", "Olek", "Priti", "Quinn", "Rosa", "Sven", "Tara", "Umar", "Vera", "Wes", "Yara"]
 PROJECTS = ["ledgerd", "quillbox", "tidepool", "farecast", "gridline", "hopper", "nimbus", "orchard"]
@@ -195,6 +222,20 @@ def build(people: int, seed: int) -> tuple[list[dict], list[dict]]:
                               "stale": [v for _, v in values[:-1]]})
         questions.append({"conv": conv, "half": unmentioned.half, "slot": unmentioned.name, "kind": "unmentioned",
                           "question": unmentioned.question.format(n=person, p=project), "answer": None, "stale": []})
+        for slot in mentioned:  # the time in the question's words
+            values = history[slot.name]
+            if len(values) < 2:
+                continue
+            then, before = WRITTEN[slot.name]
+            at, value = values[-2]
+            day = dates[at] + (dates[values[-1][0]] - dates[at]) / 2  # as the as_of question's day
+            stale = [v for _, v in values if v != value]
+            questions.append({"conv": conv, "half": slot.half, "slot": slot.name, "kind": "dated",
+                              "question": then.format(n=person, p=project, when=written_day(day, slot.half)),
+                              "answer": value, "stale": stale})
+            questions.append({"conv": conv, "half": slot.half, "slot": slot.name, "kind": "before",
+                              "question": before.format(n=person, p=project, v=values[-1][1]),
+                              "answer": value, "stale": stale})
     return conversations, questions
 
 

@@ -96,14 +96,15 @@ class MemoryTools:
         Returns cited line ranges best first (rank 1 holds the best match): cite (doc:start-end), time, and text
         whose lines read "[date time] Speaker: words" (a line without a date has the one above; "…"
         marks sentences left out of a long entry). Read more around a range, or an entry whole, with
-        read(doc, start_line - 5, end_line + 5)."""
+        read(doc, start_line - 5, end_line + 5). A question that says a time ("as of May 2023", "before she
+        moved") gets only what had been said by then; asked_time says the bound."""
         found = self.memory.ask(question, reader="evidence-only", budget=budget, since=since, until=until,
                                 clock=clock)
         ranked = sorted(found.evidence, key=lambda e: e.rank or len(found.evidence) + 1)
         return {"question": question,
                 "evidence": [{"rank": e.rank, "cite": e.citation, "time": e.time, "text": e.text, "tokens": e.tokens}
                              for e in ranked],
-                "tokens": found.tokens.get("evidence", 0)}
+                "tokens": found.tokens.get("evidence", 0)} | ({"asked_time": found.asked_time} if found.asked_time else {})
 
     def grep(
         self,

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import LOCOMO, needs_locomo, run_memcli
 
+from memcli.semantic import job as vectors_job
+
 BACKGROUND = {"MEMCLI_VECTORS": "background"}
 
 
@@ -52,7 +54,12 @@ def test_a_question_right_after_a_long_ingest_does_not_wait_for_vectors(tmp_path
     again = run_memcli("--store", store, "ask", "What did Caroline research?", "--evidence-only", "--json",
                        env=BACKGROUND)
     assert again.code == 0 and again.json["unembedded"] == 0 and "no vector yet" not in again.stderr
-    job = json.loads((cache_folder(store) / "vectors.json").read_text())
+    # a second job (the first question's, started before the ingest's had taken its lock) may run after embed
+    # returned, finding nothing left to compute: what the jobs say is read once none runs
+    folder, deadline = cache_folder(store), time.monotonic() + 120
+    while vectors_job.running(folder) is not None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    job = json.loads((folder / "vectors.json").read_text())
     assert job["state"] == "done" and job["entries"] == 419
 
 

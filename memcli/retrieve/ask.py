@@ -27,6 +27,7 @@ from memcli.dates import Period, moment
 from memcli.errors import UsageError
 from memcli.llm.base import CallStats, ChatModel
 from memcli.results import Result, hidden, omit_empty
+from memcli.retrieve.asked_time import asked_time
 from memcli.retrieve.evidence import Evidence, best_part, rank
 from memcli.store.lines import Library
 
@@ -47,6 +48,7 @@ class AskResult(Result):
     why: str | None = None  # how the answer was reached (or why none was given)
     unembedded: int = 0  # entries ranked by their words alone: the background job has not reached them
     decided: dict = omit_empty(dict)  # the trained reader's answer: the line, the span and the scores that decided it
+    asked_time: dict = omit_empty(dict)  # the time the question's words ask about, read as --as-of (:mod:`asked_time`)
     check: dict = omit_empty(dict)  # ask --kv-compose: the composition's first-token margin, and whether repaired
     problems: list[str] = hidden(list)  # the model's rejected answers (first few), for -v
     warnings: list[str] = hidden(list)  # e.g. KV blocks refused and rebuilt
@@ -152,6 +154,9 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
     stats = CallStats()
     result = AskResult(question=question, mode=reader, answer=None, evidence=[])
     with store.reading():
+        if (as_of is None and period is None and reader in ("evidence", "evidence-only")
+                and (bound := asked_time(question, Library(store), index)) is not None):  # "in May 2023", "before ..."
+            question, as_of, result.asked_time = bound.question, bound.as_of, bound.to_dict()
         if reader == "agent":
             from memcli.retrieve.agent import Agent
 

@@ -154,7 +154,8 @@ def ranked_entries(library: Library, index: LibraryIndex, question: str, *, part
     if library.as_of is not None:  # only the entries said by then
         similar = {key: value for key, value in similar.items() if key[1] in library.doc(key[0]).entries}
     ordered, similar = rank_candidates(library, scores, similar, tuning)
-    ranked = newer_first(library, index, ordered, similar, moves=moves, question=question)
+    ranked = newer_first(library, index, ordered, similar, moves=moves, question=question,
+                         then=library.as_of is not None)
     if context <= 0:
         return dedupe(ranked)  # no document is read for the entries a budget will never reach
     picks: list[tuple[str, int]] = []

@@ -164,6 +164,8 @@ def _trace_round(record: dict) -> None:
 
 @register(AskResult)
 def _render(result: AskResult, out: Output) -> None:
+    said = result.asked_time  # the question's words bounded what was read
+    bound = f"as of {said['as_of']} (\"{said['from']}\")" if said else ""
     if result.answer is not None:
         out.write(result.answer)
         out.write("")
@@ -178,7 +180,12 @@ def _render(result: AskResult, out: Output) -> None:
             out.write("sources: " + ", ".join(e.citation for e in result.read))
         if result.unread:
             out.write("more evidence: " + ", ".join(e.citation for e in result.unread))
+        if bound:
+            out.write(bound)
         return
+    if bound:
+        out.write(bound)
+        out.write("")
     for item in result.evidence:
         out.write(item.citation)
         out.write(item.text)
