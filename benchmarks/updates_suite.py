@@ -229,13 +229,10 @@ def build(people: int, seed: int) -> tuple[list[dict], list[dict]]:
             then, before = WRITTEN[slot.name]
             at, value = values[-2]
             day = dates[at] + (dates[values[-1][0]] - dates[at]) / 2  # as the as_of question's day
-            stale = [v for _, v in values if v != value]
-            questions.append({"conv": conv, "half": slot.half, "slot": slot.name, "kind": "dated",
-                              "question": then.format(n=person, p=project, when=written_day(day, slot.half)),
-                              "answer": value, "stale": stale})
-            questions.append({"conv": conv, "half": slot.half, "slot": slot.name, "kind": "before",
-                              "question": before.format(n=person, p=project, v=values[-1][1]),
-                              "answer": value, "stale": stale})
+            for kind, asked in (("dated", then.format(n=person, p=project, when=written_day(day, slot.half))),
+                                ("before", before.format(n=person, p=project, v=values[-1][1]))):
+                questions.append({"conv": conv, "half": slot.half, "slot": slot.name, "kind": kind, "question": asked,
+                                  "answer": value, "stale": [v for _, v in values if v != value]})
     return conversations, questions
 
 

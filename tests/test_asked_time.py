@@ -7,6 +7,7 @@ import json
 
 import pytest
 from conftest import steady_reader
+from test_current import chat
 
 from memcli import Memory
 from memcli.retrieve.asked_time import GRACE, dated
@@ -37,16 +38,6 @@ def test_a_day_month_or_year_written_with_its_year_bounds_the_question(question,
         strict = found.phrase.lower().startswith(("as of", "by"))
         assert found.phrase in question and (found.question == question) != strict
         assert not strict or found.question == question.replace(" " + found.phrase, "")
-
-
-def chat(path, turns):
-    """A chat file of one person's turns, (ISO time, text), each with a short reply a minute later."""
-    messages = []
-    for time, text in turns:
-        messages.append({"role": "user", "name": "Noor", "timestamp": f"{time}:00Z", "content": text})
-        messages.append({"role": "assistant", "timestamp": f"{time[:-1]}9:00Z", "content": "Noted."})
-    path.write_text(json.dumps({"messages": messages}))
-    return path
 
 
 @pytest.fixture

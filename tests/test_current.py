@@ -3,6 +3,7 @@ speaks of, and a superseded entry current again when what replaced it is forgott
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import re
@@ -19,11 +20,13 @@ from memcli.store.lines import DocLines
 
 
 def chat(path, turns):
-    """A chat file of one person's turns: (day, text), each with a short reply."""
+    """A chat file of one person's turns: (day, or day and minute, text), each with a short reply a minute later."""
     messages = []
-    for day, text in turns:
-        messages.append({"role": "user", "name": "Noor", "timestamp": f"{day}T10:00:00Z", "content": text})
-        messages.append({"role": "assistant", "timestamp": f"{day}T10:01:00Z", "content": "Thanks for telling me."})
+    for when, text in turns:
+        at = dt.datetime.fromisoformat(when if "T" in when else f"{when}T10:00")
+        messages.append({"role": "user", "name": "Noor", "timestamp": f"{at:%Y-%m-%dT%H:%M}:00Z", "content": text})
+        messages.append({"role": "assistant", "timestamp": f"{at + dt.timedelta(minutes=1):%Y-%m-%dT%H:%M}:00Z",
+                         "content": "Thanks for telling me."})
     path.write_text(json.dumps({"messages": messages}))
     return path
 

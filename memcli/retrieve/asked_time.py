@@ -47,7 +47,7 @@ PLACES = 12  # the ranking's best entries for "before"'s words that are looked a
 class AskedTime:
     as_of: str  # YYYY-MM-DD or YYYY-MM-DDTHH:MM: answered from what had been said by then
     phrase: str  # the words of the question that say it
-    question: str  # the question without them: what the ranking and the reader read
+    question: str  # the question as the ranking and the reader read it (without words that only bound it)
     line: tuple[str, int] | None = None  # "before": the first line that says what it names
 
     def to_dict(self) -> dict:
