@@ -21,7 +21,9 @@ For each question kind it prints:
 - ``unmentioned``: a slot the chat never mentions is "I don't know";
 - ``dated``, ``before``: the value true on a day the question writes ("as of 8 December 2023"), or before the value
   it names ("Which company did Bram work for before Quarry Bank?"), ``ask`` reading the time from its words
-  (:mod:`memcli.retrieve.asked_time`), the ranking judged on the same bound.
+  (:mod:`memcli.retrieve.asked_time`), the ranking judged on the same bound; ``previous``: the same value asked
+  "previous" ("Which company was Bram's previous employer?"), read in two steps by ``ask`` (its ranking is
+  judged on the question as asked).
 
 A suite may name, per question, the lines that state each value (``lines``: ``current`` and ``stale``
 texts), which the ranking is then judged by, and the words an answer must hold for each value (``keys``);
@@ -168,9 +170,9 @@ def score(memories: dict[str, Memory], questions: list[dict], answers: bool) -> 
     return {"report": report, "rows": rows, "marked": marked}
 
 
-KINDS = ("current", "past", "as_of", "unmentioned", "dated", "before")  # "past": the current value asked in the past
-# tense; "dated", "before": an earlier value with the time in the question's words (WRITTEN)
-WRITTEN = ("dated", "before")
+KINDS = ("current", "past", "as_of", "unmentioned", "dated", "before", "previous")  # "past": the current value asked in the past
+# tense; "dated", "before", "previous": an earlier value with the time in the question's words
+WRITTEN = ("dated", "before")  # ("previous": ask reads it in two steps; its ranking is judged as the question asks)
 GRID = {"same": [0.3, 0.4, 0.5], "near": [3, 8], "near_in": ["store", "head"],
         "gates": [(False, False, False), (True, True, True)]}
 PAST_SAME = [math.inf, 0.8, 0.7, 0.6, 0.5]  # the second stage: current.Tuning.past_same, the rest as chosen

@@ -109,20 +109,26 @@ SLOTS = [
 
 # Each slot's value asked with the time in the question's words (after the other kinds: the suite's questions of
 # 2026-12-06 and before are unchanged): on a day ({when}: "as of 8 December 2023" in the tune half, "on December 8,
-# 2023" in the report half) and before a value ({v}: the current one; the answer is the one it replaced).
+# 2023" in the report half), before a value ({v}: the current one; the answer is the one it replaced) and the
+# previous value (the same answer).
 WRITTEN = {
-    "city": ("Where did {n} live {when}?", "Where did {n} live before {v}?"),
-    "employer": ("Which company did {n} work for {when}?", "Which company did {n} work for before {v}?"),
-    "diet": ("What diet was {n} on {when}?", "What diet was {n} on before going {v}?"),
-    "car": ("What car did {n} drive {when}?", "What car did {n} drive before the {v}?"),
-    "meeting": ("Which day was {n}'s weekly team meeting {when}?", "Which day was {n}'s team meeting before {v}?"),
-    "rent": ("How much rent did {n} pay {when}?", "How much rent did {n} pay before it was {v}?"),
-    "sport": ("Which sport did {n} play {when}?", "Which sport did {n} play before {v}?"),
-    "database": ("What database did {p} use {when}?", "What database did {p} use before {v}?"),
-    "partner": ("Who was {n}'s partner {when}?", "Who was {n} with before {v}?"),
-    "deadline": ("When was {n}'s thesis due {when}?", "When was {n}'s thesis due before it moved to {v}?"),
-    "pet": ("What pet did {n} have {when}?", "What pet did {n} have before the {v}?"),
-    "phone": ("What phone did {n} use {when}?", "What phone did {n} use before the {v}?"),
+    "city": ("Where did {n} live {when}?", "Where did {n} live before {v}?", "Where did {n} live previously?"),
+    "employer": ("Which company did {n} work for {when}?", "Which company did {n} work for before {v}?",
+                 "Which company was {n}'s previous employer?"),
+    "diet": ("What diet was {n} on {when}?", "What diet was {n} on before going {v}?", "What was {n}'s previous diet?"),
+    "car": ("What car did {n} drive {when}?", "What car did {n} drive before the {v}?", "What car did {n} drive previously?"),
+    "meeting": ("Which day was {n}'s weekly team meeting {when}?", "Which day was {n}'s team meeting before {v}?",
+                "Which day was {n}'s team meeting previously?"),
+    "rent": ("How much rent did {n} pay {when}?", "How much rent did {n} pay before it was {v}?",
+             "What was {n}'s previous rent?"),
+    "sport": ("Which sport did {n} play {when}?", "Which sport did {n} play before {v}?", "Which sport did {n} play previously?"),
+    "database": ("What database did {p} use {when}?", "What database did {p} use before {v}?",
+                 "What was {p}'s previous database?"),
+    "partner": ("Who was {n}'s partner {when}?", "Who was {n} with before {v}?", "Who was {n}'s previous partner?"),
+    "deadline": ("When was {n}'s thesis due {when}?", "When was {n}'s thesis due before it moved to {v}?",
+                 "When was {n}'s thesis previously due?"),
+    "pet": ("What pet did {n} have {when}?", "What pet did {n} have before the {v}?", "What was {n}'s previous pet?"),
+    "phone": ("What phone did {n} use {when}?", "What phone did {n} use before the {v}?", "What phone did {n} use previously?"),
 }
 
 
@@ -226,11 +232,12 @@ def build(people: int, seed: int) -> tuple[list[dict], list[dict]]:
             values = history[slot.name]
             if len(values) < 2:
                 continue
-            then, before = WRITTEN[slot.name]
+            then, before, earlier = WRITTEN[slot.name]
             at, value = values[-2]
             day = dates[at] + (dates[values[-1][0]] - dates[at]) / 2  # as the as_of question's day
             for kind, asked in (("dated", then.format(n=person, p=project, when=written_day(day, slot.half))),
-                                ("before", before.format(n=person, p=project, v=values[-1][1]))):
+                                ("before", before.format(n=person, p=project, v=values[-1][1])),
+                                ("previous", earlier.format(n=person, p=project))):
                 questions.append({"conv": conv, "half": slot.half, "slot": slot.name, "kind": kind, "question": asked,
                                   "answer": value, "stale": [v for _, v in values if v != value]})
     return conversations, questions

@@ -10,7 +10,7 @@ from conftest import steady_reader
 from test_current import chat
 
 from memcli import Memory
-from memcli.retrieve.asked_time import GRACE, dated
+from memcli.retrieve.asked_time import GRACE, dated, previous
 
 
 @pytest.mark.parametrize("question, day", [
@@ -80,3 +80,28 @@ def test_an_explicit_as_of_wins_over_the_question_s_words(store_dir, jobs):
         memory.ingest(jobs, consolidate=False)
         found = memory.ask("Which company did Noor work for in May 2024?", as_of="2024-02-01", reader="evidence-only")
         assert not found.asked_time and all("Quarry" not in e.text for e in found.evidence)
+
+
+@pytest.mark.parametrize("question, plain, word", [
+    ("What was Bram's previous car?", "What was Bram's car?", "previous"),
+    ("Where did Bram live previously?", "Where did Bram live?", "previously"),
+    ("Which company did Noor work for before that?", "Which company did Noor work for?", "before that"),
+    ("Who was Noor's former partner?", "Who was Noor's partner?", "former"),
+    ("Which company did Noor work for before Quarry Bank?", None, None),  # "before X": before() bounds it
+    ("What activity did Caroline used to do with her dad?", None, None),  # a habit, not a value replaced
+])
+def test_a_question_for_the_previous_value_is_asked_without_the_word_first(question, plain, word):
+    assert previous(question) == ((plain, word) if plain else None)
+
+
+def test_the_previous_value_is_read_before_the_line_that_answers_now(store_dir, jobs):
+    """Two readings: "Which company did Noor work for?" is answered now (the Helix Labs line), then the question
+    is read as of the minute before that line."""
+    with Memory(store_dir, create=True, on_warning=list.append) as memory:
+        memory.ingest(jobs, consolidate=False)
+        with steady_reader():
+            said = memory.ask("Which company did Noor work for previously?")
+        assert said.asked_time["as_of"] == "2024-05-20T10:59" and said.asked_time["from"] == "previously"
+        assert said.answer == "Quarry Bank" and all("Helix" not in e.text for e in said.evidence)
+        only = memory.ask("Which company did Noor work for previously?", reader="evidence-only")
+        assert not only.asked_time  # no reader says which line answers now: the question as asked

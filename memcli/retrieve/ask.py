@@ -27,7 +27,7 @@ from memcli.dates import Period, moment
 from memcli.errors import UsageError
 from memcli.llm.base import CallStats, ChatModel
 from memcli.results import Result, hidden, omit_empty
-from memcli.retrieve.asked_time import asked_time
+from memcli.retrieve.asked_time import asked_time, before_line, previous
 from memcli.retrieve.evidence import Evidence, best_part, rank
 from memcli.store.lines import Library
 
@@ -120,7 +120,7 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
         max_rounds: int = 7, on_step: Callable[[dict], None] | None = None,
         keep_evidence: bool = True, compact: bool | None = None, answer: str = "generate",
         where: dict[str, str] | None = None, recent: bool = False, as_of: str | None = None,
-        period: Period | None = None) -> AskResult:
+        period: Period | None = None, now: bool = False) -> AskResult:
     """Retrieve evidence for ``question`` with ``reader`` and answer from it (no answer for
     ``evidence-only``, which needs no model). ``on_step`` sees each round or retrieval step as it
     happens; ``keep_evidence``: the answer's evidence may be kept as a KV block (a local model);
@@ -132,7 +132,8 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
     :func:`memcli.retrieve.evidence_reader.evidence_only`); ``as_of`` (``YYYY-MM-DD``): answered from
     what had been said by the end of that day (:mod:`memcli.retrieve.current`; the evidence readers);
     ``period``: only entries of that stretch of time, on its clock (:class:`memcli.dates.Period`; the
-    evidence readers)."""
+    evidence readers); ``now``: the question asks what is true now, whatever its tense (the evidence readers;
+    :mod:`memcli.retrieve.asked_time`'s "previous" asks its question without the word so first)."""
     question = question.strip()
     if not question:
         raise UsageError("the question is empty")
@@ -153,6 +154,16 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
     start = time.perf_counter()
     stats = CallStats()
     result = AskResult(question=question, mode=reader, answer=None, evidence=[])
+    if (as_of is None and period is None and reader == "evidence" and answer == "extract"
+            and (plain := previous(question)) is not None):  # "Bram's previous car": before the line of the car now
+        today = ask(store, index, model, plain[0], reader=reader, budget=budget, answer_context=answer_context,
+                    keep_evidence=False, compact=compact, answer=answer, where=where, recent=recent, now=True)
+        if not today.abstained and (cited := (today.decided or {}).get("line")):
+            doc, line = cited.rsplit(":", 1)
+            with store.reading():
+                entry = Library(store).doc(doc).entries.get(int(line))
+            if (bound := before_line(plain[1], plain[0], (doc, int(line)), entry and entry.time)) is not None:
+                question, as_of, result.asked_time = bound.question, bound.as_of, bound.to_dict()
     with store.reading():
         if (as_of is None and period is None and reader in ("evidence", "evidence-only")
                 and (bound := asked_time(question, Library(store), index)) is not None):  # "in May 2023", "before ..."
@@ -174,7 +185,7 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
                 from memcli.retrieve.evidence_reader import ANSWERING, DEFAULT, evidence_only
 
                 found = evidence_only(store, index, question, budget=budget, compact=compact, where=where,
-                                      recent=recent, as_of=as_of, period=period,
+                                      recent=recent, as_of=as_of, period=period, now=now,
                                       tuning=ANSWERING if answering else DEFAULT)
             result.tool_calls = found.trace
             for step in found.trace if on_step else ():

@@ -10,6 +10,9 @@ by then: :mod:`memcli.retrieve.current`):
   had been said within :data:`GRACE` days after it (what happened on a day is often told a few days later,
   "I just got accepted"), read with the date in the question. A date without a year, or a relative one
   ("last May"), sets no bound: which year it means is the question's, not memory's;
+- "previous", "previously", "former", "formerly", "before that" (:func:`previous`): the value before the one true
+  now, so what had been said before the line the question without the word is answered from (two readings:
+  ``retrieve.ask`` answers that question first; only with memcli's reader, which says its line);
 - "before" and what came after (:func:`before`): what had been said before the first line that says it (the
   entries the ranking finds best for those words that hold the most of them, weighed by their rarity, and
   the rarest of them; the earliest said of those). The ranking and the reader read the question without
@@ -40,6 +43,7 @@ GRACE = 7  # days after a day, month or year asked "on"/"in"/"during" whose line
 STRICT = re.compile(r"(?:as of|as at|by)\b", re.I)  # "as of 8 December 2023": by the end of that day, no grace
 DURATION = re.compile(r"\s*how (?:long|soon|much time|many (?:minutes|hours|days|weeks|months|years))\b", re.I)
 # "How long before Caroline can be matched?" asks a duration: its "before" bounds nothing
+PREVIOUS = re.compile(r"\s*\b(?:previous(?:ly)?|former(?:ly)?|before that)\b", re.I)  # "Bram's previous car"
 PLACES = 12  # the ranking's best entries for "before"'s words that are looked at for the first line saying it
 
 
@@ -120,10 +124,25 @@ def before(question: str, library, index) -> AskedTime | None:
     held = {pick: sum(weight[t] for t in wanted & term_set(e.text)) for pick, e in entries.items()}
     most = max(held.values())
     pick = min((p for p in entries if held[p] == most), key=lambda p: (entries[p].time, entries[p].seq or 0))
-    return AskedTime(_minute_before(entries[pick].time), found.group().strip(" ,"), _without(question, found), pick)
+    return AskedTime(minute_before(entries[pick].time), found.group().strip(" ,"), _without(question, found), pick)
 
 
-def _minute_before(time: str) -> str:
+def previous(question: str) -> tuple[str, str] | None:
+    """For a question that asks the value before the current one ("What was Bram's previous car?", "Where did
+    Bram live previously?"): the question without that word ("What was Bram's car?") and the word; else None."""
+    clause = BEFORE.search(question)
+    found = None if clause and term_set(clause.group("what")) else PREVIOUS.search(question)
+    if found is None:
+        return None
+    return _without(question, found), found.group().strip()
+
+
+def before_line(phrase: str, question: str, line: tuple[str, int], time: str | None) -> AskedTime | None:
+    """The bound just before ``line`` (said at ``time``), which answers ``question`` now: :func:`previous`'s."""
+    return AskedTime(minute_before(time), phrase, question, line) if time else None
+
+
+def minute_before(time: str) -> str:
     """The moment just before an entry's ``time`` as ``as_of`` reads one: the minute before, or the day before."""
     try:
         moment = dt.datetime.fromisoformat(time[:16] if "T" in time else time[:10])
