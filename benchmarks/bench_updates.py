@@ -59,7 +59,6 @@ from memcli.retrieve.asked_time import asked_time
 from memcli.retrieve.evidence_reader import evidence_only, meaning
 from memcli.semantic import upkeep
 from memcli.store.format import parse_entry
-from memcli.store.lines import Library
 
 
 def key(value: str, others: list[str]) -> str:
@@ -125,7 +124,7 @@ def score(memories: dict[str, Memory], questions: list[dict], answers: bool) -> 
             row = {**q}
             if q["kind"] != "unmentioned":
                 asked, bound = q["question"], dated(q)
-                if q["kind"] in WRITTEN and (said_then := asked_time(asked, Library(memory.store), memory.index)):
+                if q["kind"] in WRITTEN and (said_then := asked_time(asked, memory.store, memory.index)):
                     asked, bound = said_then.question, {"as_of": said_then.as_of}  # as ask reads the question
                 got = evidence_only(memory.store, memory.index, asked, budget=memory.settings.ask_budget, **bound)
                 texts = [got.library.doc(d).entries[n].text for d, n in got.order]

@@ -31,9 +31,10 @@ RELATIVE = re.compile(
     re.I)
 
 
-_MONTH = r"(?:" + "|".join(m[:3] + (r"(?:" + m[3:] + r")?" if len(m) > 3 else "") for m in MONTHS) + r")\.?"
-STATED = re.compile(r"\b(?:\d{4}-\d\d-\d\d|\d{1,2}(?:st|nd|rd|th)? (?:of )?" + _MONTH + r"(?:,? \d{4})?|"
-                    + _MONTH + r" \d{1,2}(?:st|nd|rd|th)?\b(?:,? \d{4})?)", re.I)
+# a month's name or its first three letters ("Sep.")
+MONTH = r"(?:" + "|".join(m[:3] + (r"(?:" + m[3:] + r")?" if len(m) > 3 else "") for m in MONTHS) + r")\.?"
+STATED = re.compile(r"\b(?:\d{4}-\d\d-\d\d|\d{1,2}(?:st|nd|rd|th)? (?:of )?" + MONTH + r"(?:,? \d{4})?|"
+                    + MONTH + r" \d{1,2}(?:st|nd|rd|th)?\b(?:,? \d{4})?)", re.I)
 
 
 RECURRING = re.compile(r"\b(?:(?:every|each) (?:" + "|".join(WEEKDAYS) + r")(?: (?:morning|afternoon|evening|night))?|"

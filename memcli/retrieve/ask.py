@@ -161,12 +161,12 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
         if not today.abstained and (cited := (today.decided or {}).get("line")):
             doc, line = cited.rsplit(":", 1)
             with store.reading():
-                entry = Library(store).doc(doc).entries.get(int(line))
+                entry = Library(store, index.parsed).doc(doc).entries.get(int(line))
             if (bound := before_line(plain[1], plain[0], (doc, int(line)), entry and entry.time)) is not None:
                 question, as_of, result.asked_time = bound.question, bound.as_of, bound.to_dict()
     with store.reading():
         if (as_of is None and period is None and reader in ("evidence", "evidence-only")
-                and (bound := asked_time(question, Library(store), index)) is not None):  # "in May 2023", "before ..."
+                and (bound := asked_time(question, store, index)) is not None):  # "in May 2023", "before ..."
             question, as_of, result.asked_time = bound.question, bound.as_of, bound.to_dict()
         if reader == "agent":
             from memcli.retrieve.agent import Agent

@@ -26,15 +26,15 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
-from memcli.dates import MONTHS
+from memcli.dates import MONTH, MONTHS
 from memcli.store.format import Entry
+from memcli.store.lines import Library
 from memcli.terms import term_set
 
-_MONTH = "(?:" + "|".join(m[:3] + (f"(?:{m[3:]})?" if len(m) > 3 else "") for m in MONTHS) + r")\.?"
 _DAY = r"(?:the )?(?P<day>\d{1,2})(?:st|nd|rd|th)?"
-_DATE = (rf"(?P<iso>\d{{4}}-\d\d-\d\d)|{_DAY} (?:of )?(?P<month>{_MONTH}),? (?P<year>\d{{4}})"
-         rf"|(?P<month2>{_MONTH}) (?P<day2>\d{{1,2}})(?:st|nd|rd|th)?,? (?P<year2>\d{{4}})"
-         rf"|(?:the end of )?(?P<month3>{_MONTH}),? (?P<year3>\d{{4}})|(?P<year4>\d{{4}})")
+_DATE = (rf"(?P<iso>\d{{4}}-\d\d-\d\d)|{_DAY} (?:of )?(?P<month>{MONTH}),? (?P<year>\d{{4}})"
+         rf"|(?P<month2>{MONTH}) (?P<day2>\d{{1,2}})(?:st|nd|rd|th)?,? (?P<year2>\d{{4}})"
+         rf"|(?:the end of )?(?P<month3>{MONTH}),? (?P<year3>\d{{4}})|(?P<year4>\d{{4}})")
 DATED = re.compile(rf",?\s*\b(?:as of|as at|by|on|in|during)\s+(?:{_DATE})\b", re.I)
 BEFORE = re.compile(r",?\s*\bbefore\s+(?P<what>[^?!.]+?)\s*(?=[?!.]*\s*$)", re.I)
 GRACE = 7  # days after a day, month or year asked "on"/"in"/"during" whose lines still count: the longest delay
@@ -102,7 +102,7 @@ def dated(question: str) -> AskedTime | None:
     return None
 
 
-def before(question: str, library, index) -> AskedTime | None:
+def before(question: str, store, index) -> AskedTime | None:
     """The bound "before ..." sets: the minute before the first line that says what follows the word, as
     the module's text says it is found; None when the question has no such clause (or asks how long: a
     duration, :data:`DURATION`), its words name nothing memory holds, or that line has no time."""
@@ -111,6 +111,7 @@ def before(question: str, library, index) -> AskedTime | None:
         return None
     from memcli.retrieve.evidence_reader import ranked_entries
 
+    library = Library(store, index.parsed)
     idf = index.idf()
     weight = {t: idf(t) for t in wanted}
     rarest = max(weight, key=lambda t: (weight[t], t))
@@ -124,7 +125,7 @@ def before(question: str, library, index) -> AskedTime | None:
     held = {pick: sum(weight[t] for t in wanted & term_set(e.text)) for pick, e in entries.items()}
     most = max(held.values())
     pick = min((p for p in entries if held[p] == most), key=lambda p: (entries[p].time, entries[p].seq or 0))
-    return AskedTime(minute_before(entries[pick].time), found.group().strip(" ,"), _without(question, found), pick)
+    return AskedTime(_minute_before(entries[pick].time), found.group().strip(" ,"), _without(question, found), pick)
 
 
 def previous(question: str) -> tuple[str, str] | None:
@@ -139,10 +140,10 @@ def previous(question: str) -> tuple[str, str] | None:
 
 def before_line(phrase: str, question: str, line: tuple[str, int], time: str | None) -> AskedTime | None:
     """The bound just before ``line`` (said at ``time``), which answers ``question`` now: :func:`previous`'s."""
-    return AskedTime(minute_before(time), phrase, question, line) if time else None
+    return AskedTime(_minute_before(time), phrase, question, line) if time else None
 
 
-def minute_before(time: str) -> str:
+def _minute_before(time: str) -> str:
     """The moment just before an entry's ``time`` as ``as_of`` reads one: the minute before, or the day before."""
     try:
         moment = dt.datetime.fromisoformat(time[:16] if "T" in time else time[:10])
@@ -153,6 +154,6 @@ def minute_before(time: str) -> str:
     return (moment - dt.timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M")
 
 
-def asked_time(question: str, library, index) -> AskedTime | None:
+def asked_time(question: str, store, index) -> AskedTime | None:
     """The time ``question`` asks about (:func:`dated`, else :func:`before`), or None."""
-    return dated(question) or before(question, library, index)
+    return dated(question) or before(question, store, index)

@@ -98,18 +98,18 @@ def asks_now(question: str) -> bool:
 
 def newer_first(library: Library, index: LibraryIndex, ranked: list[Pick], similar: Mapping[Pick, float],
                 tuning: Tuning | None = None, moves: list[tuple[Pick, Pick]] | None = None,
-                question: str = "", then: bool = False) -> list[Pick]:
+                question: str = "", now: bool = False) -> list[Pick]:
     """``ranked`` with each of its best ``tuning.window`` entries that is among the ``tuning.near``
     entries nearest the question in meaning (``similar``; of those best entries, or of the whole store:
     ``tuning.near_in``) moved just before the best-ranked older entry
     it restates (:func:`restates`); the rest of the ranking as it was. ``moves`` gets each (older, newer)
     pair that moved. A question in the past tense ("Where did Ana move to most recently?") asks about events
     as often as about what is true now, so with ``tuning.present`` its entries move only when they are at
-    least ``tuning.past_same`` similar; ``then``: it asks what was true on a day (``as_of``), as one about now
-    asks what is true today, whatever its tense ("Where did Bram live in May 2023?")."""
+    least ``tuning.past_same`` similar; ``now``: it asks what is true now, or was on a day (``as_of``), whatever
+    its tense ("Where did Bram live in May 2023?")."""
     tuning = tuning or DEFAULT
     head = ranked[:tuning.window]
-    if tuning.present and not then and not asks_now(question):  # a question in the past tense: only closer restatements
+    if tuning.present and not now and not asks_now(question):  # a question in the past tense: only closer restatements
         if math.isinf(tuning.past_same):
             return ranked
         tuning = replace(tuning, same=tuning.past_same)

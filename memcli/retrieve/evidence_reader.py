@@ -143,7 +143,7 @@ def ranked_entries(library: Library, index: LibraryIndex, question: str, *, part
                    moves: list | None = None, now: bool = False) -> list[tuple[str, int]]:
     """(doc, line) of entries, best first, for ``question``; ``moves`` gets each (older, newer) pair of entries
     the newer-first stage ordered (:func:`memcli.retrieve.current.newer_first`); ``now``: the question asks what
-    is true now whatever its tense, as one asked as of a day does (its ``then``)."""
+    is true now whatever its tense, as one asked as of a day does."""
     if region_weight is not None:
         tuning = replace(tuning, region_weight=region_weight)
     named = named_documents(index, question)
@@ -156,7 +156,7 @@ def ranked_entries(library: Library, index: LibraryIndex, question: str, *, part
         similar = {key: value for key, value in similar.items() if key[1] in library.doc(key[0]).entries}
     ordered, similar = rank_candidates(library, scores, similar, tuning)
     ranked = newer_first(library, index, ordered, similar, moves=moves, question=question,
-                         then=now or library.as_of is not None)
+                         now=now or library.as_of is not None)
     if context <= 0:
         return dedupe(ranked)  # no document is read for the entries a budget will never reach
     picks: list[tuple[str, int]] = []
