@@ -14,9 +14,10 @@ by then: :mod:`memcli.retrieve.current`):
   now, so what had been said before the line the question without the word is answered from (two readings:
   ``retrieve.ask`` answers that question first; only with memcli's reader, which says its line);
 - "before" and what came after (:func:`before`): what had been said before the first line that says it (the
-  entries the ranking finds best for those words that hold the most of them, weighed by their rarity, and
-  the rarest of them; the earliest said of those). The ranking and the reader read the question without
-  those words ("before the Subaru Outback" names no fact of the answer). Nothing found sets no bound.
+  entries the ranking finds best for those words that hold one of the rarest of them, several when they are as
+  rare, and the most of them weighed by their rarity; the earliest said of those). The ranking and the reader
+  read the question without those words ("before the Subaru Outback" names no fact of the answer). Nothing
+  found sets no bound.
 """
 
 from __future__ import annotations
@@ -114,11 +115,11 @@ def before(question: str, store, index) -> AskedTime | None:
     library = Library(store, index.parsed)
     idf = index.idf()
     weight = {t: idf(t) for t in wanted}
-    rarest = max(weight, key=lambda t: (weight[t], t))
+    rarest = max(weight.values())  # a line must hold one of its rarest words (several when they are as rare)
     entries: dict[tuple[str, int], Entry] = {}
     for pick in ranked_entries(library, index, found.group("what"))[:PLACES]:
         entry = library.doc(pick[0]).entries.get(pick[1])
-        if entry is not None and entry.time and rarest in term_set(entry.text):
+        if entry is not None and entry.time and any(weight[t] == rarest for t in wanted & term_set(entry.text)):
             entries[pick] = entry
     if not entries:
         return None
