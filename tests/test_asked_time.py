@@ -75,19 +75,24 @@ def test_before_a_value_reads_what_was_said_before_the_first_line_that_names_it(
     assert all("Helix" not in e["text"] for e in said["evidence"])
 
 
-def test_before_a_value_whose_words_are_as_rare_as_another_line_s_reads_the_line_holding_most_of_them(store_dir, tmp_path):
+def test_before_reads_the_line_holding_most_of_the_rarest_words_memory_holds(store_dir, tmp_path):
     """"before it moved to June 12": "move", "june" and "12" are each said once; the line holding two of them
-    bounds, not a later one holding the third ("moving")."""
-    thesis = chat(tmp_path / "thesis.json", [
+    bounds, not a later one holding the third ("moving"). "before going paleo": "going" is never said, and
+    "paleo" places the line."""
+    lines = chat(tmp_path / "thesis.json", [
+        ("2024-01-05T09:00", "I eat vegan these days."),
         ("2024-01-10T09:00", "My thesis is due on March 3."),
         ("2024-02-01T09:00", "The thesis deadline got pushed to June 12."),
+        ("2024-02-20T09:00", "Lately it's paleo meals only for me."),
         ("2024-03-01T09:00", "Finished moving the project over to MariaDB."),
     ])
     with Memory(store_dir, create=True, on_warning=list.append) as memory:
-        memory.ingest(thesis, consolidate=False)
+        memory.ingest(lines, consolidate=False)
         found = memory.ask("When was Noor's thesis due before it moved to June 12?", reader="evidence-only")
         assert found.asked_time["as_of"] == "2024-02-01T08:59"
         assert all("June 12" not in e.text for e in found.evidence)
+        diet = memory.ask("What diet was Noor on before going paleo?", reader="evidence-only")
+        assert diet.asked_time["as_of"] == "2024-02-20T08:59"
 
 
 def test_an_explicit_as_of_wins_over_the_question_s_words(store_dir, jobs):

@@ -14,8 +14,8 @@ by then: :mod:`memcli.retrieve.current`):
   now, so what had been said before the line the question without the word is answered from (two readings:
   ``retrieve.ask`` answers that question first; only with memcli's reader, which says its line);
 - "before" and what came after (:func:`before`): what had been said before the first line that says it (the
-  entries the ranking finds best for those words that hold one of the rarest of them, several when they are as
-  rare, and the most of them weighed by their rarity; the earliest said of those). The ranking and the reader
+  entries the ranking finds best for those words that hold the rarest of them these entries hold, or one of
+  several as rare, and the most of them weighed by their rarity; the earliest said of those). The ranking and the reader
   read the question without those words ("before the Subaru Outback" names no fact of the answer). Nothing
   found sets no bound.
 """
@@ -115,17 +115,18 @@ def before(question: str, store, index) -> AskedTime | None:
     library = Library(store, index.parsed)
     idf = index.idf()
     weight = {t: idf(t) for t in wanted}
-    rarest = max(weight.values())  # a line must hold one of its rarest words (several when they are as rare)
     entries: dict[tuple[str, int], Entry] = {}
     for pick in ranked_entries(library, index, found.group("what"))[:PLACES]:
         entry = library.doc(pick[0]).entries.get(pick[1])
-        if entry is not None and entry.time and any(weight[t] == rarest for t in wanted & term_set(entry.text)):
+        if entry is not None and entry.time and wanted & term_set(entry.text):
             entries[pick] = entry
     if not entries:
         return None
-    held = {pick: sum(weight[t] for t in wanted & term_set(e.text)) for pick, e in entries.items()}
+    words = {pick: wanted & term_set(e.text) for pick, e in entries.items()}
+    rarest = max(weight[t] for own in words.values() for t in own)  # of its words said ("going" may never be)
+    held = {pick: sum(weight[t] for t in own) for pick, own in words.items() if any(weight[t] == rarest for t in own)}
     most = max(held.values())
-    pick = min((p for p in entries if held[p] == most), key=lambda p: (entries[p].time, entries[p].seq or 0))
+    pick = min((p for p in held if held[p] == most), key=lambda p: (entries[p].time, entries[p].seq or 0))
     return AskedTime(_minute_before(entries[pick].time), found.group().strip(" ,"), _without(question, found), pick)
 
 
