@@ -69,6 +69,22 @@ def test_a_question_naming_a_person_is_answered_from_their_conversations(crowded
     assert any(ref.startswith("x") for ref in everyone)  # without it the others' words compete
 
 
+def test_a_first_question_on_an_index_not_built_yet_knows_the_people_it_names(tmp_path):
+    """The index is refreshed before the speakers a question names are looked up: the first question on a store
+    whose index is not built yet (a clone, a cleared cache) is answered from that person's conversation alone."""
+    Memory.init(store=tmp_path / "store")
+    with Memory(store=tmp_path / "store", cache_dir=tmp_path / "cache", on_warning=list.append) as memory:
+        for number, names in enumerate([("Tomas", "Lena"), *OTHERS[:2]]):
+            source = tmp_path / f"conv-{number}.json"
+            source.write_text(json.dumps(copy_of(conversation(), names, number) if number else conversation()))
+            assert memory.ingest(source, consolidate=False).added
+        memory.consolidate(llm=False)
+    with Memory(store=tmp_path / "store", cache_dir=tmp_path / "new-cache", on_warning=list.append) as fresh:
+        asked = fresh.ask("What did Tomas name the dogs?", reader="evidence-only", budget=400)
+    refs = [ref for e in asked.evidence for ref in e.refs]
+    assert refs and not any(ref.startswith("x") for ref in refs)
+
+
 def test_named_documents_are_the_persons_conversations_and_the_owners_own(crowded):
     crowded.remember("Note to self: buy dog food on Friday.")
     crowded.index.refresh()

@@ -146,9 +146,10 @@ def ranked_entries(library: Library, index: LibraryIndex, question: str, *, part
     is true now whatever its tense, as one asked as of a day does."""
     if region_weight is not None:
         tuning = replace(tuning, region_weight=region_weight)
+    index.refresh()  # before the people it names are looked up: a process's first question sees what was ingested
     named = named_documents(index, question)
     scores = lexical_scores(library, index, question, partitions=partitions, prefer=prefer,
-                            region_weight=tuning.region_weight, among=named)
+                            region_weight=tuning.region_weight, among=named, refresh=False)
     similar = index.similarities(meaning(index, question), tuning.question_map) if tuning.semantic_weight > 0 else {}
     if named is not None and similar:
         similar = within(similar, named)
@@ -264,12 +265,12 @@ def diverse(ranked: list[tuple[str, int]], scores: Mapping[tuple[str, int], floa
 
 def lexical_scores(library: Library, index: LibraryIndex, question: str, *, partitions: int = 40,
                    prefer: tuple[str, ...] = (), region_weight: float = REGION_WEIGHT,
-                   among: set[str] | None = None) -> dict[tuple[str, int], float]:
+                   among: set[str] | None = None, refresh: bool = True) -> dict[tuple[str, int], float]:
     """Steps 1-4 of the module's docstring: each candidate entry's score from the question's words;
     ``among``: the documents searched (:func:`named_documents`; None: all), their statistics (idf,
-    lengths) taken as if they were the whole library."""
+    lengths) taken as if they were the whole library; ``refresh=False``: the index as the caller refreshed it."""
     wanted = set(terms(question))
-    hits = index.search(question, partitions, snippets=False, among=among)
+    hits = index.search(question, partitions, snippets=False, among=among, refresh=refresh)
     idf = index.idf(refresh=False, among=among)
     candidates: dict[tuple[str, int], tuple[float, set[str]]] = {}  # entry -> (region bonus, its terms)
 
