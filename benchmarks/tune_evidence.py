@@ -39,7 +39,7 @@ from memcli.eval.locomo import CATEGORIES, WORDED, gold_texts, load_conversation
 from memcli.eval.metrics import answer_shown, evidence_recall, gold_dialog_ids
 from memcli.memory import Memory
 from memcli.retrieve.evidence import WHOLE, assemble
-from memcli.retrieve.evidence_reader import DEFAULT, Tuning, dedupe, focus, lexical_scores, rank_candidates
+from memcli.retrieve.evidence_reader import DEFAULT, Tuning, dedupe, focus, rank_candidates, signals
 from memcli.store.lines import Library
 from memcli.tokens import count_tokens
 
@@ -66,6 +66,7 @@ GRID = {  # each axis: alternatives, every combination is tried
                          {"compact": True, "closest_sentence": True, "whole_share": 0.75}],
     "set selection": [{"diversity": 0.0}, {"diversity": 0.35, "diversity_pool": 100},
                       {"diversity": 0.75, "diversity_pool": 100}, {"diversity": 1.0, "diversity_pool": 100}],
+    "own lines": [{"others": 1.0}, {"others": 0.8}, {"others": 0.6}, {"others": 0.4}, {"others": 0.2}],
     "vector feedback": [{"feedback_entries": 0}, {"feedback_entries": 5, "feedback_weight": 0.5},
                         {"feedback_entries": 5, "feedback_weight": 1.0}, {"feedback_entries": 10, "feedback_weight": 0.5}],
 }
@@ -103,10 +104,10 @@ def prepared(conv, memory_kind: str, work: Path, memories: list[Memory]) -> list
     out = []
     for _, qa in select(conv.questions, {1, 2, 3, 4}, None):
         library = Library(memory.store)
+        lexical, similar, named = signals(library, index, qa["question"], DEFAULT)  # as ranked_entries ranks
         out.append({"category": qa["category"], "question": qa["question"], "index": index, "answer": qa.get("answer"),
                     "gold": gold_dialog_ids(qa.get("evidence", [])), "library": library,
-                    "lexical": lexical_scores(library, index, qa["question"]),
-                    "similar": index.similarities(qa["question"], DEFAULT.question_map)})
+                    "lexical": lexical, "similar": similar, "named": named})
     memories.append(memory)
     return out
 
@@ -128,7 +129,7 @@ def recall(questions: list[dict], tuning: Tuning, budget: int, category: int | N
             continue
         if MEASURE[0] == "shown" and (q["category"] not in WORDED or not q["gold"]):
             continue
-        picks = dedupe(rank_candidates(q["library"], q["lexical"], q["similar"], tuning)[0])
+        picks = dedupe(rank_candidates(q["library"], q["lexical"], q["similar"], tuning, q["named"])[0])
         shown = focus(q["index"], q["question"], tuning, budget) if tuning.compact else WHOLE
         evidence = assemble(q["library"], picks, budget, count, shown)
         if MEASURE[0] == "shown":

@@ -308,3 +308,28 @@ def test_evidence_for_an_outer_model_and_for_memcli_reader_are_ranked_each_by_it
     memory.ask("Where is the spare key?", reader="evidence-only")
     memory.ask("Where is the spare key?", reader="evidence", answer="extract")
     assert seen == [policy.DEFAULT, policy.ANSWERING]
+
+
+def test_a_question_about_one_of_two_people_ranks_the_other_s_lines_lower(tmp_path):
+    """Of a chat between two, the lines of the one a question does not name count ``others`` of their score;
+    notes, and every line of a chat of more than two (where what is said of Ross is often said by the others),
+    as they were; nothing changes for a question naming no one or both."""
+    from memcli.memory import Memory
+
+    with Memory(tmp_path / "store", create=True, on_warning=list.append) as memory:
+        for speaker, text in [("Ana", "I went hiking by the lake."), ("Ben", "I went hiking in the hills."),
+                              (None, "Buy boots before the trip.")]:
+            memory.remember(text, speaker=speaker, time="2024-03-01T10:00")
+        library = Library(memory.store)
+        said = {library.doc("CURRENT").entries[n].meta.get("speaker"): ("CURRENT", n)
+                for n in library.doc("CURRENT").lines}
+        scores = dict.fromkeys(said.values(), 2.0)
+        lowered = policy.own_first(library, scores, {"Ana"}, 0.4)
+        assert lowered == {said["Ana"]: 2.0, said["Ben"]: 0.8, said[None]: 2.0}
+        assert policy.own_first(library, scores, {"Ana", "Ben"}, 0.4) == scores
+        assert policy.own_first(library, scores, set(), 0.4) == scores
+        assert policy.DEFAULT.others < 1.0 and policy.ANSWERING.others == 1.0  # the reader's person rule reads both
+        memory.remember("Take the lake path.", speaker="Cleo", time="2024-03-01T10:05")
+        group = Library(memory.store)
+        everyone = dict.fromkeys((("CURRENT", n) for n in group.doc("CURRENT").lines), 2.0)
+        assert policy.own_first(group, everyone, {"Ana"}, 0.4) == everyone  # three speakers: no one's lines lowered

@@ -119,7 +119,7 @@ def test_a_missing_model_package_leaves_the_words_alone(mira, monkeypatch, cli):
     assert fresh.similarities(QUESTION) == {} and "not installed" in fresh.semantic_missing
     with_words = policy.ranked_entries(Library(store), fresh, QUESTION)
     assert with_words == policy.ranked_entries(Library(store), fresh, QUESTION,
-                                               tuning=policy.Tuning(semantic_weight=0.0))
+                                               tuning=replace(policy.DEFAULT, semantic_weight=0.0))
     fresh.close()
     asked = cli("ask", QUESTION, "--evidence-only", "--json")
     assert asked.code == 0 and asked.json["evidence"]

@@ -30,6 +30,8 @@
    candidates come the ``SEMANTIC_TAIL`` other entries nearest by similarity, for a budget the
    candidates do not fill. Without the model (or with ``search.semantic``
    off) the words rank alone.
+   A question naming one of two people who talk with each other ranks the other's lines at ``others`` of
+   their score (:func:`own_first`): what is asked of Melanie is in Melanie's own lines.
 6. The best ``diversity_pool`` entries are taken again as a set (maximal marginal relevance,
    :func:`diverse`): each next one by its score less its likeness in meaning to the nearest entry
    already taken, so a second fact comes before a restatement of the first.
@@ -63,7 +65,7 @@ from memcli.retrieve.current import newer_first
 from memcli.retrieve.evidence import WHOLE, Evidence, Focus, assemble
 from memcli.retrieve.people import named_people, short_forms
 from memcli.store import Store
-from memcli.store.lines import DocLines, Library
+from memcli.store.lines import DocLines, Library, chat_of
 from memcli.terms import term_set, terms
 
 REGION_WEIGHT = 8.0  # measured on the development conversations against 4 and 16 (README, "ask")
@@ -96,7 +98,9 @@ class Tuning:
     vectors of the ``feedback_entries`` best entries by ``feedback_weight`` and the entries' similarities
     taken again with it (step 5 with relevance feedback; 0: the question's own); ``question_map``: how far
     the question's vector is moved toward the question map's (:mod:`memcli.semantic.query_map`, trained on
-    public question / answer-line pairs; 0: the encoder's own).
+    public question / answer-line pairs; 0: the encoder's own); ``others``: in a chat between two people, the
+    score share of the lines of the one a question does not name when it names the other (:func:`own_first`;
+    1: any speaker's lines alike).
     """
 
     region_weight: float = REGION_WEIGHT
@@ -113,18 +117,22 @@ class Tuning:
     feedback_entries: int = 0
     feedback_weight: float = 0.0
     question_map: float = 0.0
+    others: float = 1.0
 
 
 # The evidence an outer model reads (ask --evidence-only, memory_search): chosen on two kinds of chat by evidence
 # recall and, for what an entry shows of itself, by the share of the answer's words the evidence shows,
-# tune_evidence.py and bench_evidence_updates.py (docs/benchmarks.md, "Evidence ranking").
+# tune_evidence.py and bench_evidence_updates.py (docs/benchmarks.md, "Evidence ranking"). ``others``: conv-26
+# chooses 0.4, conv-30 0.2 (by 0.002 of its mean recall, and 0.2 lowers conv-26 at 500 tokens 3.3 points): 0.4.
 DEFAULT = Tuning(semantic_weight=0.75, semantic_pool=400, compact=True, closest_sentence=True, whole_share=0.25,
-                 diversity=0.35, diversity_pool=100, question_map=0.5)
+                 diversity=0.35, diversity_pool=100, question_map=0.5, others=0.4)
 # The evidence memcli answers from (ask with an answer: its reader, the agent's and the hybrid reader's recall
 # guard, composed KV memory): every entry compact (its reader reads the best entries whole), set selection and
 # the question map chosen by the reader's answers, benchmarks/tune_reader.py (docs/benchmarks.md, "Evidence ranking");
-# a pool of 30 (with the evidence's 400, memcli eval locomo: F1 1-4 0.410 -> 0.404 on conv-26, conv-30 the same).
-ANSWERING = replace(DEFAULT, semantic_pool=30, diversity=1.0, whole_share=0.0, question_map=0.0)
+# a pool of 30 (with the evidence's 400, memcli eval locomo: F1 1-4 0.410 -> 0.404 on conv-26, conv-30 the same);
+# every speaker's lines alike (the person rule reads the other's to say "I don't know": with the evidence's 0.4,
+# category 5 "I don't know" 72.3% -> 55.3% on conv-26, 79.2% -> 58.3% on conv-30).
+ANSWERING = replace(DEFAULT, semantic_pool=30, diversity=1.0, whole_share=0.0, question_map=0.0, others=1.0)
 
 
 @dataclass
@@ -146,16 +154,8 @@ def ranked_entries(library: Library, index: LibraryIndex, question: str, *, part
     is true now whatever its tense, as one asked as of a day does."""
     if region_weight is not None:
         tuning = replace(tuning, region_weight=region_weight)
-    index.refresh()  # before the people it names are looked up: a process's first question sees what was ingested
-    named = named_documents(index, question)
-    scores = lexical_scores(library, index, question, partitions=partitions, prefer=prefer,
-                            region_weight=tuning.region_weight, among=named, refresh=False)
-    similar = index.similarities(meaning(index, question), tuning.question_map) if tuning.semantic_weight > 0 else {}
-    if named is not None and similar:
-        similar = within(similar, named)
-    if library.as_of is not None:  # only the entries said by then
-        similar = {key: value for key, value in similar.items() if key[1] in library.doc(key[0]).entries}
-    ordered, similar = rank_candidates(library, scores, similar, tuning)
+    scores, similar, people = signals(library, index, question, tuning, partitions=partitions, prefer=prefer)
+    ordered, similar = rank_candidates(library, scores, similar, tuning, people)
     ranked = newer_first(library, index, ordered, similar, moves=moves, question=question,
                          now=now or library.as_of is not None)
     if context <= 0:
@@ -167,6 +167,24 @@ def ranked_entries(library: Library, index: LibraryIndex, question: str, *, part
                 picks.append((doc_id, neighbour))
         picks.append((doc_id, line))
     return dedupe(picks)
+
+
+def signals(library: Library, index: LibraryIndex, question: str, tuning: Tuning = DEFAULT, *, partitions: int = 40,
+            prefer: tuple[str, ...] = ()) -> tuple[dict, Mapping, set[str]]:
+    """What a question's entries are ranked by (steps 0-5's inputs): each candidate's score by the question's words
+    (:func:`lexical_scores`), every entry's similarity in meaning (empty without the semantic signal or with
+    ``tuning.semantic_weight`` 0), both among the documents of the person it names (:func:`named_documents`),
+    and the speakers it names (:func:`named_speakers`)."""
+    index.refresh()  # before the people it names are looked up: a process's first question sees what was ingested
+    named = named_documents(index, question)
+    scores = lexical_scores(library, index, question, partitions=partitions, prefer=prefer,
+                            region_weight=tuning.region_weight, among=named, refresh=False)
+    similar = index.similarities(meaning(index, question), tuning.question_map) if tuning.semantic_weight > 0 else {}
+    if named is not None and similar:
+        similar = within(similar, named)
+    if library.as_of is not None:  # only the entries said by then
+        similar = {key: value for key, value in similar.items() if key[1] in library.doc(key[0]).entries}
+    return scores, similar, named_speakers(index, question)
 
 
 def named_documents(index: LibraryIndex, question: str) -> set[str] | None:
@@ -212,15 +230,38 @@ def meaning(index: LibraryIndex, question: str) -> str:
 
 
 def rank_candidates(library: Library, scores: dict[tuple[str, int], float], similar: Mapping[tuple[str, int], float],
-                    tuning: Tuning = DEFAULT) -> tuple[list[tuple[str, int]], Mapping[tuple[str, int], float]]:
+                    tuning: Tuning = DEFAULT, named: set[str] = frozenset(),
+                    ) -> tuple[list[tuple[str, int]], Mapping[tuple[str, int], float]]:
     """Steps 5-6: the lexical ``scores`` fused with the semantic signal (with relevance feedback when the
     tuning asks for it) and ordered (:func:`order`); returns the entries best first and the similarities
-    they were ranked by."""
+    they were ranked by. ``named``: the speakers the question names (:func:`named_speakers`), whose own
+    entries come before another speaker's (:func:`own_first`)."""
     fused = fuse(scores, similar, tuning)
     if tuning.feedback_entries > 0 and hasattr(similar, "toward"):
         similar = similar.toward(top_keys(fused, tuning.feedback_entries), tuning.feedback_weight)
         fused = fuse(scores, similar, tuning)
+    fused = own_first(library, fused, named, tuning.others)
     return order(library, fused, similar, tuning), similar
+
+
+def own_first(library: Library, scores: dict[tuple[str, int], float], named: set[str],
+              others: float) -> dict[tuple[str, int], float]:
+    """``scores`` with each entry the other person said in a conversation between two, one of whom is the one
+    person a question names, counting ``others`` of its score (1: as any): what is asked of Melanie is mostly
+    in Melanie's own lines. Notes, a session's roles and chats of more than two speakers (where what is said
+    of Ross is often said by the others) keep their scores."""
+    if others == 1.0 or len(named) != 1:
+        return scores
+    out = dict(scores)
+    for key, value in scores.items():
+        doc = library.doc(key[0])
+        entry = doc.entries[key[1]]
+        speaker = entry.meta.get("speaker")
+        if speaker and speaker not in named and speaker not in ROLES:
+            chat = doc.speakers(chat_of(entry))
+            if len(chat) == 2 and named <= chat:
+                out[key] = value * others
+    return out
 
 
 def order(library: Library, scores: dict[tuple[str, int], float], similar: dict[tuple[str, int], float],
