@@ -13,11 +13,11 @@ by then: :mod:`memcli.retrieve.current`):
 - "previous", "previously", "former", "formerly", "before that" (:func:`previous`): the value before the one true
   now, so what had been said before the line the question without the word is answered from (two readings:
   ``retrieve.ask`` answers that question first; only with memcli's reader, which says its line);
-- "before" and what came after (:func:`before`): what had been said before the first line that says it (the
-  entries the ranking finds best for those words that hold the rarest of them these entries hold, or one of
-  several as rare, and the most of them weighed by their rarity; the earliest said of those). The ranking and the reader
-  read the question without those words ("before the Subaru Outback" names no fact of the answer). Nothing
-  found sets no bound.
+- "before" and what came after (:func:`before`): what had been said before the first line that says it (of
+  the entries the ranking finds best for those words, those holding the rarest of the words they hold, or one
+  of several as rare, and the most of them weighed by their rarity; the earliest said of those). The ranking
+  and the reader read the question without those words ("before the Subaru Outback" names no fact of the
+  answer). Nothing found sets no bound.
 """
 
 from __future__ import annotations

@@ -234,8 +234,8 @@ def rank_candidates(library: Library, scores: dict[tuple[str, int], float], simi
                     ) -> tuple[list[tuple[str, int]], Mapping[tuple[str, int], float]]:
     """Steps 5-6: the lexical ``scores`` fused with the semantic signal (with relevance feedback when the
     tuning asks for it) and ordered (:func:`order`); returns the entries best first and the similarities
-    they were ranked by. ``named``: the speakers the question names (:func:`named_speakers`), whose own
-    entries come before another speaker's (:func:`own_first`)."""
+    they were ranked by. ``named``: the speakers the question names (:func:`named_speakers`); in a chat of two,
+    the other's entries count ``tuning.others`` of their score (:func:`own_first`)."""
     fused = fuse(scores, similar, tuning)
     if tuning.feedback_entries > 0 and hasattr(similar, "toward"):
         similar = similar.toward(top_keys(fused, tuning.feedback_entries), tuning.feedback_weight)
