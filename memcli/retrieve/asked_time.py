@@ -116,13 +116,13 @@ def before(question: str, store, index) -> AskedTime | None:
     idf = index.idf()
     weight = {t: idf(t) for t in wanted}
     entries: dict[tuple[str, int], Entry] = {}
+    words: dict[tuple[str, int], set[str]] = {}  # the clause's words each of them holds
     for pick in ranked_entries(library, index, found.group("what"))[:PLACES]:
         entry = library.doc(pick[0]).entries.get(pick[1])
-        if entry is not None and entry.time and wanted & term_set(entry.text):
-            entries[pick] = entry
+        if entry is not None and entry.time and (own := wanted & term_set(entry.text)):
+            entries[pick], words[pick] = entry, own
     if not entries:
         return None
-    words = {pick: wanted & term_set(e.text) for pick, e in entries.items()}
     rarest = max(weight[t] for own in words.values() for t in own)  # of its words said ("going" may never be)
     held = {pick: sum(weight[t] for t in own) for pick, own in words.items() if any(weight[t] == rarest for t in own)}
     most = max(held.values())
