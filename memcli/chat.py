@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 
 from memcli.errors import StoreError, UsageError
-from memcli.forget import newest_seqs, tombstone_digest
+from memcli.forget import newest_seqs
+from memcli.forget_caches import tombstone_digest
 from memcli.ingest.formats import fingerprint_turns
 from memcli.ingest.privacy import scrub_many
 from memcli.ingest.turns import Turn

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from memcli import where
+from memcli import parsing, where
 from memcli.errors import ConfigError
 from memcli.regular import NotRegular, read_bounded
 
@@ -194,10 +194,9 @@ def read_toml(path: str | os.PathLike) -> dict[str, object]:
         raise ConfigError(f"{path}: cannot read configuration: {exc.strerror}") from None
     if len(raw) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES:,} bytes: not a configuration file")
-    import tomllib  # only where a file exists: the MCP fast path reads none most of the time
 
     try:
-        return flatten(tomllib.loads(raw.decode("utf-8")))
+        return flatten(parsing.toml_loads(raw.decode("utf-8")))
     except (UnicodeDecodeError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
         raise ConfigError(f"{path}: cannot read configuration: {exc}") from None
 

@@ -14,7 +14,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
-from memcli.errors import UsageError
+from memcli.errors import InputError, UsageError
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
@@ -194,15 +194,19 @@ CLOCKS = ("said", "event")
 
 
 def moment(value: str, option: str) -> str:
-    """An ISO 8601 day or time as memcli stores times (``2023-05-07`` or ``2023-05-07T10:30``, UTC), or a
-    UsageError naming ``option`` (``--since``, ``--as-of``)."""
+    """An ISO 8601 day or time as memcli stores times (``2023-05-07`` or ``2023-05-07T10:30``, UTC), or an
+    InputError (exit 4) naming ``option`` (``--since``, ``--as-of``) and what is wrong with ``value``."""
     text = value.strip()
+    shown = repr(value) if len(value) <= 80 else repr(value[:80]) + "..."
     try:
         parsed = dt.datetime.fromisoformat(text)
     except ValueError:
-        raise UsageError(f"{option} wants a day or time as YYYY-MM-DD[THH:MM], not {value!r}") from None
+        raise InputError(option, f"wants a day or time as YYYY-MM-DD[THH:MM], not {shown}") from None
     if parsed.tzinfo is not None:
-        parsed = parsed.astimezone(dt.UTC).replace(tzinfo=None)
+        try:
+            parsed = parsed.astimezone(dt.UTC).replace(tzinfo=None)
+        except (OverflowError, ValueError):
+            raise InputError(option, f"{shown} is outside the calendar (years 1-9999) once moved to UTC") from None
     return parsed.strftime("%Y-%m-%d" if len(text) <= 10 else "%Y-%m-%dT%H:%M")
 
 

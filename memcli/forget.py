@@ -12,7 +12,7 @@ heading from its remaining ones (an emptied section goes), the title, summary an
 the way deterministic consolidation makes them (a new id moves the file), and every update log note
 naming an id that went is replaced; so a forgotten text leaves no trace in names either.
 
-After the commit the caches follow (:func:`purge_caches`): the search index re-indexes the changed
+After the commit the caches follow (:func:`memcli.forget_caches.purge_caches`): the search index re-indexes the changed
 documents with SQLite's ``secure_delete`` (the old rows are overwritten, not just unlinked), the
 vector cache drops the forgotten texts' vectors, and the KV store drops every block made from a
 changed document, chat's token caches and any chat session that holds a forgotten text or was
@@ -22,29 +22,22 @@ computed over memory blocks that went.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import json
 import re
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from memcli import parsing
 from memcli.consolidate.layout import Layout
 from memcli.dates import Period
 from memcli.errors import StoreError, UsageError
-from memcli.kv import kv_root, read_only_root, used_folders
-from memcli.kv.purge import forget_texts
-from memcli.kv.purge import note_seen as kv_note_seen
-from memcli.kv.purge import seen as kv_seen
-from memcli.paths import ensure_private_dir
+from memcli.forget_caches import PREVIEW, expect_purge, note_path, tombstones, write_note
 from memcli.read_tools import Pattern
 from memcli.results import Result
 from memcli.store import CURRENT_ID, Store
-from memcli.store.atomic import atomic_write
 from memcli.store.folder import now_iso, read_regular, refresh_token_count
 from memcli.store.format import Entry, parse_entry
-from memcli.store.identity import FORGOTTEN, tombstone_seqs
+from memcli.store.identity import FORGOTTEN
 
 _CITATION = re.compile(r"^(?P<doc>[^:\s]+):(?P<start>\d+)(?:-(?P<end>\d+))?$")
 _SEQS = re.compile(r"^(?:seq[:=])?(?P<first>\d+)(?:-(?P<last>\d+))?$")
@@ -138,24 +131,6 @@ class Forgotten(Result):
     warnings: list[str] = field(default_factory=list)
 
 
-PREVIEW = "forget-preview.json"  # the seqs a dry run showed for each citation
-PURGE = "forget-purge.json"  # written before a forget commits, removed once the caches are clean
-SEEN = "forget-seen.json"  # the store's tombstones when this cache folder's caches were last clean of them
-TREE_NOTES = (".forget-preview.json", ".forget-purge.json")  # where earlier versions kept them: never read now
-
-
-def note_path(store: Store, name: str) -> Path:
-    """Where this clone keeps one of forget's notes: in the store's own cache folder (keyed by the store's
-    path, or the one its caller gave, ``Memory(cache_dir=...)``), outside the store's work tree. A note is
-    this clone's word on what its own dry run showed or its own commit left to clean, so nothing that
-    arrives with the store (``git add -f``, a copied folder, an archive) can stand in for it."""
-    return store.cache_folder / name
-
-
-def _write_note(store: Store, name: str, text: str) -> None:
-    atomic_write(ensure_private_dir(note_path(store, name).parent) / name, text)
-
-
 def forget(store: Store, selection: Selection, *, dry_run: bool = False,
            idf: Callable[[str], float] = lambda term: 1.0) -> tuple[Forgotten, list[Entry]]:
     """Take the selected entries out of the documents and CURRENT (one transaction). Returns the result
@@ -211,7 +186,7 @@ def forget(store: Store, selection: Selection, *, dry_run: bool = False,
                 txn.write(store.relpath(renamed.get(doc_id, doc_id)), doc.render())
         entries = [entry for _, hits in found.values() for _, entry in hits]
         if entries:  # tombstones: a clone's copy goes too on merge, and a cache folder that did not see this
-            # forget drops what it held (:func:`catch_up`)
+            # forget drops what it held (:func:`memcli.forget_caches.catch_up`)
             before = tombstones(store)
             _tombstone(store, txn, [e.seq for e in entries if e.seq is not None])
             expect_purge(store, [*changed, *removed], before)
@@ -279,7 +254,7 @@ def _record_preview(store: Store, selection: Selection, found: dict) -> None:
     if not selection.citations:
         return
     try:
-        _write_note(store, PREVIEW, json.dumps(_citation_seqs(selection, found)))
+        write_note(store, PREVIEW, json.dumps(_citation_seqs(selection, found)))
     except OSError:
         pass  # a cache folder that cannot be written: the dry run still answers
 
@@ -288,7 +263,7 @@ def _check_preview(store: Store, selection: Selection, found: dict) -> None:
     if not selection.citations:
         return
     try:
-        shown = json.loads(read_regular(note_path(store, PREVIEW)))
+        shown = parsing.loads(read_regular(note_path(store, PREVIEW)))
     except (OSError, ValueError, StoreError):
         return  # no dry run: the citations are taken as they are now
     if not isinstance(shown, dict):
@@ -305,166 +280,6 @@ def _clear_preview(store: Store) -> None:
         note_path(store, PREVIEW).unlink(missing_ok=True)
     except OSError:
         pass
-
-
-def pending_purge(store: Store) -> bool:
-    """A forget committed but its caches were not cleaned (a crash, a kill): they must be dropped."""
-    return note_path(store, PURGE).exists()
-
-
-def purge_done(store: Store, settings, before: str | None = None) -> None:
-    """The caches are clean of every forgotten entry: the store's tombstones as they are now are noted as seen
-    (:func:`catch_up`), by this cache folder and by each KV folder that was clean of those ``before`` the change
-    (the purge note's when not given), then the purge note goes (a command that opens the caches in between
-    finds the note still there, never tombstones unseen without it)."""
-    seqs = tombstones(store)
-    _note_seen(store, seqs)
-    if before is None:
-        try:
-            note = json.loads(read_regular(note_path(store, PURGE)))
-            before = note.get("before") if isinstance(note, dict) else None
-        except (OSError, ValueError, StoreError):
-            before = None
-    if isinstance(before, str):
-        _kv_advance(store, settings, before, _seen_digest(seqs))
-    try:
-        note_path(store, PURGE).unlink(missing_ok=True)
-    except OSError:
-        pass
-
-
-def expect_purge(store: Store, documents: list[str], before: set[int]) -> None:
-    """Note, before a change that takes entries out commits (a forget, or another clone's arriving through a
-    sync), that the caches must then be cleaned of them: a crash in between leaves them to be dropped.
-    ``before``: the store's tombstones before the change (:func:`purge_done`)."""
-    try:
-        _write_note(store, PURGE, json.dumps({"time": now_iso(), "documents": sorted(set(documents)),
-                                              "before": _seen_digest(before)}))
-    except OSError:
-        pass  # a cache folder that cannot be written: the caches are cleaned right after the commit
-        # all the same; only a crash in between would leave them to the next forget
-
-
-def tombstones(store: Store) -> set[int]:
-    """The seqs forgotten in this store, by any of its clones (``forgotten.txt``)."""
-    try:
-        return tombstone_seqs(store.read_file(store.root / FORGOTTEN).decode("utf-8", "replace"))
-    except FileNotFoundError:
-        return set()
-
-
-def held(store: Store, seqs: set[int]) -> list[tuple[str, Entry]]:
-    """This clone's entries with one of ``seqs``, each with the document that holds it: what another
-    clone's forget takes out here when a sync merges it, read before the merge."""
-    if not seqs:
-        return []
-    found = []
-    for doc_id in store.all_ids():
-        loaded = store.load(doc_id)
-        if loaded.error:
-            continue
-        found += [(doc_id, entry) for _, entry in loaded.doc.entries() if entry.seq in seqs]
-    return found
-
-
-def _seen_digest(seqs: set[int]) -> str:
-    return hashlib.sha256(" ".join(map(str, sorted(seqs))).encode()).hexdigest()
-
-
-NOTHING_SEEN = _seen_digest(set())  # what a KV folder without a note of its own is clean of
-
-
-def _note_seen(store: Store, seqs: set[int]) -> None:
-    if not seqs and not note_path(store, SEEN).exists():
-        return  # a store no clone forgot anything of: no note
-    try:
-        _write_note(store, SEEN, json.dumps({"tombstones": len(seqs), "sha256": _seen_digest(seqs)}))
-    except OSError:
-        pass  # the next command compares again and drops again: nothing is kept that should go
-
-
-def tombstone_digest(store: Store) -> str:
-    """The digest of the store's tombstones now, as the seen notes keep it (:func:`purge_done` ``before``)."""
-    return _seen_digest(tombstones(store))
-
-
-def catch_up(store: Store, settings, drop_files: Callable[[], list[str]]) -> str | None:
-    """When the store's tombstones differ from those a cache was last clean of, an entry went from the files
-    without its cache rows going with it (a forget merged by a plain ``git pull``, or made through another cache
-    folder, ``Memory(cache_dir=...)``), and its text is no longer known. Each cache keeps its own note: this
-    cache folder's (the index's and the vectors' files, dropped with ``drop_files``) and each KV folder's
-    (:func:`memcli.kv.purge.seen`: blocks of changed documents and every chat session go,
-    :func:`memcli.kv.purge.forget_texts` with no texts), so a KV folder a forget through another cache folder
-    already cleaned keeps its chat sessions. What was dropped notes the tombstones read before it (a forget
-    since makes the next command look again). What to tell the user, or None."""
-    try:
-        seqs = tombstones(store)
-    except StoreError as exc:  # forgotten.txt is no regular file (a link, a FIFO): nothing to compare with
-        return f"the caches were not checked for entries forgotten elsewhere: {exc.message}"
-    if not seqs:
-        return None  # nothing was ever forgotten here
-    digest = _seen_digest(seqs)
-    try:
-        seen = json.loads(read_regular(note_path(store, SEEN)))
-    except (OSError, ValueError, StoreError):
-        seen = None
-    cleared = 0
-    caught_up = isinstance(seen, dict) and seen.get("sha256") == digest
-    if not caught_up:
-        cleared = len(drop_files())
-        _note_seen(store, seqs)  # once: what could be dropped was
-    kv, refused = _kv_catch_up(store, settings, digest, everything=False, adopt=caught_up)
-    if refused:
-        return f"entries forgotten elsewhere may still be in KV blocks here: {refused}"
-    cleared += kv
-    return (f"entries were forgotten since this clone's caches were last cleaned (through another cache folder, "
-            f"or merged by a plain git pull); the caches were dropped ({cleared} files and blocks) and are rebuilt "
-            "when needed") if cleared else None
-
-
-def _kv_catch_up(store: Store, settings, digest: str | None, *, everything: bool,
-                 adopt: bool = False) -> tuple[int, str | None]:
-    """In each KV folder of the store (:func:`kv_folders`) whose note is not ``digest`` (every one with
-    ``everything``), the blocks of changed documents and every chat session go; then the folder notes
-    ``digest`` (when known). A missing folder is made with the note (what is made in it later starts clean of these
-    tombstones), except by a read-only reader. ``adopt``: this cache folder's own note is ``digest``, so a KV
-    folder without a note of its own (kept by a memcli from before the note, whose forgets and catch-ups
-    cleaned the KV folders with the cache folder) takes it without a drop. (Blocks and sessions dropped,
-    why a folder was not cleaned.)"""
-    dropped = 0
-    try:
-        for each in kv_folders(store, settings):
-            root = kv_root(store, each)
-            noted = kv_seen(root, store) if root.is_dir() else None
-            if not root.is_dir():
-                if store.read_only or digest is None:
-                    continue
-            elif adopt and noted is None and not everything:
-                pass  # the cache folder's word for it: noted below, nothing dropped
-            elif everything or (noted or NOTHING_SEEN) != digest:
-                counts = forget_texts(store, each, None)
-                dropped += counts.get("kv_blocks", 0) + counts.get("chat_sessions", 0)
-            else:
-                continue
-            if digest is not None:
-                kv_note_seen(root, store, digest)
-    except (OSError, StoreError) as exc:  # a link where a KV folder would be: never followed, so never cleaned
-        return dropped, str(exc)
-    return dropped, None
-
-
-def _kv_advance(store: Store, settings, before: str, after: str) -> None:
-    """After a forget or a merge cleaned the KV folders of what it took out (by text): a folder that was clean
-    of the tombstones ``before`` it is clean of those ``after``; any other is left to :func:`catch_up`."""
-    if before == after:
-        return
-    try:
-        for each in kv_folders(store, settings):
-            root = kv_root(store, each)
-            if root.is_dir() and (kv_seen(root, store) or NOTHING_SEEN) == before:
-                kv_note_seen(root, store, after)
-    except (OSError, StoreError):
-        pass  # the note stays behind: the next command drops that folder's sessions, nothing kept that should go
 
 
 def _tombstone(store: Store, txn, seqs: list[int]) -> None:
@@ -574,94 +389,6 @@ def seq_ranges(seqs: list[int]) -> list[str]:
     return [f"{a}-{b}" if a != b else str(a) for a, b in out]
 
 
-def kv_folders(store: Store, settings) -> list:
-    """The settings of each KV folder memcli keeps for this store: the one configured; when there is one, a
-    read-only MCP server's (:func:`memcli.kv.read_only_root`), which no other command writes or cleans; and
-    those outside the store it was used with under another setting (:func:`memcli.kv.used_folders`: one
-    shell's ``MEMCLI_KV_DIR``)."""
-    out = [settings]
-    seen = {kv_root(store, settings).resolve()}
-    private = read_only_root(store)
-    if private.is_dir() and not private.is_symlink() and private.resolve() not in seen:
-        out.append(settings.with_overrides({"kv.dir": str(private)}, "a read-only MCP server's KV folder"))
-        seen.add(private.resolve())
-    for folder in used_folders(store):
-        if folder.resolve() not in seen:
-            out.append(settings.with_overrides({"kv.dir": str(folder)}, "a KV folder this store was used with"))
-            seen.add(folder.resolve())
-    return out
-
-
-def _forget_kv(store: Store, settings, texts: list[str] | None) -> dict:
-    """:func:`memcli.kv.purge.forget_texts` in every KV folder of the store (:func:`kv_folders`), counts summed."""
-    out: dict = {}
-    for each in kv_folders(store, settings):
-        for key, value in forget_texts(store, each, texts).items():
-            out[key] = out.get(key, 0) + value
-    return out
-
-
-def purge_caches(store: Store, settings, index, entries: list[Entry], docs: list[str]) -> dict:
-    """After a forget of ``entries`` from ``docs``: each cache drops what it held of them (the index
-    re-indexes, the vectors and every KV block or chat cache that could hold their tokens go).
-    Returns what each dropped."""
-    out: dict = {}
-    with store.reading():
-        out["index_documents"] = index.refresh()
-    vectors = index.vectors()
-    if vectors is not None:
-        out["vectors"] = vectors.forget(entries, docs)
-    elif index.path != ":memory:":  # the signal off here: what a run with it on kept (a job may be running)
-        from memcli.semantic.encoder import MODEL_NAME, Encoder
-        from memcli.semantic.vectors import forget_kept
-
-        out["vectors"] = forget_kept(store, index.folder, entries, docs, MODEL_NAME, Encoder.dimensions)
-    try:
-        out.update(_forget_kv(store, settings, [e.text for e in entries]))
-    except StoreError as exc:  # a link where the KV folder would be: never followed, so never cleaned
-        out["kv_refused"] = exc.message
-    return out
-
-
-def clean_caches(store: Store, settings, index, result, entries: list[Entry], documents: list[str],
-                 drop_files: Callable[[], list[str]]) -> None:
-    """After a commit that took ``entries`` out of ``documents`` (a forget, or a sync that merged another
-    clone's): :func:`purge_caches` into ``result.caches`` (a cache that cannot be cleaned is dropped whole
-    with ``drop_files``, with a warning in ``result.warnings``), then the purge note goes."""
-    try:
-        result.caches = purge_caches(store, settings, index, entries, documents)
-    except (OSError, sqlite3.Error) as exc:  # the caches are disposable: dropped whole instead
-        result.caches = {"dropped": drop_files()}
-        result.warnings.append(f"the caches could not be cleaned ({exc}); they were removed and are rebuilt when "
-                               "needed")
-    if "kv_refused" in result.caches:
-        result.warnings.append(f"KV blocks were not cleaned: {result.caches['kv_refused']}")
-    purge_done(store, settings)
-
-
-def finish_interrupted(store: Store, settings, drop_files: Callable[[], list[str]], *,
-                       read_only: bool) -> str | None:
-    """A forget whose cache cleaning was cut short (a kill): every cache that could hold the forgotten
-    text is dropped (``drop_files``: the index's and the vectors' files; rebuilt when needed), then
-    the note goes (a read-only reader drops the caches, which are not the store, and leaves the note
-    for a writer). What to tell the user, or None when there was nothing to finish."""
-    if not pending_purge(store):
-        return None
-    try:
-        digest = tombstone_digest(store)
-    except StoreError:  # forgotten.txt no regular file: everything is dropped all the same, nothing noted
-        digest = None
-    dropped = len(drop_files())
-    kv, refused = _kv_catch_up(store, settings, digest, everything=True)
-    dropped += kv
-    if refused:
-        return f"a forget's KV blocks could not all be dropped: {refused}"
-    if not read_only:
-        purge_done(store, settings)
-    return (f"a forget was interrupted before its caches were cleaned; they were dropped ({dropped} files and "
-            "blocks) and are rebuilt when needed")
-
-
 def newest_seqs(store: Store, *, conv: str, texts: list[str]) -> list[int]:
     """The seqs of CURRENT's newest entries of ``conv`` with each of ``texts`` (as stored: scrubbed), for
     a chat exchange saved before its messages noted their seqs."""
@@ -677,3 +404,25 @@ def newest_seqs(store: Store, *, conv: str, texts: list[str]) -> list[int]:
         if not wanted:
             break
     return seqs
+
+
+def forget_from(memory, selection: Selection, *, dry_run: bool = False) -> Forgotten:
+    """:meth:`memcli.memory.Memory.forget`'s work: the entries taken out (``dry_run``: listed), a shared store's
+    change recorded, then every cache cleaned of them (:func:`memcli.forget_caches.clean_caches`)."""
+    from memcli.forget_caches import clean_caches
+
+    index = None
+    if dry_run:
+        result, entries = forget(memory.store, selection, dry_run=True)
+    else:
+        index = memory.index  # settled before the commit; its own tombstones are not news to it after
+        with memory.store.reading():
+            idf = index.idf()  # names made again from what is left use the library's word weights
+        result, entries = forget(memory.writable(), selection, idf=idf)
+        if entries:
+            memory.record("forget", f"memcli forget: {len(entries)} entries from "
+                          f"{len(result.documents_changed) + len(result.documents_removed)} documents")
+    if entries:
+        clean_caches(memory.store, memory.settings, index, result, entries,
+                     result.documents_changed + result.documents_removed, memory.drop_caches)
+    return result

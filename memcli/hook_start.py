@@ -14,7 +14,7 @@ import os
 import stat
 import sys
 
-from memcli import where
+from memcli import parsing, where
 from memcli.errors import MemcliError
 
 # The agents whose lifecycle hooks memcli answers: the format of the transcript their events name,
@@ -128,7 +128,7 @@ def quick(argv: list[str], raw: str) -> int | None:
         return None
     host = HOSTS[args[1]]
     try:
-        event = json.loads(raw)
+        event = parsing.loads(raw)
     except (ValueError, RecursionError):
         return None
     name = event.get("hook_event_name") if isinstance(event, dict) else None

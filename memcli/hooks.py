@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from memcli import hook_start
+from memcli import hook_start, parsing
 from memcli.errors import InputError
 from memcli.hook_start import HOSTS, LOG  # noqa: F401  (the hook's own names, said once)
 from memcli.paths import Resolved
@@ -35,7 +35,7 @@ DIGEST_BUDGET = 600  # tokens of evidence a session start gets
 def read_hook_event(raw: str, agent: str = "claude-code") -> dict:
     """The hook's JSON object, checked."""
     try:
-        event = json.loads(raw)
+        event = parsing.loads(raw)
     except ValueError as exc:
         raise InputError("<hook stdin>", f"not JSON: {exc}") from None
     except RecursionError:

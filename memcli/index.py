@@ -591,17 +591,3 @@ def _mean_idf(n_parts: int, dfs) -> float:
     """rank-bm25's average IDF over terms of these partition frequencies (rows of one value)."""
     idfs = [log(n_parts - df + 0.5) - log(df + 0.5) for (df,) in dfs]
     return sum(idfs) / len(idfs) if idfs else 0.0
-
-
-def drop_cache_files(folder: Path) -> list[str]:
-    """Remove a store's search index and vector cache files from its cache ``folder`` (a forget whose
-    cleaning was cut short, or failed): they are rebuilt on the next question. The paths removed."""
-    from memcli.semantic.vectors import drop_snapshots
-
-    gone = []
-    for name in ("index.sqlite", "vectors.sqlite"):
-        for path in (folder / name, folder / f"{name}-journal"):
-            if path.exists():
-                path.unlink()
-                gone.append(str(path))
-    return gone + drop_snapshots(folder, wipe=True)  # the matrix of every vector, as a file

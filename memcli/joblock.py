@@ -4,12 +4,13 @@ others can see it running, and what it says it is doing, without waiting."""
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from memcli import parsing
 
 
 def held(lock: Path) -> bool:
@@ -44,7 +45,7 @@ def read_status(path: Path) -> dict | None:
     """A job's status file (a JSON object), or None when it is missing or unreadable."""
     try:
         with open(path, "rb") as fh:
-            data = json.loads(fh.read(65536).decode("utf-8"))
+            data = parsing.loads(fh.read(65536).decode("utf-8"))
         return data if isinstance(data, dict) else None
     except (OSError, ValueError):
         return None

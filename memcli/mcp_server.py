@@ -62,7 +62,8 @@ def _on_worker(fn: Callable, worker: ThreadPoolExecutor) -> Callable:
 
 def _as_tool(fn: Callable, worker: ThreadPoolExecutor) -> Callable:
     """A tool on the worker thread; a MemcliError (bad pattern, unknown document, bad input, busy
-    store) becomes a tool error carrying the CLI's message and hint."""
+    store) becomes a tool error carrying the CLI's message and hint, and any other failure the CLI's
+    "internal error: ..." line (never a bare "Error executing tool")."""
     from mcp.server.mcpserver.exceptions import ToolError
 
     run = _on_worker(fn, worker)
@@ -74,6 +75,10 @@ def _as_tool(fn: Callable, worker: ThreadPoolExecutor) -> Callable:
         except MemcliError as exc:
             hint = getattr(exc, "hint", None)
             raise ToolError(f"{exc.message}" + (f" (hint: {hint})" if hint else "")) from None
+        except (ToolError, asyncio.CancelledError):
+            raise
+        except Exception as exc:  # what the CLI would print as an internal error, said to the host as the same
+            raise ToolError(f"internal error: {type(exc).__name__}: {exc}") from None
 
     return call
 

@@ -30,7 +30,7 @@ import json
 import os
 import re
 
-from memcli import where
+from memcli import parsing, where
 from memcli.regular import read_bounded
 
 CACHE_FILE = "mcp-initialize.json"
@@ -111,7 +111,7 @@ def _key(argv: list[str], request: dict, line: bytes) -> str | None:
 def read_json(path: str) -> object:
     """A JSON file's value, or None: a regular file of at most a few MB, opened without blocking."""
     try:
-        return json.loads(read_bounded(path, 8 << 20).decode("utf-8"))
+        return parsing.loads(read_bounded(path, 8 << 20).decode("utf-8"))
     except (OSError, ValueError, RecursionError):
         return None
 
@@ -229,7 +229,7 @@ def first_request(line: bytes) -> dict | None:
         return None
     try:
         text = line.decode("utf-8")
-        request = json.loads(text, parse_float=_refuse, parse_constant=_refuse, object_pairs_hook=_no_twice)
+        request = parsing.loads(text, parse_float=_refuse, parse_constant=_refuse, object_pairs_hook=_no_twice)
         json.dumps(request, ensure_ascii=False).encode("utf-8")  # a lone surrogate cannot be encoded
     except (ValueError, RecursionError, UnicodeError):
         return None
@@ -318,7 +318,7 @@ class _Wire:
     def write(self, text: str) -> int:
         if self.waiting:
             try:
-                message = json.loads(text)
+                message = parsing.loads(text)
             except (ValueError, RecursionError):
                 message = None
             if isinstance(message, dict) and "id" in message and message.get("id") == self.handoff.request.get("id") \

@@ -18,30 +18,28 @@ reader, ``chat``, consolidation or extraction with the model), through
 
 from __future__ import annotations
 
-import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 from memcli import forget as forgetting
+from memcli import forget_caches, llm
 from memcli import ingest as pipeline
-from memcli import llm
 from memcli.config import Settings, approve_store_settings, switch
 from memcli.consolidate import job
 from memcli.dates import Period
 from memcli.errors import ConfigError, UsageError
-from memcli.index import LibraryIndex, drop_cache_files
+from memcli.index import LibraryIndex
 from memcli.ingest.entries import IngestResult, ingest_turns
 from memcli.kv import blocks_to_write, engine_for, keep_prompt_prefixes, keeps_blocks, read_only_root
 from memcli.llm import profile as profiles
 from memcli.paths import PROJECT_STORE_DIRNAME, Resolved, resolve_store
 from memcli.read_tools import grep, list_docs, read_lines, search
 from memcli.reports import InitResult, StatusResult, TrustResult, status_report
-from memcli.retrieve.ask import ask, check_options
 from memcli.semantic import upkeep
 from memcli.share import git as shared_git
-from memcli.share.sync import sync
+from memcli.share.sync import sync_memory
 from memcli.store import CURRENT_ID, Store
 from memcli.store.identity import FORGOTTEN
 from memcli.where import refuse_link
@@ -107,7 +105,7 @@ class Memory:
         return InitResult(str(root), not existed)
 
     def make_read_only(self, origin: str = "read_only") -> None:
-        """From now on nothing is written to the store (every change is refused, :meth:`_writable`), and KV
+        """From now on nothing is written to the store (every change is refused, :meth:`writable`), and KV
         state (chat sessions, blocks) is kept in the store's cache folder (:func:`memcli.kv.read_only_root`)
         unless ``kv.dir`` names a folder; ``origin`` says why, in the settings' sources."""
         self.read_only = self.store.read_only = True
@@ -125,7 +123,7 @@ class Memory:
 
     # ------------------------------------------------------------ resources
 
-    def _writable(self) -> Store:
+    def writable(self) -> Store:
         """The store, created now if it was missing and ``create`` was given; refused (before anything is
         written) when it was opened ``read_only``."""
         self.store.refuse_if_read_only()  # sync and undo take git's lock, not a store transaction
@@ -173,9 +171,9 @@ class Memory:
         """Before a cache is read (the index, the vectors, chat's KV sessions): a forget whose cleaning was cut
         short is finished, and what was forgotten while these caches were not looking (a plain git pull,
         another cache folder) is dropped from them (:func:`memcli.forget.catch_up`); a warning says so."""
-        said = forgetting.finish_interrupted(self.store, self.settings, self._drop_caches, read_only=self.read_only)
+        said = forget_caches.finish_interrupted(self.store, self.settings, self.drop_caches, read_only=self.read_only)
         if said is None:  # entries forgotten while these caches were not looking (a plain git pull)
-            said = forgetting.catch_up(self.store, self.settings, self._drop_caches)
+            said = forget_caches.catch_up(self.store, self.settings, self.drop_caches)
         if said is not None:
             self._warn(said)
 
@@ -251,21 +249,15 @@ class Memory:
         cfg = self.settings
         parsed, name = pipeline.parse(source, cfg, format=format, sample=sample, conv=conv, time=time, name=name,
                                       keep_harness=keep_harness, project=project, warn=self._warn)
-        self._writable()
+        self.writable()
         facts = None
         if extract if extract is not None else cfg.ingest_extract:
-            from memcli.ingest.facts import extract_facts
+            from memcli.ingest.facts import extractor
 
-            if self.profile.name == "small":
-                self._warn(f"fact extraction needs a larger model than this one ({self.profile.reason}); "
-                           "expect few or poor facts: pass --model with a GGUF of at least 3B parameters, "
-                           "or --base-url for a server")
-
-            def facts(turns, stats, shown):
-                return extract_facts(turns, model=self.model(), stats=stats, progress=shown)
+            facts = extractor(self.model, self.profile, self._warn)
         result = pipeline.write(self.store, parsed, name, cfg, facts=facts, progress=progress, warn=self._warn)
         if result.added:
-            self._record("ingest", f"memcli ingest: {result.added} entries from {Path(result.source).name}")
+            self.record("ingest", f"memcli ingest: {result.added} entries from {Path(result.source).name}")
         from memcli.consolidate.run import due
 
         reason = due(self.store, cfg) if consolidate and cfg.consolidate_auto else None
@@ -282,7 +274,7 @@ class Memory:
         deterministic path), else in a detached background process (``consolidate.background``).
         Returns the consolidation's result, or ``{background: True, reason, pid, log}`` (or
         ``already_running``) for a background one."""
-        self._writable()
+        self.writable()
         chosen = switch(self.settings.consolidate_background, "consolidate.background")
         if not (self.consolidates_with_model() if chosen is None else chosen):  # auto: with a model, minutes
             return self.consolidate(progress=progress, reason=reason).to_dict()
@@ -311,9 +303,9 @@ class Memory:
     def remember_turns(self, turns: list, *, source: str, fmt: str, origin: str) -> IngestResult:
         """Turns said live (chat's messages, fingerprinted by their caller) as new CURRENT entries; in a
         shared store one commit, "memcli FMT: N entries from ORIGIN" (one commit a change)."""
-        result = ingest_turns(self._writable(), turns, source=source, fmt=fmt)
+        result = ingest_turns(self.writable(), turns, source=source, fmt=fmt)
         if result.added:
-            self._record("remember", f"memcli {fmt}: {result.added} entries from {origin}")
+            self.record("remember", f"memcli {fmt}: {result.added} entries from {origin}")
         return result
 
     def remember(self, text: str, *, speaker: str | None = None, time: str | None = None,
@@ -321,9 +313,9 @@ class Memory:
         """One note or fact as a new CURRENT entry (the same note given twice is kept once)."""
         turn = pipeline.note(text, self.settings, speaker=speaker, time=time, source=source, conv=conv)
         # no vectors job for one note: the next question embeds it (Memory._question_vectors)
-        result = ingest_turns(self._writable(), [turn], source=source or "note", fmt="note")
+        result = ingest_turns(self.writable(), [turn], source=source or "note", fmt="note")
         if result.added:
-            self._record("remember", f"memcli remember: a note from {result.source if source else 'a person'}")
+            self.record("remember", f"memcli remember: a note from {result.source if source else 'a person'}")
         return result
 
     def forget(self, targets: list[str] | tuple[str, ...] = (), *, conv: str | None = None, since: str | None = None,
@@ -336,27 +328,14 @@ class Memory:
         Returns a :class:`~memcli.forget.Forgotten`; with ``dry_run`` it lists what would go."""
         selection = forgetting.Selection.parse(list(targets), conv=conv, since=since, until=until, clock=clock,
                                                grep=grep, ignore_case=ignore_case, everything=everything)
-        if dry_run:
-            result, entries = forgetting.forget(self.store, selection, dry_run=True)
-        else:
-            index = self.index  # settled before the commit; its own tombstones are not news to it after
-            with self.store.reading():
-                idf = index.idf()  # names made again from what is left use the library's word weights
-            result, entries = forgetting.forget(self._writable(), selection, idf=idf)
-            if entries:
-                self._record("forget", f"memcli forget: {len(entries)} entries from "
-                             f"{len(result.documents_changed) + len(result.documents_removed)} documents")
-        if entries:
-            forgetting.clean_caches(self.store, self.settings, index, result, entries,
-                                    result.documents_changed + result.documents_removed, self._drop_caches)
-        return result
+        return forgetting.forget_from(self, selection, dry_run=dry_run)
 
-    def _drop_caches(self) -> list[str]:
+    def drop_caches(self) -> list[str]:
         """Close the search index and remove its files and the vectors' (rebuilt when needed)."""
         if self._index is not None:
             self._index.close()
             self._index = None
-        return drop_cache_files(self.store.cache_folder)
+        return forget_caches.drop_cache_files(self.store.cache_folder)
 
     def consolidate(self, *, split: int | None = None, merge: int | None = None, dry_run: bool = False,
                     llm: bool | None = None, progress: Progress | None = None, reason: str | None = None,
@@ -370,7 +349,7 @@ class Memory:
         if merge is not None and merge < 0:
             raise UsageError("--merge must not be negative")
         if not dry_run:
-            self._writable()
+            self.writable()
         cfg = self.settings
         pending = self.store.current_path.exists() and any(
             True for _ in self.store.load(CURRENT_ID).doc.entries())
@@ -381,34 +360,24 @@ class Memory:
                      job=job)
         if not dry_run:
             docs = len(result.documents)
-            self._record("consolidate", f"memcli consolidate: {result.entries_consolidated} entries into "
+            self.record("consolidate", f"memcli consolidate: {result.entries_consolidated} entries into "
                          f"{docs} document{'s' if docs != 1 else ''}" + (" with the model" if result.llm else ""))
         return result
 
     # ------------------------------------------------------------ sharing through git
 
-    def _record(self, op: str, message: str) -> None:
+    def record(self, op: str, message: str) -> None:
         """One commit of the change just made, when the store is shared through git."""
         shared_git.record_if_shared(self.store, op, message, warn=self._warn)
 
     def share(self):
         """Share this store through git (``memcli init --git``; see :mod:`memcli.share.git`)."""
-        return shared_git.share(self._writable())
+        return shared_git.share(self.writable())
 
     def sync(self, *, remote: str | None = None, push: bool = True):
         """Commit, merge the remote's changes entry by entry, push (:mod:`memcli.share.sync`); the entries
         another clone forgot leave this clone's caches too (:func:`memcli.forget.clean_caches`)."""
-        self._writable()
-        index = self.index  # opened before the merge: the caches are settled for what is here now
-        before = forgetting.tombstone_digest(self.store)
-        result = sync(self.store, remote=remote, push=push, running=self._consolidating)
-        if result.leaving:
-            forgetting.clean_caches(self.store, self.settings, index, result, [e for _, e in result.leaving],
-                                    sorted({doc for doc, _ in result.leaving}), self._drop_caches)
-        elif result.merged:
-            # the tombstones that came name nothing these caches held
-            forgetting.purge_done(self.store, self.settings, before)
-        return result
+        return sync_memory(self, remote=remote, push=push)
 
     def log(self, limit: int = 20):
         """The store's history in git: each change memcli made (op) and any other commit."""
@@ -416,9 +385,9 @@ class Memory:
 
     def undo(self, *, any_clone: bool = False):
         """Revert this clone's last change to a shared store (``any_clone``: anyone's), as a new commit."""
-        return shared_git.undo(self._writable(), running=self._consolidating, any_clone=any_clone)
+        return shared_git.undo(self.writable(), running=self.consolidating, any_clone=any_clone)
 
-    def _consolidating(self) -> bool:
+    def consolidating(self) -> bool:
         return job.running(self.root) is not None
 
     # ------------------------------------------------------------ reading
@@ -477,50 +446,12 @@ class Memory:
         times, inclusive): only entries of that stretch, on ``clock`` ``said`` (the default) or
         ``event`` (the day a line speaks of; :class:`memcli.dates.Period`; the evidence readers).
         """
-        cfg = self.settings
-        if not isinstance(question, str) or not question.strip():  # said before any model or index loads
-            raise UsageError("the question is empty")
-        period = Period.parse(since, until, clock)
-        if kv_compose and (where or recent or as_of or period):
-            raise UsageError("--where, --as-of and --since/--until keep to entries of the evidence readers, "
-                             "not --kv-compose")
-        if kv_compose:
-            from memcli.kv.composed_ask import ask_with_blocks
+        from memcli.asking import ask_memory
 
-            return ask_with_blocks(question, self.settings, self.store, self.index, engine=self.kv_engine,
-                                   vectors=lambda: upkeep.for_question(cfg, self.store, self.index, progress),
-                                   reader=reader, budget=budget, answer_context=answer_context, progress=progress,
-                                   select=select or cfg.kv_select, answer=answer or self.answer_style())
-        if select is not None:
-            raise UsageError("--select chooses the memory units of --kv-compose")
-        reader = reader or ("evidence" if where or as_of or period else self.default_reader())
-        budget = budget if budget is not None else cfg.ask_budget
-        reading = answer_context if answer_context is not None else cfg.ask_answer_context
-        rounds = max_rounds if max_rounds is not None else cfg.ask_max_rounds
-        check_options(reader=reader, budget=budget, answer_context=reading, max_rounds=rounds)
-        embedding, unembedded = upkeep.for_question(self.settings, self.store, self.index, progress)
-        # no model answers the evidence-only reader: its profile (read from the GGUF) is not needed
-        style = answer or ("generate" if reader == "evidence-only" else self.answer_style())
-        begin = time.perf_counter()
-        # memcli's trained reader answers the evidence reader's extractive answer: no chat model loads
-        reads_alone = reader == "evidence-only" or (reader == "evidence" and style == "extract")
-        model = None if reads_alone else self._ask_model(cfg.ask_kv if kv is None else kv)
-        loaded = time.perf_counter() - begin
-        result = ask(self.store, self.index, model, question, reader=reader, budget=budget,
-                     answer_context=reading, max_rounds=rounds, on_step=on_step, keep_evidence=keep_evidence,
-                     compact=cfg.ask_compact, where=where, recent=recent, answer=style, as_of=as_of,
-                     period=period)
-        result.timings = {"embed_s": round(embedding, 3), "model_load_s": round(loaded, 3), **result.timings,
-                          "total_s": round(result.timings["total_s"] + loaded, 3)}
-        result.unembedded = unembedded
-        cache = getattr(model, "prefix_cache", None)
-        if cache is not None:
-            cache.engine.blocks.evict(cfg.kv_budget_mb * 1024 * 1024)
-            result.warnings = [f"KV blocks: {reason}" for reason in cache.engine.stats.refused]
-            cache.engine.stats.refused.clear()
-        if unembedded:
-            result.warnings.append(upkeep.unembedded_note(unembedded))
-        return result
+        return ask_memory(self, question, reader=reader, budget=budget, answer_context=answer_context,
+                          max_rounds=max_rounds, kv=kv, on_step=on_step, keep_evidence=keep_evidence,
+                          progress=progress, kv_compose=kv_compose, select=select, answer=answer, where=where,
+                          recent=recent, period=Period.parse(since, until, clock), as_of=as_of)
 
     def embed(self, progress: Progress | None = None) -> float:
         """Bring the entries' sentence vectors up to date now (the semantic signal of the evidence
@@ -538,7 +469,7 @@ class Memory:
     def _start_vectors(self) -> None:
         upkeep.start_job(self.settings, self.root, self.index)
 
-    def _ask_model(self, kv: bool):
+    def answer_model(self, kv: bool):
         """The model for ask; a local one keeps the shared prompt prefixes as KV blocks when ``kv``."""
         keep = kv and keeps_blocks(self.settings) and self._own_model
         model = self.model(kv_sequences=2 if keep else 1)

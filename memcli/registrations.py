@@ -64,6 +64,18 @@ def hook_command(store: Path | None, *, portable: bool = False, host: str = "cla
     return shlex.join([*python, *(["--store", str(store)] if store else []), "hook", host])
 
 
+# How the Codex plugin finds memcli (Codex gives a plugin's commands no folder of their own, so the search is written
+# out): only PATH's absolute entries, never an empty one, "." or a relative one (each names the session's folder,
+# the project, where a repository could commit its own ./memcli). The Claude Code plugin's bin/memcli-on-path
+# searches the same way.
+ABSOLUTE_PATH_SEARCH = 'set -f; IFS=:; for d in ${PATH-}; do case "$d" in /*) if [ -f "$d/memcli" ] && [ -x "$d/memcli" ]; then exec "$d/memcli" "$@"; fi;; esac; done; echo "memcli plugin: the memcli command is not on PATH (only its absolute entries are searched). Install it first: pipx install ./memcli" >&2; exit 1'
+
+
+def plugin_command(*args: str) -> str:
+    """A shell command that runs the installed memcli with ``args`` (:data:`ABSOLUTE_PATH_SEARCH`)."""
+    return f"/bin/sh -c '{ABSOLUTE_PATH_SEARCH}' memcli " + " ".join(args)
+
+
 def hook_entries(host: str, command: str) -> dict:
     """The ``hooks`` object of ``host``'s settings: one command hook an event (Claude Code's and
     Codex's shape; Gemini CLI's the same with a name and milliseconds)."""

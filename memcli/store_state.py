@@ -4,7 +4,7 @@ answers a host, without importing the store's code."""
 
 from __future__ import annotations
 
-import json
+from memcli import parsing
 
 STORE_FORMAT = 2  # the newest this memcli reads; 2: a shared store (unique seqs), a plain store stays 1
 ORIGINS = 10_000
@@ -38,7 +38,7 @@ def state_problem(state: object) -> str | None:
 def decode(raw: bytes) -> tuple[dict | None, str | None]:
     """(the state, None) or (None, what is wrong with it) for the bytes of a ``state.json``."""
     try:
-        state = json.loads(raw.decode("utf-8"))
+        state = parsing.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError) as exc:
         return None, f"unreadable: {exc}"
     problem = state_problem(state)

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from memcli import parsing
 from memcli.errors import ConfigError
 from memcli.paths import resolve_config_file
 from memcli.regular import NotRegular, read_bounded
@@ -61,7 +62,7 @@ def read_approvals() -> tuple[dict, str | None]:
     except OSError as exc:
         return {}, f"cannot read it: {exc.strerror}"
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = parsing.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError):
         return {}, "it is not JSON (damaged)"
     if not isinstance(data, dict):

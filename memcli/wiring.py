@@ -9,13 +9,15 @@ as naming nothing (and says so), never as an error of memcli's.
 
 from __future__ import annotations
 
-import json
+import errno
 import os
 import shutil
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memcli import parsing
+from memcli.regular import NotRegular, read_bounded
 from memcli.results import Result
 
 
@@ -27,53 +29,88 @@ class Host(Result):
     mcp: bool  # it registers memcli's MCP server
     plugin: bool = False  # Claude Code, Codex: the memcli plugin installed and enabled
     files: list[str] = field(default_factory=list)  # the files that name memcli
-    unreadable: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)  # settings files that could not be read ...
+    why: list[str] = field(default_factory=list)  # ... and why, in the same order
 
     @property
     def wired(self) -> bool:
         return self.plugin or (self.hooks and self.mcp)
 
 
-def _read(path: Path, unreadable: list[str]):
+SETTINGS_LIMIT = 32 << 20  # ~/.claude.json grows with a user's history; past this a file is reported, not read
+
+
+def _read(path: Path, found: Host | None = None):
+    """The parsed settings file, or None: missing, or unreadable (then named in ``found.unreadable`` with why:
+    not a regular file, too large, not UTF-8, not valid JSON/TOML). Read through
+    :func:`memcli.regular.read_bounded`, so a link to a device, a FIFO or an endless file costs a bounded read
+    and never blocks."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = read_bounded(path, SETTINGS_LIMIT)
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeError):
-        unreadable.append(str(path))
-        return None
+    except NotRegular:
+        return _unreadable(found, path, "not a regular file")
+    except OSError as exc:
+        if exc.errno in (errno.ENOTDIR, errno.ENAMETOOLONG):
+            return None
+        return _unreadable(found, path, exc.strerror or str(exc))
+    if len(raw) > SETTINGS_LIMIT:
+        return _unreadable(found, path, f"larger than {SETTINGS_LIMIT >> 20} MiB")
+    kind = "TOML" if path.suffix == ".toml" else "JSON"
     try:
-        return tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+        text = raw.decode("utf-8")
+        return parsing.toml_loads(text) if kind == "TOML" else parsing.loads(text)
+    except UnicodeError:
+        return _unreadable(found, path, "not UTF-8")
+    except parsing.TooDeep:
+        return _unreadable(found, path, "nested too deeply")
     except (ValueError, tomllib.TOMLDecodeError):
-        unreadable.append(str(path))
-        return None
+        return _unreadable(found, path, f"not valid {kind}")
+
+
+def _unreadable(found: Host | None, path: Path, why: str) -> None:
+    if found is not None:
+        found.unreadable.append(str(path))
+        found.why.append(why)
+
+
+def _items(value) -> list:
+    """A JSON list's items; anything else holds none."""
+    return value if isinstance(value, list) else []
+
+
+def _object(value) -> dict:
+    """A JSON object; anything else is an empty one."""
+    return value if isinstance(value, dict) else {}
 
 
 def _hook_commands(data) -> list[str]:
-    """Every ``command`` of a ``hooks`` object of Claude Code's, Codex's or Gemini CLI's shape."""
-    hooks = data.get("hooks") if isinstance(data, dict) else None
+    """Every ``command`` of a ``hooks`` object of Claude Code's, Codex's or Gemini CLI's shape (a part of another
+    shape names nothing)."""
     out = []
-    for groups in (hooks.values() if isinstance(hooks, dict) else []):
-        for group in groups if isinstance(groups, list) else []:
-            for hook in (group.get("hooks") or []) if isinstance(group, dict) else []:
-                if isinstance(hook, dict) and isinstance(hook.get("command"), str):
+    for groups in _object(_object(data).get("hooks")).values():
+        for group in _items(groups):
+            for hook in _items(_object(group).get("hooks")):
+                if isinstance(_object(hook).get("command"), str):
                     out.append(hook["command"])
     return out
 
 
 def _names_server(data, key: str) -> bool:
-    servers = data.get(key) if isinstance(data, dict) else None
-    if not isinstance(servers, dict):
-        return False
-    return any(isinstance(s, dict) and "mcp" in (s.get("args") or []) and "memcli" in
-               " ".join(map(str, [s.get("command", ""), *(s.get("args") or [])])) for s in servers.values())
+    for server in _object(_object(data).get(key)).values():
+        server = _object(server)
+        command, args = server.get("command"), _items(server.get("args"))
+        if "mcp" in args and "memcli" in " ".join(map(str, [command if isinstance(command, str) else "", *args])):
+            return True
+    return False
 
 
 def _host(name: str, command: str, folder: Path, files: list[tuple[Path, str | None]], plugin: bool = False) -> Host:
     """``files``: (settings file, its MCP servers' key or None for a hooks-only file)."""
     found = Host(name, bool(shutil.which(command)) or folder.is_dir(), False, False, plugin)
     for path, servers in files:
-        data = _read(path, found.unreadable)
+        data = _read(path, found)
         if data is None:
             continue
         hooks = any(f"hook {name}" in c and "memcli" in c for c in _hook_commands(data))
@@ -85,19 +122,16 @@ def _host(name: str, command: str, folder: Path, files: list[tuple[Path, str | N
 
 
 def _claude_plugin(folder: Path) -> bool:
-    installed = _read(folder / "plugins" / "installed_plugins.json", [])
-    settings = _read(folder / "settings.json", []) or {}
-    names = [k for k in ((installed or {}).get("plugins") or {}) if k.split("@")[0] == "memcli"]
-    enabled = settings.get("enabledPlugins") if isinstance(settings, dict) else None
+    installed = _object(_read(folder / "plugins" / "installed_plugins.json"))
+    names = [k for k in _object(installed.get("plugins")) if k.split("@")[0] == "memcli"]
+    enabled = _object(_read(folder / "settings.json")).get("enabledPlugins")
     return bool(names) and (not isinstance(enabled, dict) or any(enabled.get(n, True) for n in names))
 
 
 def _codex_plugin(folder: Path) -> bool:
-    config = _read(folder / "config.toml", []) or {}
-    plugins = config.get("plugins") if isinstance(config, dict) else None
-    return isinstance(plugins, dict) and any(
-        name.split("@")[0] == "memcli" and isinstance(entry, dict) and entry.get("enabled", True)
-        for name, entry in plugins.items())
+    plugins = _object(_read(folder / "config.toml")).get("plugins")
+    return any(name.split("@")[0] == "memcli" and isinstance(entry, dict) and entry.get("enabled", True)
+               for name, entry in _object(plugins).items())
 
 
 def hosts(project: Path | None = None, home: Path | None = None) -> list[Host]:

@@ -57,3 +57,22 @@ def test_answer_with_the_real_default_model(cli):
     assert "sources: CURRENT:" in text.stdout and text.stdout.splitlines()[0].strip()
     # (on this raw memory the reader answers "babysit": test_answers.py's strict xfail of the quickstart question)
     assert cli("ask", QUESTION, "--reader", "evidence-only", "--no-agent").code == 2
+
+
+def test_an_answer_shows_the_line_that_decided_it(cli):
+    """Under the reader's answer, the line a person checks it against: who said it, when, its citation, its
+    words; --json has the same under decided.said."""
+    setup_store(cli)
+    data = cli("ask", QUESTION, "--json").json
+    assert not data["abstained"] and data["decided"]["by"] == "reader"
+    doc, _, line = data["decided"]["line"].rpartition(":")
+    said = data["decided"]["said"]
+    entry = next(x["entry"] for x in cli("read", doc, "--lines", line, "--json").json["lines"] if "entry" in x)
+    assert said["text"] == entry["text"] and said["speaker"] == entry["meta"]["speaker"]
+    assert said["time"] and said["time"].startswith(entry["meta"]["time"][:10])
+    text = cli("ask", QUESTION).stdout.splitlines()
+    shown = f"-- {said['speaker']}, {said['time'].replace('T', ' ')} ({data['decided']['line']}): "
+    assert text[0] == data["answer"] and text[2].startswith(shown) and said["text"][:40] in text[2]
+    unknown = cli("ask", "What is the name of Caroline's goldfish?", "--json").json
+    if unknown["abstained"]:  # "I don't know": no line decided it, none shown
+        assert "said" not in (unknown.get("decided") or {})

@@ -252,7 +252,7 @@ def test_as_of_a_day_answers_what_was_true_then(store_dir, moved, cli):
     assert out.code == 0
     assert all("Ghent" not in e["text"] for e in json.loads(out.stdout)["evidence"])
     bad = cli("ask", "Where does Noor live?", "--as-of", "last spring")
-    assert bad.code == 2 and "YYYY-MM-DD" in bad.stderr
+    assert bad.code == 4 and "--as-of" in bad.stderr and "YYYY-MM-DD" in bad.stderr  # a bad date: bad input (README)
 
 
 def test_as_of_reads_superseded_entries_said_by_then_unless_what_replaced_them_was_said_by_then_too():

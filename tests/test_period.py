@@ -10,7 +10,7 @@ from test_current import chat
 
 from memcli import Memory
 from memcli.dates import Period
-from memcli.errors import UsageError
+from memcli.errors import InputError, UsageError
 from memcli.store.format import Entry
 
 
@@ -43,12 +43,13 @@ def test_a_period_holds_entries_on_its_clock():
     assert Period.parse(None, None) is None
 
 
-@pytest.mark.parametrize("since, until, clock", [
-    ("yesterday", None, None), (None, "2024-13-01", None), ("2024-03-02", "2024-03-01", None),
-    ("2024-03-01", None, "wall"), (None, None, "event"),
+@pytest.mark.parametrize("since, until, clock, error", [
+    ("yesterday", None, None, InputError), (None, "2024-13-01", None, InputError),  # a bad date: bad input (exit 4)
+    ("2024-03-02", "2024-03-01", None, UsageError), ("2024-03-01", None, "wall", UsageError),
+    (None, None, "event", UsageError),  # options that do not go together: a usage error (exit 2)
 ])
-def test_a_bad_period_is_refused(since, until, clock):
-    with pytest.raises(UsageError):
+def test_a_bad_period_is_refused(since, until, clock, error):
+    with pytest.raises(error):
         Period.parse(since, until, clock)
 
 

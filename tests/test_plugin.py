@@ -116,7 +116,7 @@ CODEX = os.environ.get("MEMCLI_CODEX_CLI") or shutil.which("codex")
 
 def test_the_codex_plugin_files_say_what_the_hooks_and_the_mcp_server_are():
     from memcli import __version__
-    from memcli.registrations import hook_entries
+    from memcli.registrations import ABSOLUTE_PATH_SEARCH, hook_entries, plugin_command
 
     market = json.loads((ROOT / ".agents" / "plugins" / "marketplace.json").read_text())
     (entry,) = market["plugins"]
@@ -127,9 +127,9 @@ def test_the_codex_plugin_files_say_what_the_hooks_and_the_mcp_server_are():
     for field in ("skills", "mcpServers", "hooks"):  # paths Codex takes: ./ inside the plugin
         assert manifest[field].startswith("./") and (CODEX_PLUGIN / manifest[field]).exists()
     hooks = json.loads((CODEX_PLUGIN / "hooks" / "hooks.json").read_text())["hooks"]
-    assert hooks == hook_entries("codex", "memcli hook codex")
+    assert hooks == hook_entries("codex", plugin_command("hook", "codex"))
     server = json.loads((CODEX_PLUGIN / ".mcp.json").read_text())["mcpServers"]["memcli"]
-    assert (server["command"], server["args"]) == ("memcli", ["mcp"])
+    assert (server["command"], server["args"]) == ("/bin/sh", ["-c", ABSOLUTE_PATH_SEARCH, "memcli", "mcp"])
     shipped = (ROOT / "memcli" / "skill" / "SKILL.md").read_text()
     assert (CODEX_PLUGIN / "skills" / "memcli" / "SKILL.md").read_text() == shipped
 
@@ -149,7 +149,7 @@ def test_codex_adds_the_marketplace_installs_the_plugin_and_lists_its_server(tmp
     codex("plugin", "add", "memcli@memcli")
     assert re.search(r"memcli@memcli\s+installed, enabled", codex("plugin", "list"))
     server = json.loads(codex("mcp", "get", "memcli", "--json"))
-    assert server["enabled"] and server["transport"]["command"] == "memcli" and server["transport"]["args"] == ["mcp"]
+    assert server["enabled"] and server["transport"]["command"] == "/bin/sh" and server["transport"]["args"][-1] == "mcp"
     cached = tmp_path / "codex" / "plugins" / "cache" / "memcli" / "memcli"
     (version,) = cached.iterdir()
     assert json.loads((version / "hooks" / "hooks.json").read_text())["hooks"].keys() == {"SessionStart", "Stop",
@@ -158,3 +158,40 @@ def test_codex_adds_the_marketplace_installs_the_plugin_and_lists_its_server(tmp
     monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex"))
     (found,) = [h for h in hosts(project=tmp_path, home=tmp_path) if h.host == "codex"]
     assert found.plugin  # memcli doctor sees it
+
+
+@pytest.mark.parametrize("path", [":/usr/bin:/bin", "/usr/bin::/bin", "/usr/bin:/bin:", ".:/usr/bin:/bin",
+                                  "bin:/usr/bin:/bin", ""])
+def test_the_plugins_never_run_a_memcli_the_project_commits(tmp_path, path):
+    """An empty PATH entry (a leading, doubled or trailing ':', or PATH=$EXTRA:$PATH with EXTRA unset), '.' or a
+    relative entry names the session's folder, the project: its ./memcli (or bin/memcli) is never run, by the
+    Claude Code plugin's script or by the Codex plugin's hook and MCP server commands."""
+    from memcli.registrations import ABSOLUTE_PATH_SEARCH, plugin_command
+
+    marker = tmp_path / "ran"
+    for where in (tmp_path / "memcli", tmp_path / "bin" / "memcli"):
+        where.parent.mkdir(exist_ok=True)
+        where.write_text(f"#!/bin/sh\ntouch {marker}\n")
+        where.chmod(0o755)
+    env = {"PATH": path, "HOME": str(tmp_path)}
+    runs = [[str(PLUGIN / "bin" / "memcli-on-path"), "hook", "claude-code"],
+            ["/bin/sh", "-c", plugin_command("hook", "codex")],
+            ["/bin/sh", "-c", ABSOLUTE_PATH_SEARCH, "memcli", "mcp"]]
+    for argv in runs:
+        done = subprocess.run(argv, input=b"{}", capture_output=True, env=env, cwd=tmp_path, timeout=30)
+        assert done.returncode == 1 and done.stdout == b"" and b"not on PATH" in done.stderr, (argv, done)
+        assert not marker.exists(), argv
+    done = subprocess.run(runs[0], input=b"{}", capture_output=True, env=env, cwd=tmp_path, timeout=30)
+    assert b"were not searched" in done.stderr  # says what it skipped
+
+
+def test_the_codex_plugin_runs_the_memcli_on_an_absolute_path_entry(tmp_path):
+    from memcli.registrations import plugin_command
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "memcli").write_text(f"#!/bin/sh\nexec {sys.executable} -m memcli \"$@\"\n")
+    (bin_dir / "memcli").chmod(0o755)
+    done = subprocess.run(["/bin/sh", "-c", plugin_command("--version")], capture_output=True, text=True,
+                          env={**os.environ, "PATH": f":{bin_dir}:/usr/bin:/bin"}, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("memcli "), done.stderr

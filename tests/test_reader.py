@@ -91,7 +91,7 @@ def test_eval_qa_says_what_it_cannot_read(tmp_path):
     odd = tmp_path / "odd.json"
     odd.write_text('{"data": 3}')
     done = run_memcli("eval", "qa", str(odd))
-    assert done.code == 2 and "not a QA set" in done.stderr
+    assert done.code == 4 and "not a QA set" in done.stderr  # bad input (exit 4)
     assert run_memcli("eval", "qa", str(FIXTURES / "qa" / "squad.json"), "--part", "3/2").code == 2
 
 

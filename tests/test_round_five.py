@@ -94,7 +94,7 @@ def test_a_purge_note_that_arrives_with_the_store_drops_no_chat_session(tmp_path
 
 def test_an_interrupted_forget_is_still_finished_by_the_next_command(tmp_path):
     """The clone's own purge note (now beside its caches) still has the next command drop the caches."""
-    from memcli.forget import PURGE, note_path
+    from memcli.forget_caches import PURGE, note_path
     from memcli.store import Store
 
     store = example_store(tmp_path)

@@ -573,7 +573,7 @@ def test_a_kill_during_forget_leaves_no_stale_vectors(tmp_path, trials):
     import sys
     import time
 
-    from memcli.forget import PURGE, note_path
+    from memcli.forget_caches import PURGE, note_path
     from memcli.paths import store_cache_dir
     from memcli.semantic.encoder import Encoder
     from memcli.semantic.vectors import _key, entry_text
@@ -631,7 +631,7 @@ def test_a_kill_between_forgets_commit_and_its_cache_cleaning_leaves_no_stale_ve
     import sys
     import time
 
-    from memcli.forget import PURGE, note_path
+    from memcli.forget_caches import PURGE, note_path
     from memcli.paths import store_cache_dir
     from memcli.semantic.encoder import Encoder
     from memcli.semantic.vectors import _key, entry_text

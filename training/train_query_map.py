@@ -47,7 +47,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "training"))
 
-from train_reader import sentences, sha256, write_safetensors  # noqa: E402
+from reader_net import sha256, write_safetensors  # noqa: E402
+from reader_windows import sentences  # noqa: E402
 
 from memcli.qa.sets import Example, load  # noqa: E402
 from memcli.semantic.encoder import MODEL_NAME, Encoder  # noqa: E402

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from memcli import llm
+from memcli import llm, parsing
 from memcli.config import Settings
 from memcli.errors import ConfigError, InputError, UsageError
 from memcli.eval.metrics import answer_shown, bleu1, category_f1, evidence_recall, gold_dialog_ids
@@ -173,10 +173,29 @@ def load_conversations(paths: list[Path], sample: str | None) -> list[Conversati
             raise InputError(str(path), f"not a LoCoMo file (looks like {fmt})")
         for sample_id, _conv, questions in locomo_samples(data, str(path)):
             if sample is None or sample_id == sample:
-                out.append(Conversation(str(path), sample_id, data, questions))
+                out.append(Conversation(str(path), sample_id, data, checked_questions(questions, str(path), sample_id)))
     if not out:
         raise InputError(", ".join(map(str, paths)), f"no sample {sample!r}" if sample else "no conversations")
     return out
+
+
+def checked_questions(questions: list, source: str, sample_id: str) -> list[dict]:
+    """The sample's questions, each checked for what scoring it reads (an object with a non-empty ``question``
+    string, a whole-number ``category``, a list of ``evidence``); the first that is not is an :class:`InputError`
+    naming the file, the question and the field."""
+    for index, qa in enumerate(questions):
+        where = f"sample {sample_id}, qa[{index}]"
+        if not isinstance(qa, dict):
+            raise InputError(source, f"a question is a JSON object, not {type(qa).__name__}", where=where)
+        question, category = qa.get("question"), qa.get("category")
+        if not isinstance(question, str) or not question.strip():
+            raise InputError(source, "a non-empty string is needed" if "question" in qa else "missing",
+                             where=f"{where}.question")
+        if category is not None and (isinstance(category, bool) or not isinstance(category, int)):
+            raise InputError(source, f"a whole number 1-5 is needed, not {category!r}"[:200], where=f"{where}.category")
+        if not isinstance(qa.get("evidence", []), list):
+            raise InputError(source, "a list of dialog ids is needed", where=f"{where}.evidence")
+    return questions
 
 
 def select(questions: list[dict], categories: set[int], limit: int | None) -> list[tuple[int, dict]]:
@@ -214,7 +233,7 @@ def read_done(out_path: Path) -> dict[tuple, dict]:
                 handle.truncate(data.rfind(b"\n") + 1)
         for line in out_path.read_text(encoding="utf-8").splitlines():
             try:
-                record = json.loads(line)
+                record = parsing.loads(line)
                 done[record_key(record)] = record
             except (ValueError, KeyError, TypeError):
                 continue

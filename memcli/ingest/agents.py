@@ -13,8 +13,7 @@ is identified by it, so a resumed or migrated session adds nothing.
 
 from __future__ import annotations
 
-import json
-
+from memcli import parsing
 from memcli.errors import InputError
 from memcli.ingest.sessions import _first_records, _joined, _lines, _record_turn, _time
 from memcli.ingest.turns import Parsed, Turn
@@ -235,7 +234,7 @@ def _managed_events(text: str, data, rejected: list) -> list[tuple[str, dict]]:
         for lineno, line in enumerate(text.split("\n"), 1):
             if line.startswith("data:"):
                 try:
-                    event = json.loads(line[5:])
+                    event = parsing.loads(line[5:])
                 except (ValueError, RecursionError):
                     rejected.append((f"line {lineno}", "the data of an event is not JSON"))
                     continue

@@ -68,3 +68,16 @@ def extract_facts(turns: list[Turn], *, model: ChatModel, stats: CallStats, wind
         if progress:
             progress(done, len(parts))
     return out
+
+
+def extractor(model: Callable[[], ChatModel], profile, warn: Callable[[str], None]):
+    """What ingest calls to extract the facts of its turns: :func:`extract_facts` with the chat model (opened by
+    ``model()`` when first needed); a small model's ``profile`` is warned of first (few or poor facts)."""
+    if profile.name == "small":
+        warn(f"fact extraction needs a larger model than this one ({profile.reason}); expect few or poor facts: pass "
+             "--model with a GGUF of at least 3B parameters, or --base-url for a server")
+
+    def facts(turns, stats, shown):
+        return extract_facts(turns, model=model(), stats=stats, progress=shown)
+
+    return facts

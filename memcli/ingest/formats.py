@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from memcli import parsing
 from memcli.errors import InputError
 from memcli.ingest import agents, sessions
 from memcli.ingest.turns import Parsed, Turn, json_lines, parse_time
@@ -263,7 +264,7 @@ def _parse_chat(text, data, source, *, default_time, conv=None, **_) -> Parsed:
 
 def _first_line_is_message(text: str, data) -> bool:
     try:
-        return data is None and _is_message(json.loads(text.lstrip().split("\n", 1)[0]))
+        return data is None and _is_message(parsing.loads(text.lstrip().split("\n", 1)[0]))
     except (ValueError, RecursionError):
         return False
 
@@ -363,7 +364,7 @@ def _whole_document(text: str, fmt: TranscriptFormat):
     """``text`` decoded when it is one JSON document that ``fmt`` reads as a whole, else None (JSON
     lines: the first line's end stops the decoder at once)."""
     try:
-        data = json.loads(text)
+        data = parsing.loads(text)
     except (ValueError, RecursionError):
         return None
     return data if isinstance(data, (dict, list)) and fmt.sniff(text, data) else None
@@ -443,7 +444,7 @@ def split_turn(turn: Turn, limit: int) -> list[Turn]:
 
 def _json(text: str, source: str):
     try:
-        return json.loads(text)
+        return parsing.loads(text)
     except json.JSONDecodeError as exc:
         raise _json_error(source, exc) from None
     except RecursionError:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 
+from memcli import parsing
 from memcli.errors import InputError
 from memcli.ingest.harness import clean
 from memcli.ingest.turns import Parsed, Turn, parse_time
@@ -48,7 +49,7 @@ def _lines(text: str, rejected: list[tuple[str, str]]):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = parsing.loads(line)
         except json.JSONDecodeError as exc:
             if lineno == len(lines) and not text.endswith("\n"):
                 return
@@ -92,7 +93,7 @@ def _first_records(text: str) -> list[dict]:
         if len(line) > 1_000_000:  # one huge JSON document, not a session log
             break
         try:
-            obj = json.loads(line)
+            obj = parsing.loads(line)
         except (ValueError, RecursionError):
             continue
         if isinstance(obj, dict):

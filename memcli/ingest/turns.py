@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from memcli import parsing
 from memcli.errors import InputError
 
 ROLES = frozenset({"user", "assistant"})  # the speakers of an agent or chat session: roles, not people's names
@@ -101,7 +102,7 @@ def json_lines(text: str, source: str, *, unfinished_last: bool = False):
         if not line.strip():
             continue
         try:
-            yield lineno, json.loads(line)
+            yield lineno, parsing.loads(line)
         except json.JSONDecodeError as exc:
             if unfinished_last and lineno == len(lines) and not text.endswith("\n"):
                 return

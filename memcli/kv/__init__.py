@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from memcli import parsing
 from memcli.errors import StoreError
 from memcli.llm import uses_server
 from memcli.paths import ensure_private_dir, resolve_cache_dir
@@ -105,7 +106,7 @@ def used_folders(store) -> list[Path]:
 
 def _listed(path: Path) -> set[str]:
     try:
-        data = json.loads(read_regular(path))
+        data = parsing.loads(read_regular(path))
     except (OSError, ValueError, StoreError):
         return set()
     return {item for item in data if isinstance(item, str)} if isinstance(data, list) else set()

@@ -32,6 +32,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memcli import parsing
 from memcli.errors import MemcliError, StoreError
 from memcli.paths import ensure_private_dir
 from memcli.store.atomic import atomic_write, open_regular
@@ -262,7 +263,7 @@ def _read_header(fh, path: Path) -> BlockHeader:
         raise BlockRefused(f"{path.name}: not a memcli KV block")
     line = fh.readline(1 << 20)
     try:
-        return BlockHeader.from_dict(json.loads(line))
+        return BlockHeader.from_dict(parsing.loads(line))
     except (ValueError, KeyError, TypeError):
         raise BlockRefused(f"{path.name}: unreadable block header") from None
 

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memcli import parsing
 from memcli.errors import StoreError, UsageError
 from memcli.kv.blocks import block_key
 from memcli.kv.context import CHAT_HEADER, memory_texts
@@ -232,7 +233,7 @@ class ChatSession:
 
     def _read_session(self) -> dict | None:
         try:
-            data = json.loads(read_regular(self._session_path()).decode("utf-8"))
+            data = parsing.loads(read_regular(self._session_path()).decode("utf-8"))
         except FileNotFoundError:
             return None
         except (OSError, ValueError, StoreError):

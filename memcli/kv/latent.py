@@ -44,6 +44,7 @@ import math
 import random
 from dataclasses import dataclass
 
+from memcli import parsing
 from memcli.errors import ConfigError, StoreError
 from memcli.kv.blocks import SUMMARY_SUFFIX, BlockRefused, BlockStore
 from memcli.kv.engine import Unit
@@ -232,7 +233,7 @@ def retrieval_heads(engine, prefix, progress=None) -> RetrievalHeads:
     path = engine.blocks.root.parent / "heads" / f"{engine.fp_id}.json"
     try:
         with open_regular(path) as handle:
-            data = json.loads(handle.read().decode("utf-8"))
+            data = parsing.loads(handle.read().decode("utf-8"))
         if data.get("version") == CALIBRATION_VERSION and data.get("fingerprint_id") == engine.fp_id:
             return RetrievalHeads(engine.fp_id, [tuple(h) for h in data["heads"]], list(data["quality"]))
     except FileNotFoundError:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from memcli import parsing
 from memcli.errors import StoreError
 from memcli.kv import block_store, kv_root
 from memcli.kv.blocks import PROMPT_UNIT
@@ -41,7 +42,7 @@ def _key(store) -> str:
 
 def _notes(root: Path) -> dict:
     try:
-        note = json.loads(read_regular(root / SEEN))
+        note = parsing.loads(read_regular(root / SEEN))
     except (OSError, ValueError, StoreError):
         return {}
     stores = note.get("stores") if isinstance(note, dict) else None
@@ -81,7 +82,7 @@ def forget_texts(store, settings, texts: list[str] | None) -> dict:
 def _session(path: Path) -> dict | None:
     """A chat session's saved state (None: unreadable, dropped to be safe: a session only restarts)."""
     try:
-        data = json.loads(path.read_text("utf-8"))
+        data = parsing.loads(path.read_text("utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

@@ -18,6 +18,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from memcli import parsing
 from memcli.cache import file_signatures
 from memcli.errors import StoreError
 from memcli.kv.engine import Unit
@@ -42,7 +43,7 @@ def cached_units(folder: Path | None, key: str, build: Callable[[], list[Unit]])
         return build()
     path = folder / f"{key}.json"
     try:
-        data = json.loads(read_regular(path).decode("utf-8"))
+        data = parsing.loads(read_regular(path).decode("utf-8"))
         units = [Unit(str(label), [int(t) for t in tokens]) for label, tokens in data["units"]]
         if data.get("key") == key:
             os.utime(path)  # its last use, for the pruning below

@@ -7,6 +7,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+from memcli import parsing
 from memcli.errors import ConfigError
 from memcli.store.atomic import atomic_write
 
@@ -35,7 +36,7 @@ def file_sha256(path: Path, cache_file: Path | None = None) -> str:
     cache: dict = {}
     if cache_file is not None:
         try:
-            cache = json.loads(cache_file.read_text("utf-8"))
+            cache = parsing.loads(cache_file.read_text("utf-8"))
         except (OSError, ValueError):
             cache = {}
         if key in cache:

@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from memcli import parsing
 from memcli.errors import ConfigError
 from memcli.llm.base import Completion, ModelError
 from memcli.tokens import count_tokens
@@ -41,7 +42,7 @@ class OpenAICompatModel:
                      **({"Authorization": f"Bearer {self.api_key}"} if self.api_key else {})})
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return json.loads(response.read())
+                return parsing.loads(response.read())
         except urllib.error.HTTPError as exc:
             body = exc.read()[:500].decode("utf-8", "replace")
             if exc.code in (401, 403):

@@ -12,10 +12,10 @@ after that the caller gets ``None`` and takes its deterministic path.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import TypeVar
 
+from memcli import parsing
 from memcli.llm.base import CallStats, ChatModel, ModelError
 
 T = TypeVar("T")
@@ -44,7 +44,7 @@ def ask_json(model: ChatModel, messages: list[dict], schema: dict, validate: Cal
             return None
         stats.record(completion)
         try:
-            data = json.loads(completion.text)
+            data = parsing.loads(completion.text)
         except ValueError as exc:
             reason = f"not valid JSON ({exc.msg}; finish_reason={completion.finish_reason})"
         else:

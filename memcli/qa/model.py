@@ -11,7 +11,6 @@ logit plus its end logit, and "no answer" scores the [CLS] position's pair. :att
 
 from __future__ import annotations
 
-import json
 import struct
 from dataclasses import dataclass
 from importlib import resources
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memcli import deadline
+from memcli import deadline, parsing
 from memcli.qa import features
 from memcli.semantic.encoder import Encoder, EncoderMissing, pad, read_safetensors, transformer
 
@@ -49,7 +48,7 @@ def weights_path() -> Path:
 def metadata(path: Path) -> dict[str, str]:
     with open(path, "rb") as handle:
         size = struct.unpack("<Q", handle.read(8))[0]
-        return json.loads(handle.read(size)).get("__metadata__", {})
+        return parsing.loads(handle.read(size)).get("__metadata__", {})
 
 
 class Reader:

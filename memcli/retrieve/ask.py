@@ -27,7 +27,7 @@ from memcli.dates import Period, moment
 from memcli.errors import UsageError
 from memcli.llm.base import CallStats, ChatModel
 from memcli.results import Result, hidden, omit_empty
-from memcli.retrieve.asked_time import asked_time, before_line, previous
+from memcli.retrieve.asked_time import AskedTime, asked_time, before_line, previous
 from memcli.retrieve.evidence import Evidence, best_part, rank
 from memcli.store.lines import Library
 
@@ -116,6 +116,44 @@ def respond(model: ChatModel | None, store, question: str, read: list[Evidence],
     return said
 
 
+def _checked(question: str, model, *, reader: str, budget: int, answer_context: int, max_rounds: int, answer: str,
+             where, recent: bool, period, as_of: str | None) -> str | None:
+    """UsageError for options that do not go together (before anything is read); ``as_of`` as memcli stores
+    times."""
+    if not question:
+        raise UsageError("the question is empty")
+    check_options(reader=reader, budget=budget, answer_context=answer_context, max_rounds=max_rounds)
+    if reader != "evidence-only" and model is None and (answer != "extract" or reader in ("agent", "no-agent")):
+        raise UsageError(f"the {reader} reader needs a model")
+    if answer not in ("extract", "generate"):
+        raise UsageError(f"unknown answer style {answer!r} (extract or generate)")
+    if (where or recent) and reader not in ("evidence", "evidence-only"):
+        raise UsageError("only the evidence readers keep to entries with given values (--where)")
+    if period is not None and reader not in ("evidence", "evidence-only"):
+        raise UsageError("only the evidence readers keep to a stretch of time (--since/--until)")
+    if as_of is not None:
+        as_of = moment(as_of, "--as-of")
+        if reader not in ("evidence", "evidence-only"):
+            raise UsageError("only the evidence readers answer as of a day (--as-of)")
+    return as_of
+
+
+def _previous(store, index, question: str, **options) -> AskedTime | None:
+    """"Bram's previous car" (:func:`memcli.retrieve.asked_time.previous`): the question without those words
+    answered about now by memcli's reader, then the bound just before the line that answer came from; None
+    when the question has no such word or that answer is "I don't know"."""
+    if (plain := previous(question)) is None:
+        return None
+    today = ask(store, index, None, plain[0], reader="evidence", keep_evidence=False, answer="extract", now=True,
+                **options)
+    if today.abstained or not (cited := (today.decided or {}).get("line")):
+        return None
+    doc, line = cited.rsplit(":", 1)
+    with store.reading():
+        entry = Library(store, index.parsed).doc(doc).entries.get(int(line))
+    return before_line(plain[1], plain[0], (doc, int(line)), entry and entry.time)
+
+
 def ask(store, index, model: ChatModel | None, question: str, *, reader: str, budget: int, answer_context: int,
         max_rounds: int = 7, on_step: Callable[[dict], None] | None = None,
         keep_evidence: bool = True, compact: bool | None = None, answer: str = "generate",
@@ -135,35 +173,16 @@ def ask(store, index, model: ChatModel | None, question: str, *, reader: str, bu
     evidence readers); ``now``: the question asks what is true now, whatever its tense (the evidence readers;
     :mod:`memcli.retrieve.asked_time`'s "previous" asks its question without the word so first)."""
     question = question.strip()
-    if not question:
-        raise UsageError("the question is empty")
-    check_options(reader=reader, budget=budget, answer_context=answer_context, max_rounds=max_rounds)
+    as_of = _checked(question, model, reader=reader, budget=budget, answer_context=answer_context,
+                     max_rounds=max_rounds, answer=answer, where=where, recent=recent, period=period, as_of=as_of)
     answering = reader != "evidence-only"
-    if answering and model is None and (answer != "extract" or reader in ("agent", "no-agent")):
-        raise UsageError(f"the {reader} reader needs a model")
-    if answer not in ("extract", "generate"):
-        raise UsageError(f"unknown answer style {answer!r} (extract or generate)")
-    if (where or recent) and reader not in ("evidence", "evidence-only"):
-        raise UsageError("only the evidence readers keep to entries with given values (--where)")
-    if period is not None and reader not in ("evidence", "evidence-only"):
-        raise UsageError("only the evidence readers keep to a stretch of time (--since/--until)")
-    if as_of is not None:
-        as_of = moment(as_of, "--as-of")
-        if reader not in ("evidence", "evidence-only"):
-            raise UsageError("only the evidence readers answer as of a day (--as-of)")
     start = time.perf_counter()
     stats = CallStats()
     result = AskResult(question=question, mode=reader, answer=None, evidence=[])
-    if (as_of is None and period is None and reader == "evidence" and answer == "extract"
-            and (plain := previous(question)) is not None):  # "Bram's previous car": before the line of the car now
-        today = ask(store, index, model, plain[0], reader=reader, budget=budget, answer_context=answer_context,
-                    keep_evidence=False, compact=compact, answer=answer, where=where, recent=recent, now=True)
-        if not today.abstained and (cited := (today.decided or {}).get("line")):
-            doc, line = cited.rsplit(":", 1)
-            with store.reading():
-                entry = Library(store, index.parsed).doc(doc).entries.get(int(line))
-            if (bound := before_line(plain[1], plain[0], (doc, int(line)), entry and entry.time)) is not None:
-                question, as_of, result.asked_time = bound.question, bound.as_of, bound.to_dict()
+    if (as_of is None and period is None and not now and reader == "evidence" and answer == "extract"
+            and (bound := _previous(store, index, question, budget=budget, answer_context=answer_context,
+                                    compact=compact, where=where, recent=recent)) is not None):
+        question, as_of, result.asked_time = bound.question, bound.as_of, bound.to_dict()
     with store.reading():
         if (as_of is None and period is None and reader in ("evidence", "evidence-only")
                 and (bound := asked_time(question, store, index)) is not None):  # "in May 2023", "before ..."

@@ -36,15 +36,15 @@ _DAY = r"(?:the )?(?P<day>\d{1,2})(?:st|nd|rd|th)?"
 _DATE = (rf"(?P<iso>\d{{4}}-\d\d-\d\d)|{_DAY} (?:of )?(?P<month>{MONTH}),? (?P<year>\d{{4}})"
          rf"|(?P<month2>{MONTH}) (?P<day2>\d{{1,2}})(?:st|nd|rd|th)?,? (?P<year2>\d{{4}})"
          rf"|(?:the end of )?(?P<month3>{MONTH}),? (?P<year3>\d{{4}})|(?P<year4>\d{{4}})")
-DATED = re.compile(rf",?\s*\b(?:as of|as at|by|on|in|during)\s+(?:{_DATE})\b", re.I)
-BEFORE = re.compile(r",?\s*\bbefore\s+(?P<what>[^?!.]+?)\s*(?=[?!.]*\s*$)", re.I)
+DATED = re.compile(rf"\b(?:as of|as at|by|on|in|during)\s+(?:{_DATE})\b", re.I)
+BEFORE_WORD = re.compile(r"\bbefore\s+", re.I)
 GRACE = 7  # days after a day, month or year asked "on"/"in"/"during" whose lines still count: the longest delay
 # between an event's day and the day it was told on the development pair (the 31 entries whose relative date
 # names a day, when= against time=: median 1, 9 in 10 within 3, at most 7)
 STRICT = re.compile(r"(?:as of|as at|by)\b", re.I)  # "as of 8 December 2023": by the end of that day, no grace
 DURATION = re.compile(r"\s*how (?:long|soon|much time|many (?:minutes|hours|days|weeks|months|years))\b", re.I)
 # "How long before Caroline can be matched?" asks a duration: its "before" bounds nothing
-PREVIOUS = re.compile(r"\s*\b(?:previous(?:ly)?|former(?:ly)?|before that)\b", re.I)  # "Bram's previous car"
+PREVIOUS = re.compile(r"\b(?:previous(?:ly)?|former(?:ly)?|before that)\b", re.I)  # "Bram's previous car"
 PLACES = 12  # the ranking's best entries for "before"'s words that are looked at for the first line saying it
 
 
@@ -85,9 +85,40 @@ def _last_day(found: re.Match) -> str | None:
     return f"{year:04d}-{month:02d}-{day:02d}"
 
 
-def _without(question: str, found: re.Match) -> str:
-    rest = re.sub(r"\s+([?!.,])", r"\1", question[:found.start()] + question[found.end():])
-    return rest.strip(" ,") or question
+@dataclass(frozen=True)
+class Clause:
+    """Words of a question that bound its time: where they are, and what "before" names."""
+
+    start: int
+    end: int
+    text: str
+    what: str = ""
+
+
+def _leading(question: str, start: int) -> int:
+    """``start`` moved back over the blanks and the one comma before it (", before ...", " in May 2023")."""
+    while start > 0 and question[start - 1].isspace():
+        start -= 1
+    return start - 1 if start > 0 and question[start - 1] == "," else start
+
+
+def before_clause(question: str) -> Clause | None:
+    """The "before X" that ends a question ("Where did Umar live before Porto?"): the first "before" after the
+    last sentence's stop, found in one pass (a question of any length costs its length)."""
+    core = question.rstrip("?!. \t\r\n")
+    cut = max(core.rfind("?"), core.rfind("!"), core.rfind(".")) + 1
+    found = BEFORE_WORD.search(core, cut)
+    if found is None or not (what := core[found.end():].strip()):
+        return None
+    start = _leading(question, found.start())
+    return Clause(start, len(core), question[start:len(core)], what)
+
+
+def _without(question: str, found: Clause | re.Match) -> str:
+    start = found.start if isinstance(found, Clause) else _leading(question, found.start())
+    end = found.end if isinstance(found, Clause) else found.end()
+    rest = re.sub(r"\s+([?!.,])", r"\1", question[:start] + question[end:])
+    return re.sub(r"  +", " ", rest).strip(" ,") or question
 
 
 def dated(question: str) -> AskedTime | None:
@@ -107,8 +138,8 @@ def before(question: str, store, index) -> AskedTime | None:
     """The bound "before ..." sets: the minute before the first line that says what follows the word, as
     the module's text says it is found; None when the question has no such clause (or asks how long: a
     duration, :data:`DURATION`), its words name nothing memory holds, or that line has no time."""
-    found = None if DURATION.match(question) else BEFORE.search(question)
-    if found is None or not (wanted := term_set(found.group("what"))):
+    found = None if DURATION.match(question) else before_clause(question)
+    if found is None or not (wanted := term_set(found.what)):
         return None
     from memcli.retrieve.evidence_reader import ranked_entries
 
@@ -117,7 +148,7 @@ def before(question: str, store, index) -> AskedTime | None:
     weight = {t: idf(t) for t in wanted}
     entries: dict[tuple[str, int], Entry] = {}
     words: dict[tuple[str, int], set[str]] = {}  # the clause's words each of them holds
-    for pick in ranked_entries(library, index, found.group("what"))[:PLACES]:
+    for pick in ranked_entries(library, index, found.what)[:PLACES]:
         entry = library.doc(pick[0]).entries.get(pick[1])
         if entry is not None and entry.time and (own := wanted & term_set(entry.text)):
             entries[pick], words[pick] = entry, own
@@ -127,17 +158,23 @@ def before(question: str, store, index) -> AskedTime | None:
     held = {pick: sum(weight[t] for t in own) for pick, own in words.items() if any(weight[t] == rarest for t in own)}
     most = max(held.values())
     pick = min((p for p in held if held[p] == most), key=lambda p: (entries[p].time, entries[p].seq or 0))
-    return AskedTime(_minute_before(entries[pick].time), found.group().strip(" ,"), _without(question, found), pick)
+    return AskedTime(_minute_before(entries[pick].time), found.text.strip(" ,"), _without(question, found), pick)
 
 
 def previous(question: str) -> tuple[str, str] | None:
     """For a question that asks the value before the current one ("What was Bram's previous car?", "Where did
-    Bram live previously?"): the question without that word ("What was Bram's car?") and the word; else None."""
-    clause = BEFORE.search(question)
-    found = None if clause and term_set(clause.group("what")) else PREVIOUS.search(question)
-    if found is None:
+    Bram live previously?"): the question without those words ("What was Bram's car?", every one of them: asked
+    twice is asked once) and the first; else None."""
+    clause = before_clause(question)
+    if clause and term_set(clause.what):
         return None
-    return _without(question, found), found.group().strip()
+    found = list(PREVIOUS.finditer(question))
+    if not found:
+        return None
+    rest = question
+    for each in reversed(found):
+        rest = _without(rest, each)
+    return rest, found[0].group()
 
 
 def before_line(phrase: str, question: str, line: tuple[str, int], time: str | None) -> AskedTime | None:

@@ -36,7 +36,7 @@ from memcli.retrieve.current import entry_of, kinship, latest, moved_on, newest
 from memcli.retrieve.evidence import Evidence, render_entry, speaker_of, time_prefix
 from memcli.retrieve.people import concerns, named_people, unaddressed
 from memcli.retrieve.when import asks_weekday, asks_when, dated, names_a_day
-from memcli.store.lines import Library
+from memcli.store.lines import Library, shown_text
 
 _EDGES = " \t\n.,;:!?\"'()[]{}-–—"
 _CURRENCY = "$£€¥₹"
@@ -116,10 +116,12 @@ class Reading:
     margin: float | None = None
     threshold: float = 0.0
     lines: list[Line] = field(default_factory=list)  # every line read, best first
+    said: dict = field(default_factory=dict)  # the deciding line as memory holds it: speaker, time, text
 
     def decided(self) -> dict:
-        """What ``ask --json`` says decided the answer: the line, the span, the scores."""
-        return {"by": "reader", "line": self.citation, "span": self.span,
+        """What ``ask --json`` says decided the answer: the line (and who said it, when, in what words), the span,
+        the scores."""
+        return {"by": "reader", "line": self.citation, **({"said": self.said} if self.said else {}), "span": self.span,
                 "margin": None if self.margin is None else round(self.margin, 3),
                 "threshold": round(self.threshold, 3),
                 "lines": [{"line": x.citation, "span": x.span, "margin": round(x.margin, 3),
@@ -327,7 +329,12 @@ def read_answer(question: str, library: Library, read: list[Evidence], reader=No
     if choice.meaning and index is not None:
         lines = likeness(index, question, lines)
     alone = read_alone(question, library, lines, choice.alone if choice.subject else 0, reader)  # the person rule's
-    return decide(question, library, lines, reader.threshold, choice, restated, kinship(reader), alone)
+    reading = decide(question, library, lines, reader.threshold, choice, restated, kinship(reader), alone)
+    if reading.citation and not reading.abstained:
+        doc, _, line = reading.citation.rpartition(":")
+        if (entry := library.doc(doc).entries.get(int(line))) is not None:
+            reading.said = {"speaker": speaker_of(entry), "time": entry.time or None, "text": shown_text(entry)}
+    return reading
 
 
 # Chosen by benchmarks/tune_reader.py on both development conversations and the update suite's tune half

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import json
 import os
 import struct
 import tempfile
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from memcli import parsing
 from memcli.errors import MemcliError
 from memcli.paths import ensure_private_dir, resolve_cache_dir
 from memcli.semantic.wordpiece import WordPiece
@@ -82,7 +82,7 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
     """The tensors of a safetensors file, memory-mapped (float32 as stored)."""
     mapped = np.memmap(path, dtype=np.uint8, mode="r")
     size = struct.unpack("<Q", mapped[:8].tobytes())[0]
-    header = json.loads(mapped[8:8 + size].tobytes())
+    header = parsing.loads(mapped[8:8 + size].tobytes())
     base = 8 + size
     kinds = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
     tensors = {}

@@ -17,13 +17,14 @@ import os
 import sqlite3
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
-from itertools import repeat
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from memcli.cache import file_signatures, open_cache
+from memcli.semantic.similarities import Similarities, row_index
+from memcli.semantic.snapshots import SNAPSHOT, drop_snapshots, wipe_file
 from memcli.store import Store
 from memcli.store.format import Entry
 from memcli.store.lines import DocLines, body_lines, sentences, shown_text
@@ -31,7 +32,6 @@ from memcli.store.lines import DocLines, body_lines, sentences, shown_text
 VERSION = "2"  # 2: sentences of entries of several sentences
 QUESTIONS_KEPT = 1024  # questions' vectors kept in memory (1.5 KB each)
 CHUNK = 256  # texts embedded between two commits (a stopped job loses at most this many)
-SNAPSHOT = "vectors-matrix"  # the matrix of every entry's vector, kept as files named by what it holds
 PARTIAL_EVERY = 2.0  # seconds between two snapshots of the vectors a running job has so far (at least)
 PARTIAL_COST = 20  # ... and at least this many times what writing the last one took
 _SCHEMA = """
@@ -46,111 +46,6 @@ def entry_text(entry: Entry) -> str:
     who = entry.meta.get("speaker") or ""
     text = " ".join(entry.text.split())
     return f"{who}: {text}" if who else text
-
-
-class Similarities(Mapping):
-    """A question's cosine similarity with every entry that has a vector, by (document, line): a
-    mapping over one array, with the order statistics a ranking needs computed in numpy (at 10^5
-    entries a Python sort of them all costs more than the rest of a question)."""
-
-    def __init__(self, keys: list[tuple[str, int]], position: dict[tuple[str, int], int], values: np.ndarray,
-                 doc_rows: dict[str, np.ndarray] | None = None, matrix: np.ndarray | None = None,
-                 question: np.ndarray | None = None):
-        """``doc_rows``: each document's rows of ``values`` (what :meth:`within` reads); ``matrix``: the
-        entries' vectors, a row each, and ``question`` the vector ``values`` measure them against (what
-        :meth:`pairwise` and :meth:`toward` read)."""
-        self._keys, self._position, self.values = keys, position, values
-        self._doc_rows = doc_rows or {}
-        self._matrix, self._question = matrix, question
-
-    def toward(self, keys: list[tuple[str, int]], weight: float) -> Similarities:
-        """The similarities with the question moved toward what ``keys`` say (Rocchio's relevance
-        feedback, in vector space): the question's vector plus ``weight`` times the mean of theirs,
-        normalised. Itself when it has no vectors or none of ``keys`` has one."""
-        rows = [self._position[key] for key in keys if key in self._position]
-        if self._matrix is None or self._question is None or not rows or weight <= 0:
-            return self
-        moved = self._question + weight * self._matrix[rows].mean(axis=0)
-        moved /= max(float(np.linalg.norm(moved)), 1e-12)
-        return Similarities(self._keys, self._position, self._matrix @ moved, self._doc_rows, self._matrix, moved)
-
-    def pairwise(self, keys: list[tuple[str, int]]) -> np.ndarray:
-        """The cosine similarity of each two of ``keys`` (a key without a vector: 0 with every other)."""
-        n = len(keys)
-        if self._matrix is None or not n:
-            return np.zeros((n, n), np.float32)
-        rows = [self._position.get(key, -1) for key in keys]
-        vectors = self._matrix[[max(r, 0) for r in rows]] * (np.asarray(rows) >= 0)[:, None]
-        return vectors @ vectors.T
-
-    def __getitem__(self, key: tuple[str, int]) -> float:
-        return float(self.values[self._position[key]])
-
-    def __contains__(self, key) -> bool:
-        return key in self._position
-
-    def __iter__(self) -> Iterator[tuple[str, int]]:
-        return iter(self._keys)
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-    def within(self, docs: set[str]) -> Similarities:
-        """The similarities of the entries of ``docs`` only (a question answered from those documents
-        ranks, and takes its median, among them as if they were the whole library)."""
-        kept = [d for d in sorted(docs) if d in self._doc_rows]
-        rows = np.concatenate([self._doc_rows[d] for d in kept]) if kept else np.zeros(0, np.int64)
-        keys, doc_rows, position = row_index((d, [self._keys[i][1] for i in self._doc_rows[d]]) for d in kept)
-        return Similarities(keys, position, self.values[rows], doc_rows,
-                            None if self._matrix is None else self._matrix[rows], self._question)
-
-    def median(self) -> float:
-        """The upper median (the value a sorted list holds at ``len // 2``)."""
-        middle = len(self.values) // 2
-        return float(np.partition(self.values, middle)[middle])
-
-    def top(self, n: int, exclude=frozenset()) -> list[tuple[str, int]]:
-        """The ``n`` most similar keys not in ``exclude``, most similar first (ties by key), exactly as
-        a full sort would give them."""
-        values = self.values
-        want = min(len(values), n + len(exclude))
-        if want <= 0:
-            return []
-        if want < len(values):
-            threshold = np.partition(values, len(values) - want)[len(values) - want]
-            chosen = np.flatnonzero(values >= threshold)  # ties at the threshold included
-        else:
-            chosen = np.arange(len(values))
-        keys = [self._keys[i] for i in chosen.tolist() if self._keys[i] not in exclude]
-        keys.sort(key=lambda key: (-self.values[self._position[key]], key))
-        return keys[:n]
-
-
-def row_index(runs) -> tuple[list[tuple[str, int]], dict[str, np.ndarray], dict[tuple[str, int], int]]:
-    """(keys, each document's rows, each key's row) of a matrix whose rows are (document, its entries'
-    lines) runs in order."""
-    keys: list[tuple[str, int]] = []
-    doc_rows: dict[str, np.ndarray] = {}
-    for doc_id, lines in runs:
-        doc_rows[doc_id] = np.arange(len(keys), len(keys) + len(lines), dtype=np.int64)
-        keys.extend(zip(repeat(doc_id), lines))
-    return keys, doc_rows, {key: at for at, key in enumerate(keys)}
-
-
-def drop_snapshots(folder: Path, wipe: bool = False) -> list[str]:
-    """Remove every snapshot of the matrix in ``folder``; ``wipe``: overwritten with zeros first (a
-    forget: they hold the forgotten entries' vectors, and the cache's rows are overwritten too)."""
-    gone = []
-    for path in folder.glob(f"{SNAPSHOT}-*"):
-        try:
-            if wipe:
-                _wipe(path)
-            else:
-                path.unlink()
-            gone.append(str(path))
-        except FileNotFoundError:
-            pass
-    return gone
 
 
 def forget_kept(store: Store, folder: Path, entries: list[Entry], doc_ids: list[str], model: str,
@@ -168,7 +63,7 @@ def forget_kept(store: Store, folder: Path, entries: list[Entry], doc_ids: list[
     try:
         if vectors.path == ":memory:":  # the file could not be opened as a cache
             drop_snapshots(folder, wipe=True)
-            _wipe(path)
+            wipe_file(path)
             return 0
         return vectors.forget(entries, doc_ids)
     finally:
@@ -180,20 +75,6 @@ class _Keyed:
 
     def __init__(self, name: str, dimensions: int):
         self.name, self.dimensions = name, dimensions
-
-
-def _wipe(path: Path) -> None:
-    """Overwrite ``path`` with zeros and remove it."""
-    try:
-        with open(path, "r+b") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            for _ in range(0, size, 1 << 20):
-                handle.write(bytes(min(1 << 20, size - handle.tell())))
-            handle.flush()
-            os.fsync(handle.fileno())
-        path.unlink()
-    except FileNotFoundError:
-        pass
 
 
 def _key(model: str, text: str) -> bytes:

@@ -8,10 +8,11 @@ longer than 100 characters, is ``[UNK]``.
 
 from __future__ import annotations
 
-import json
 import unicodedata
 from functools import lru_cache
 from pathlib import Path
+
+from memcli import parsing
 
 MAX_WORD_CHARS = 100
 
@@ -71,7 +72,7 @@ class WordPiece:
 
     @classmethod
     def from_file(cls, path: Path) -> WordPiece:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = parsing.loads(path.read_text(encoding="utf-8"))
         return cls({str(k): int(v) for k, v in data["model"]["vocab"].items()})
 
     def _word(self, word: str) -> tuple[int, ...]:

@@ -10,6 +10,7 @@ import json
 import os
 from pathlib import Path
 
+from memcli import parsing
 from memcli.share.git import Repo
 from memcli.store.atomic import atomic_write
 
@@ -75,7 +76,7 @@ def clear_stale(repo: Repo, store_root: Path) -> list[str]:
 
 def _note(store_root: Path) -> dict | None:
     try:
-        data = json.loads((store_root / SYNC_NOTE).read_text())
+        data = parsing.loads((store_root / SYNC_NOTE).read_text())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
+from memcli import parsing
 from memcli.store.folder import refresh_token_count
 from memcli.store.format import Document, Entry, FormatError, parse_document, parse_entry
 from memcli.store.identity import valid_values
@@ -172,7 +173,7 @@ def _unique(items: Iterable[str]) -> list[str]:
 def _valid_state(text: str) -> dict:
     """A side's state with only the values a state may hold (:func:`memcli.store.identity.valid_values`)."""
     try:
-        return valid_values(json.loads(text) if text.strip() else {})
+        return valid_values(parsing.loads(text) if text.strip() else {})
     except ValueError:
         return {}
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memcli.forget import tombstones
+from memcli.forget_caches import tombstones
 from memcli.share.merge import CONFLICT_KEY
 from memcli.store import CURRENT_ID, Store
 from memcli.store.atomic import Transaction

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from memcli import parsing
 from memcli.share.git import repo_of
 from memcli.store import Store
 from memcli.store.folder import read_regular
@@ -17,7 +18,7 @@ def repair_state(store: Store) -> str | None:
     """Repair the store's state when it is damaged; what was done (None: nothing was needed)."""
     with store.writing() as txn:
         try:
-            state = json.loads(read_regular(store.state_path).decode("utf-8"))
+            state = parsing.loads(read_regular(store.state_path).decode("utf-8"))
         except FileNotFoundError:
             return None
         except (OSError, ValueError):
@@ -52,7 +53,7 @@ def _from_history(store: Store) -> tuple[dict | None, str]:
         if shown.returncode != 0:
             continue
         try:
-            state = json.loads(shown.stdout)
+            state = parsing.loads(shown.stdout)
         except ValueError:
             continue
         if state_problem(state) is None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memcli.errors import StoreError, UsageError
-from memcli.forget import expect_purge, held, tombstones
+from memcli.forget_caches import clean_caches, expect_purge, held, purge_done, tombstone_digest, tombstones
 from memcli.results import Result, omit_empty
 from memcli.share.git import (
     Repo,
@@ -108,8 +108,8 @@ def sync(store: Store, *, remote: str | None = None, push: bool = True,
 def _tracked_notes(repo: Repo) -> list[str]:
     """Forget's notes as the history tracks them (someone's ``git add -f``): a dry run's or an
     interrupted forget's word belongs to the clone that made it, so memcli reads its own, kept
-    outside the work tree (:func:`memcli.forget.note_path`), and never these."""
-    from memcli.forget import TREE_NOTES
+    outside the work tree (:func:`memcli.forget_caches.note_path`), and never these."""
+    from memcli.forget_caches import TREE_NOTES
 
     prefix = "" if str(repo.store) == "." else f"{repo.store.as_posix()}/"
     listed = repo.run("ls-files", "-z", "--", *(prefix + name for name in TREE_NOTES), check=False).stdout
@@ -218,3 +218,19 @@ def _settle(store: Store, repo: Repo, result: Synced, said: str) -> None:
             repo.run("checkout", "--theirs" if code in ("DU", "UA") else "--ours", "--", path)
             repo.run("add", "--", path)
         result.settled.append(path)
+
+
+def sync_memory(memory, *, remote: str | None = None, push: bool = True):
+    """:meth:`memcli.memory.Memory.sync`'s work: :func:`sync`, then the entries another clone forgot leave this
+    clone's caches too (:func:`memcli.forget_caches.clean_caches`)."""
+    memory.writable()
+    index = memory.index  # opened before the merge: the caches are settled for what is here now
+    before = tombstone_digest(memory.store)
+    result = sync(memory.store, remote=remote, push=push, running=memory.consolidating)
+    if result.leaving:
+        clean_caches(memory.store, memory.settings, index, result, [e for _, e in result.leaving],
+                     sorted({doc for doc, _ in result.leaving}), memory.drop_caches)
+    elif result.merged:
+        # the tombstones that came name nothing these caches held
+        purge_done(memory.store, memory.settings, before)
+    return result

@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
+from memcli import parsing
 from memcli.errors import StoreError, StoreWriteError
 from memcli.regular import NotRegular, open_regular_fd
 
@@ -236,7 +237,7 @@ def _txn_dir(root: Path) -> Path:
 def _checked_ops(root: Path, manifest: Path) -> list[dict]:
     """The manifest's operations, each checked to name a store file (and a staged file of this store)."""
     try:
-        data = json.loads(manifest.read_text("utf-8"))
+        data = parsing.loads(manifest.read_text("utf-8"))
     except (OSError, ValueError) as exc:
         raise StoreError(f"{manifest}: unreadable pending transaction: {exc}",
                          hint=f"move {manifest.parent} out of the store to use it again") from None

@@ -24,6 +24,7 @@ import random
 import time
 from pathlib import Path
 
+from memcli import parsing
 from memcli.store.atomic import atomic_write
 from memcli.store_state import COUNTERS, ORIGINS, UNIQUE, is_origin, whole
 
@@ -75,7 +76,7 @@ def _place(root: Path) -> dict:
 def drawn_origin(root: Path) -> int | None:
     """This clone's origin if it has drawn one (for ``memcli status``), without drawing it."""
     try:
-        data = json.loads((root / ORIGIN_FILE).read_text(encoding="utf-8"))
+        data = parsing.loads((root / ORIGIN_FILE).read_text(encoding="utf-8"))
         place = _place(root)
         if all(data.get(key, place[key]) == place[key] for key in place) and 1 <= int(data["origin"]) < ORIGINS:
             return int(data["origin"])

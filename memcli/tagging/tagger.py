@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from memcli import parsing
 from memcli.errors import ConfigError
 
 START = ("-START-", "-START2-")
@@ -111,7 +112,7 @@ class Tagger:
     def load(cls, path: Path | None = None) -> Tagger:
         path = path or weights_path()
         try:
-            data = json.loads(gzip.decompress(path.read_bytes()))
+            data = parsing.loads(gzip.decompress(path.read_bytes()))
             return cls(data["rows"], data["tagdict"], data["classes"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise TaggerMissing(f"memcli's tagger weights cannot be read ({path}): {exc}; reinstall memcli") from exc

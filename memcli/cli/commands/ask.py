@@ -162,6 +162,21 @@ def _trace_round(record: dict) -> None:
     sys.stderr.flush()
 
 
+DECIDING_TEXT = 200  # characters of the deciding line shown under the answer (--json has it whole)
+
+
+def deciding_line(decided: dict | None) -> str | None:
+    """The line that decided an answer, for a person to check it: ``-- Caroline, 2024-03-03 18:40 (CURRENT:28):
+    "text"`` (None when no one line did: a model's answer)."""
+    said = (decided or {}).get("said")
+    if not said:
+        return None
+    text = " ".join(str(said.get("text", "")).split())
+    text = text if len(text) <= DECIDING_TEXT else text[:DECIDING_TEXT - 1].rstrip() + "…"
+    when = f", {said['time'].replace('T', ' ')}" if said.get("time") else ""
+    return f"-- {said.get('speaker') or 'note'}{when} ({decided['line']}): \"{text}\""
+
+
 @register(AskResult)
 def _render(result: AskResult, out: Output) -> None:
     said = result.asked_time  # the question's words bounded what was read
@@ -177,6 +192,9 @@ def _render(result: AskResult, out: Output) -> None:
                 out.write(item.text)
                 out.write("")
         else:
+            if line := deciding_line(result.decided):
+                out.write(line)
+                out.write("")
             out.write("sources: " + ", ".join(e.citation for e in result.read))
         if result.unread:
             out.write("more evidence: " + ", ".join(e.citation for e in result.unread))

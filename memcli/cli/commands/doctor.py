@@ -72,5 +72,5 @@ def _render(result: DoctorResult, out: Output) -> None:
             hint = "" if host.wired else f"  (memcli mcp --print-config {host.host}" + \
                 ("" if host.host == "cursor" else f", {host.host}-hooks") + ")"
             out.write(f"{'host':12} {host.host}: {state}{hint}")
-        for path in host.unreadable:
-            out.write(f"{'host':12} {host.host}: {path} could not be read as settings")
+        for path, why in zip(host.unreadable, host.why, strict=True):
+            out.write(f"{'host':12} {host.host}: {path} could not be read as settings ({why})")
