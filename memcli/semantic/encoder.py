@@ -193,13 +193,17 @@ def pad(batch: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
 def transformer(w: dict[str, np.ndarray], ids: np.ndarray, mask: np.ndarray,
                 types: np.ndarray | None = None) -> np.ndarray:
     """BERT's last layer ``(count, length, d)`` for padded ``ids`` (and segment ``types``, 0 when
-    None) under the weights ``w`` (the encoder's, or a model fine-tuned from them)."""
+    None) under the weights ``w`` (the encoder's, or a model fine-tuned from them). Only the tokens
+    ``mask`` keeps go through the dense layers (a batch of texts of unlike lengths is mostly padding:
+    a question's windows, 36% of their positions); the padding's rows come back as zeros."""
     count, length = ids.shape
     dimensions = w["embeddings.word_embeddings.weight"].shape[1]
+    keep = mask.reshape(-1) > 0
+    every = bool(keep.all())
     segment = w["embeddings.token_type_embeddings.weight"]
     x = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:length]
-         + (segment[0] if types is None else segment[types]))
-    x = _layer_norm(x.reshape(count * length, -1), w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
+         + (segment[0] if types is None else segment[types])).reshape(count * length, -1)
+    x = _layer_norm(x if every else x[keep], w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
     head = dimensions // HEADS
     scale = np.float32(1.0 / np.sqrt(head))
     blocked = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]
@@ -207,8 +211,15 @@ def transformer(w: dict[str, np.ndarray], ids: np.ndarray, mask: np.ndarray,
     def dense(h: np.ndarray, name: str) -> np.ndarray:
         return h @ w[f"{name}.weight"].T + w[f"{name}.bias"]
 
+    def padded(h: np.ndarray) -> np.ndarray:
+        if every:
+            return h
+        out = np.zeros((count * length, h.shape[1]), h.dtype)
+        out[keep] = h
+        return out
+
     def heads(h: np.ndarray) -> np.ndarray:
-        return h.reshape(count, length, HEADS, head).transpose(0, 2, 1, 3)
+        return padded(h).reshape(count, length, HEADS, head).transpose(0, 2, 1, 3)
 
     for layer in range(LAYERS):
         p = f"encoder.layer.{layer}."
@@ -217,8 +228,8 @@ def transformer(w: dict[str, np.ndarray], ids: np.ndarray, mask: np.ndarray,
         scores = np.exp(scores - scores.max(-1, keepdims=True))
         scores /= scores.sum(-1, keepdims=True)
         attended = (scores @ v).transpose(0, 2, 1, 3).reshape(count * length, dimensions)
-        x = _layer_norm(x + dense(attended, p + "attention.output.dense"),
+        x = _layer_norm(x + dense(attended if every else attended[keep], p + "attention.output.dense"),
                         w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"])
         hidden = dense(_gelu(dense(x, p + "intermediate.dense")), p + "output.dense")
         x = _layer_norm(x + hidden, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"])
-    return x.reshape(count, length, dimensions)
+    return padded(x).reshape(count, length, dimensions)
