@@ -19,6 +19,7 @@ import random
 import re
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -67,6 +68,27 @@ def moved(text: str, shift: list[int], offset: int) -> int:
     return offset + shift[text.count("\n", 0, offset)]
 
 
+class Item(NamedTuple):
+    """A question and the passage it is read with, as text: the answer's characters (None: no answer), and which
+    of the passage's windows train on it (``first``; ``all``; ``answered``: the first that holds the answer)."""
+
+    question: str
+    passage: str
+    answer: tuple[int, int] | None
+    windows: str = "first"
+
+
+def tokenized(tokenizer, items: list[Item]) -> list:
+    """The training rows of ``items``: ``(ids, first, start, end)`` of the windows each one names."""
+    out = []
+    for item in items:
+        rows = labelled(tokenizer, item.question, item.passage, item.answer)
+        if item.windows == "answered":
+            rows = [r for r in rows if r[2]]
+        out += rows if item.windows == "all" else rows[:1]
+    return out
+
+
 def labelled(tokenizer, question, passage, answer: tuple[int, int] | None, window=features.WINDOW):
     """The windows of a passage with their labels: ``(ids, first, start, end)``; 0, 0 for no answer."""
     out = []
@@ -78,7 +100,7 @@ def labelled(tokenizer, question, passage, answer: tuple[int, int] | None, windo
     return out
 
 
-def squad_windows(tokenizer, examples: list[Example], rng, no_answer_share):
+def squad_windows(examples: list[Example], rng, no_answer_share):
     out = []
     for ex in examples:
         spans = sentences(ex.context)
@@ -89,18 +111,18 @@ def squad_windows(tokenizer, examples: list[Example], rng, no_answer_share):
         lo, hi = max(first - rng.randint(0, 1), 0), min(last + rng.randint(0, 1), len(spans) - 1)
         base = spans[lo][0]
         passage = ex.context[base:spans[hi][1]]
-        out += labelled(tokenizer, ex.question, passage, (start - base, end - base))[:1]
+        out.append(Item(ex.question, passage, (start - base, end - base)))
         far = [i for i in range(len(spans)) if i < first - 2 or i > last + 2]
         if far and rng.random() < no_answer_share:
             i = rng.choice(far)
             lo, hi = i, min(i + rng.randint(0, 2), len(spans) - 1)
             passage = ex.context[spans[lo][0]:spans[hi][1]]
             if text.lower() not in passage.lower():
-                out += labelled(tokenizer, ex.question, passage, None)[:1]
+                out.append(Item(ex.question, passage, None))
     return out
 
 
-def dialogue_windows(tokenizer, examples: list[Example], rng, no_answer_share, around: tuple[int, int] | None):
+def dialogue_windows(examples: list[Example], rng, no_answer_share, around: tuple[int, int] | None):
     """Dialogue questions: whole (``around`` None) or the run of lines ``around`` the answer's (a random
     number of lines each side between the two), and no-answer runs far from it."""
     out = []
@@ -110,7 +132,7 @@ def dialogue_windows(tokenizer, examples: list[Example], rng, no_answer_share, a
         if shift is not None:
             offsets = [(moved(ex.context, shift, s), moved(ex.context, shift, e - 1) + 1) for s, e in offsets]
         if around is None:
-            out += labelled(tokenizer, ex.question, context, offsets[0] if offsets else None)
+            out.append(Item(ex.question, context, offsets[0] if offsets else None, "all"))
             continue
         lines, at = [], 0
         for line in context.split("\n"):
@@ -124,14 +146,14 @@ def dialogue_windows(tokenizer, examples: list[Example], rng, no_answer_share, a
         lo = max(first - rng.randint(*around), 0)
         hi = min(last + rng.randint(*around), len(lines) - 1)
         base = lines[lo][0]
-        out += labelled(tokenizer, ex.question, context[base:lines[hi][1]], (s - base, e - base))[:1]
+        out.append(Item(ex.question, context[base:lines[hi][1]], (s - base, e - base)))
         span = around[1]
         far = [i for i in range(len(lines) - span) if i + span < first - 1 or i > last + 1]
         if far and rng.random() < no_answer_share:
             i = rng.choice(far)
             passage = context[lines[i][0]:lines[i + rng.randint(*around)][1]]
             if all(a.lower() not in passage.lower() for a in ex.answers):
-                out += labelled(tokenizer, ex.question, passage, None)[:1]
+                out.append(Item(ex.question, passage, None))
     return out
 
 
@@ -153,7 +175,7 @@ def names(text: str, who: str, flags=0) -> bool:
     return re.search(rf"(?<!\w){re.escape(who)}(?!\w)", text, flags) is not None
 
 
-def wrong_speaker_windows(tokenizer, examples: list[Example], rng, share: float, around=(1, 6)):
+def wrong_speaker_windows(examples: list[Example], rng, share: float, around=(1, 6)):
     """For a ``share`` of the dialogue questions that name the speaker of their answer's line, the same question
     asked of another speaker of the lines read (one who says nothing holding the answer), labelled no answer."""
     out = []
@@ -177,7 +199,7 @@ def wrong_speaker_windows(tokenizer, examples: list[Example], rng, share: float,
         passage = "\n".join(shown)
         if rng.random() < 0.5:
             passage = date_lines(passage, rng)[0]
-        out += labelled(tokenizer, question, passage, None)[:1]
+        out.append(Item(question, passage, None))
     return out
 
 
@@ -200,7 +222,7 @@ def dates_in_order(rng, count: int) -> list[str]:
     return out
 
 
-def update_windows(tokenizer, examples: list[Example], rng, count: int, speakers: list[str]):
+def update_windows(examples: list[Example], rng, count: int, speakers: list[str]):
     """``count`` questions whose answer's line is said twice, at two times, with two values (the answer, and an
     answer of another question of the same kind in its place), among 0-2 other lines of the passage (0-1 sentences of an article), each line
     dated in order; labelled with the later value. Half the questions ask about "now"."""
@@ -243,31 +265,36 @@ def update_windows(tokenizer, examples: list[Example], rng, count: int, speakers
         question = ex.question
         if rng.random() < 0.5 and question.rstrip().endswith("?"):
             question = question.rstrip()[:-1].rstrip() + " now?"
-        out += [w for w in labelled(tokenizer, question, "\n".join(lines), (base, base + len(values[1][1]))) if w[2]][:1]
+        out.append(Item(question, "\n".join(lines), (base, base + len(values[1][1])), "answered"))
     return out
 
 
-def training_windows(tokenizer, args, rng) -> dict[str, list]:
-    """Every kind of window the recipe in ``args`` asks for, by its name."""
+def training_items(args, rng) -> dict[str, list[Item]]:
+    """Every kind of training question the recipe in ``args`` asks for, by its name."""
     sets = {name: load(DATA / f"{name}.json.gz")[1] for name in
             ("squad_v1.1_train", "molweni_train", "friendsqa_trn")}
     out = {}
     squad = [e for e in sets["squad_v1.1_train"] if e.answers]
     rng.shuffle(squad)
-    out["squad"] = squad_windows(tokenizer, squad[:args.squad], rng, args.no_answer)
+    out["squad"] = squad_windows(squad[:args.squad], rng, args.no_answer)
     molweni = sets["molweni_train"]
     rng.shuffle(molweni)
     molweni = molweni[:args.molweni]
-    out["molweni"] = dialogue_windows(tokenizer, molweni, rng, 0.0, None)
+    out["molweni"] = dialogue_windows(molweni, rng, 0.0, None)
     friends = sets["friendsqa_trn"]
     rng.shuffle(friends)
     friends = friends[:args.friendsqa]
-    out["friendsqa"] = dialogue_windows(tokenizer, friends, rng, args.no_answer, (1, 6))
-    out["someone else said it"] = wrong_speaker_windows(tokenizer, molweni + friends, rng, args.wrong_speaker)
+    out["friendsqa"] = dialogue_windows(friends, rng, args.no_answer, (1, 6))
+    out["someone else said it"] = wrong_speaker_windows(molweni + friends, rng, args.wrong_speaker)
     speakers = sorted({p for ex in molweni + friends for line in ex.context.split("\n") if (p := speaker_of(line))})
     mixed = squad + molweni + friends
-    out["a value said again"] = update_windows(tokenizer, mixed, rng, args.updates, speakers)
+    out["a value said again"] = update_windows(mixed, rng, args.updates, speakers)
     return out
+
+
+def training_windows(tokenizer, args, rng) -> dict[str, list]:
+    """Every kind of window the recipe in ``args`` asks for, by its name (:func:`training_items`, tokenized)."""
+    return {name: tokenized(tokenizer, items) for name, items in training_items(args, rng).items()}
 
 
 def report(out: dict[str, list]) -> list:

@@ -217,7 +217,8 @@ def snapshot(run: Run, reader: Reader, args, state: dict, epoch: float) -> None:
 
 
 def held_out(weights: Path, limit: int) -> dict:
-    """F1 (and "none" right) of ``memcli eval qa`` with these weights, a seeded sample of each curve set."""
+    """F1 (and "none" right) of ``memcli eval qa`` with these weights, a seeded sample of each curve set, and the
+    judgements the training shapes teach, held out (:mod:`heldout`)."""
     from memcli.eval.qa import evaluate
     from memcli.qa.model import Reader as NumpyReader
 
@@ -228,6 +229,9 @@ def held_out(weights: Path, limit: int) -> dict:
             scored = evaluate([path], limit=limit, part=part, reader=reader).files[0]
             out[name] = {"f1": scored["f1"], "none_right": scored["no_answer_right"],
                          "best_threshold": scored["best_threshold"], "f1_at_best": scored["f1_at_best_threshold"]}
+    import heldout
+
+    out["shapes"] = heldout.score(weights, heldout.shapes(limit))
     out["eval_seconds"] = round(time.monotonic() - began)
     return out
 
@@ -293,11 +297,15 @@ def show_curve(run_dir: Path) -> None:
     path = run_dir.expanduser() / "log.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
     names = [n for n, _ in CURVE_SETS]
-    print("| step | epoch | hours | " + " | ".join(f"{n} F1" for n in names) + " |")
-    print("|---" * (3 + len(names)) + "|")
+    print("| step | epoch | hours | " + " | ".join(f"{n} F1" for n in names)
+          + " | someone else said it: none | a value said again: F1 |")
+    print("|---" * (5 + len(names)) + "|")
     for r in (r for r in rows if r.get("kind") == "curve"):
         cells = [f"{r[n]['f1']:.3f}" + (f" ({r[n]['none_right']:.2f})" if r[n].get("none_right") is not None else "")
                  if n in r else "-" for n in names]
+        shapes = r.get("shapes") or {}
+        cells.append(f"{shapes['someone else said it']['none_right']:.3f}" if shapes else "-")
+        cells.append(f"{shapes['a value said again']['f1']:.3f}" if shapes else "-")
         print(f"| {r['step']} | {r['epoch']} | {r['seconds'] / 3600:.2f} | " + " | ".join(cells) + " |")
 
 
