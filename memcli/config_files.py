@@ -49,6 +49,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("grep.timeout", "MEMCLI_GREP_TIMEOUT", 2.0,
             "seconds a regular expression may run over the whole store (grep, the agent's tools)"),
     Setting("ask.budget", "MEMCLI_ASK_BUDGET", 2000, "evidence budget of ask, in tokens"),
+    Setting("hook.start_tokens", "MEMCLI_HOOK_START_TOKENS", 600,
+            "what a session start adds to an agent's context, in tokens: the project's recent sessions (each "
+            "one's request and how it ended), then lines of decisions and open items"),
     Setting("ask.answer_context", "MEMCLI_ASK_ANSWER_CONTEXT", 600,
             "evidence the answering model reads, best-ranked first, in tokens (0: all of it)"),
     Setting("store.lock_timeout", "MEMCLI_LOCK_TIMEOUT", 120.0,

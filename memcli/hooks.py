@@ -8,10 +8,10 @@ Claude Code, Codex and Gemini CLI run ``memcli hook AGENT`` with one event as JS
   event names is ingested by a detached ``memcli ingest`` (new turns only; the usual automatic
   consolidation follows), so the hook answers at once: hosts give these hooks a short budget.
   ``--wait`` ingests before answering.
-* ``SessionStart``: what memory holds about the project, ranked, within :data:`DIGEST_BUDGET`
-  tokens, for the host to add to the session's context (:func:`start_output`: text for Claude
-  Code, ``hookSpecificOutput.additionalContext`` for the hosts that read a hook's stdout as JSON);
-  nothing when memory holds nothing about it.
+* ``SessionStart``: the project's recent sessions (what each asked for and how it ended) and the lines of
+  decisions and open items, within ``hook.start_tokens`` (:mod:`memcli.session_start`), for the host to add
+  to the session's context (:func:`start_output`: text for Claude Code, ``hookSpecificOutput.additionalContext``
+  for the hosts that read a hook's stdout as JSON); nothing when memory holds nothing about it.
 
 Which store: ``--store`` or ``$MEMCLI_STORE`` when given, else the nearest ``.memcli/`` above the
 event's ``cwd`` (a project store: everything in it is the project's), else the user store, where
@@ -28,8 +28,6 @@ from memcli import hook_start, parsing
 from memcli.errors import InputError
 from memcli.hook_start import HOSTS, LOG  # noqa: F401  (the hook's own names, said once)
 from memcli.paths import Resolved
-
-DIGEST_BUDGET = 600  # tokens of evidence a session start gets
 
 
 def read_hook_event(raw: str, agent: str = "claude-code") -> dict:
@@ -103,22 +101,14 @@ def save(memory, event: dict, project: str | None, agent: str = "claude-code") -
 
 
 def digest(memory, event: dict, project: str | None) -> dict:
-    """What memory holds about the session's project, best first within the budget ('' when nothing)."""
-    name = event["hook_event_name"]
-    cwd = event_cwd(event)
-    label = Path(project).name if project else (cwd.name if cwd else "")
-    if not memory.store.state_path.exists():
-        return {"event": name, "action": "digest", "digest": ""}
-    question = f"{label} project: what was decided, done and left to do"
-    found = memory.ask(question, reader="evidence-only", budget=DIGEST_BUDGET,
-                       where={"project": project} if project else {}, recent=True)
-    evidence = found.evidence
-    if not evidence:
-        return {"event": name, "action": "digest", "digest": ""}
-    lines = [f"Memory about {label or 'this project'} (memcli; cite as doc:lines, search more with the "
-             "memory_search tool):"]
-    lines += [f"{e.citation}\n{e.text}" for e in sorted(evidence, key=lambda e: e.rank or 0)]
-    return {"event": name, "action": "digest", "digest": "\n".join(lines)}
+    """What a session start tells the agent of its project (:func:`memcli.session_start.digest`: the recent
+    sessions, then decisions and open items; '' when memory holds nothing of it)."""
+    from memcli.session_start import digest as start_digest
+    from memcli.session_start import label_of
+
+    label = label_of(project, event_cwd(event))
+    text = start_digest(memory, project, label, memory.settings.hook_start_tokens)
+    return {"event": event["hook_event_name"], "action": "digest", "digest": text}
 
 
 def start_output(agent: str, digest_text: str) -> str:

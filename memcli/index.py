@@ -24,6 +24,7 @@ from math import log
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from memcli import session_table
 from memcli.cache import file_signatures, note_owner, open_cache
 from memcli.partitions import partitions, snippet
 from memcli.paths import ensure_private_dir
@@ -35,7 +36,7 @@ from memcli.tokens import count_tokens
 if TYPE_CHECKING:
     import numpy as np
 
-INDEX_VERSION = 6  # 6: memcli's own titles and headings are not indexed (partitions.py)
+INDEX_VERSION = 7  # 7: the agent sessions table (session_table.py); 6: memcli's own titles are not indexed
 K1, B, EPSILON = 1.5, 0.75, 0.25  # rank-bm25's BM25Okapi defaults
 WHOLE_TERMS = 100_000  # a library's terms read at once for a consolidation (idf(whole=True)) up to this many
 LENGTHS_READ_ALONE = 2000  # candidate partitions whose lengths a search reads alone rather than all of them
@@ -81,7 +82,7 @@ CREATE TABLE IF NOT EXISTS totals(name TEXT PRIMARY KEY, value INTEGER);
 CREATE TABLE IF NOT EXISTS doc_people(doc TEXT, kind TEXT, value TEXT);
 CREATE INDEX IF NOT EXISTS doc_people_value ON doc_people(kind, value);
 CREATE INDEX IF NOT EXISTS doc_people_doc ON doc_people(doc);
-"""
+""" + session_table.SCHEMA
 PEOPLE = ("speaker", "conv", "project")  # what the people table keeps of each document's entries
 
 
@@ -129,7 +130,7 @@ class LibraryIndex:
 
     def _connect(self) -> sqlite3.Connection:
         return open_cache(self.path, _SCHEMA, f"{INDEX_VERSION}:{self.partition_tokens}",
-                          ("docs", "parts", "postings", "dfs", "doc_people", "totals"))
+                          ("docs", "parts", "postings", "dfs", "doc_people", "totals", session_table.TABLE))
 
     def close(self) -> None:
         self.db.close()
@@ -224,14 +225,16 @@ class LibraryIndex:
         parts, length = self.db.execute("SELECT COUNT(*), COALESCE(SUM(len), 0) FROM parts WHERE doc=?",
                                         (doc_id,)).fetchone()
         self._count(-parts, -length)
-        for table in ("docs", "parts", "postings", "doc_people"):
+        for table in ("docs", "parts", "postings", "doc_people", session_table.TABLE):
             self.db.execute(f"DELETE FROM {table} WHERE doc=?", (doc_id,))
 
     def _add(self, doc_id: str, sig: tuple[int, int]) -> None:
         loaded = self.store.load(doc_id)
         doc = loaded.doc
-        live = [entry for _, entry in doc.entries()]
+        pairs = list(doc.entries())
+        live = [entry for _, entry in pairs]
         entries = len(live)
+        session_table.add(self.db, doc_id, pairs)
         self.db.executemany("INSERT INTO doc_people VALUES(?,?,?)", sorted(
             {(doc_id, kind, e.meta[kind]) for e in live for kind in PEOPLE if e.meta.get(kind)}))
         summary = str(doc.meta.get("summary") or "")

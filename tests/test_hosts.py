@@ -135,7 +135,7 @@ def test_a_session_is_saved_exactly_resumed_and_recalled_at_the_next_start(tmp_p
     said = json.loads(resumed.stdout)  # JSON alone on stdout, the host's schema
     assert said["hookSpecificOutput"]["hookEventName"] == "SessionStart"
     context = said["hookSpecificOutput"]["additionalContext"]
-    assert context.startswith("Memory about kiln") and "CURRENT:" in context
+    assert context.startswith("Memory of kiln") and "CURRENT:" in context
     assert set(said) == {"hookSpecificOutput"} and set(said["hookSpecificOutput"]) == {"hookEventName",
                                                                                       "additionalContext"}
 

@@ -13,11 +13,11 @@ LAYERS = [
     ("base", {"errors", "results", "where", "regular", "paths", "trust", "config", "config_files", "store_state",
               "tokens", "terms", "clauses", "dates", "joblock", "deadline", "cpu", "skill", "parsing", "__init__"}),
     ("storage", {"store/", "cache"}),
-    ("indexing", {"semantic/", "qa/", "tagging/", "partitions", "index", "read_tools"}),
+    ("indexing", {"semantic/", "qa/", "tagging/", "partitions", "index", "session_table", "read_tools"}),
     ("models", {"llm/"}),
     ("pipelines", {"ingest/", "retrieve/", "consolidate/", "kv/", "forget", "forget_caches", "share/"}),
     ("application", {"memory", "asking", "reports", "chat", "doctor", "wiring", "eval/"}),
-    ("faces", {"cli/", "mcp_server", "mcp_start", "hooks", "hook_start", "registrations", "__main__"}),
+    ("faces", {"cli/", "mcp_server", "mcp_start", "hooks", "hook_start", "registrations", "session_start", "__main__"}),
 ]
 LEVEL = {room: level for level, (_, rooms) in enumerate(LAYERS) for room in rooms}
 

@@ -152,7 +152,7 @@ def test_a_session_whose_cwd_is_gone_or_a_file_goes_to_the_project_store_above_i
         assert quick.code == 0 and quick.json["store"] == str(project / ".memcli"), quick.stderr
     recalled = run_memcli("hook", "claude-code", stdin=event("SessionStart", project / "src" / "removed-worktree"),
                           cwd=tmp_path)
-    assert recalled.code == 0 and "Memory about" in recalled.stdout
+    assert recalled.code == 0 and "Memory of" in recalled.stdout
 
 
 # ---------------------------------------------------------------- approved paths

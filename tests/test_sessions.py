@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -163,7 +164,7 @@ def test_the_claude_code_hook_saves_the_session_and_recalls_the_project(cli, tmp
                 stdin=json.dumps({**event, "hook_event_name": "PreCompact"}).encode())
     assert again.json["added"] == 0
     start = cli("hook", "claude-code", stdin=json.dumps({**event, "hook_event_name": "SessionStart"}).encode())
-    assert start.code == 0 and "Memory about kiln" in start.stdout and "kiln-test-<worker id>" in start.stdout
+    assert start.code == 0 and "Memory of kiln" in start.stdout and "kiln-test-<worker id>" in start.stdout
     bad = cli("hook", "claude-code", stdin=b"{not json")
     assert bad.code == 4
     other = cli("hook", "claude-code", "--json", stdin=json.dumps({"hook_event_name": "Notification"}).encode())
@@ -259,10 +260,10 @@ def test_the_hook_files_each_session_under_its_project_and_recalls_only_that(tmp
                          cwd=tmp_path)
     assert in_shop.code == 0 and in_shop.json["store"] == str(shop / ".memcli") and in_shop.json["project"] is None
     recalled = run_memcli("hook", "claude-code", stdin=_event("SessionStart", kiln), cwd=tmp_path)
-    assert recalled.code == 0 and "Memory about kiln" in recalled.stdout and "kiln-test-<worker id>" in recalled.stdout
+    assert recalled.code == 0 and "Memory of kiln" in recalled.stdout and "kiln-test-<worker id>" in recalled.stdout
     nothing = run_memcli("hook", "claude-code", "--json", stdin=_event("SessionStart", garden), cwd=tmp_path)
     assert nothing.code == 0 and nothing.json["digest"] == ""  # memory holds nothing about the garden
-    assert "Memory about shop" in run_memcli("hook", "claude-code", stdin=_event("SessionStart", shop),
+    assert "Memory of shop" in run_memcli("hook", "claude-code", stdin=_event("SessionStart", shop),
                                              cwd=tmp_path).stdout
 
 
@@ -286,3 +287,38 @@ def test_a_session_end_hook_answers_at_once_and_saves_in_the_background(tmp_path
     bad = run_memcli("--store", store, "hook", "claude-code",
                      stdin=json.dumps({"hook_event_name": "SessionEnd", "transcript_path": "a\u0000b"}).encode())
     assert bad.code == 4 and "NUL" in bad.stderr  # a bad event is still said properly, by the full command
+
+
+def test_a_session_start_lists_the_projects_sessions_newest_first_within_its_budget(cli, monkeypatch):
+    """Three real sessions of one project: the session start names each one's first request and its last reply,
+    newest first, each cited by the line that holds it; a smaller budget keeps the newest; a slash command is no
+    request; another project's sessions are not listed."""
+    from memcli.tokens import count_tokens
+
+    kiln = "/home/dana/kiln"
+    for name in ("claude-code-session.jsonl", "claude-code-2.0.76-codemie.jsonl", "claude-code-2.0.24-yoavf.jsonl"):
+        assert cli("ingest", SAMPLES / name, "--project", kiln, "-q").code == 0
+    assert cli("ingest", SAMPLES / "codex-rollout.jsonl", "--project", "/home/dana/shop", "-q").code == 0
+    event = json.dumps({"session_id": "y", "cwd": kiln, "hook_event_name": "SessionStart"}).encode()
+    start = cli("hook", "claude-code", stdin=event)
+    assert start.code == 0, start.stderr
+    lines = start.stdout.splitlines()
+    assert lines[0].startswith("Memory of kiln (memcli): 3 sessions saved, the newest first")
+    sessions = [line for line in lines if line.startswith("- ")]
+    assert [s[2:12] for s in sessions] == ["2026-01-08", "2025-10-21", "2025-03-04"]
+    assert 'asked "ultrathink there is logic' in sessions[0] and 'asked "/clear' not in sessions[0]
+    assert 'asked "The upload test in kiln fails about one run in ten. Can you find out why?"' in sessions[2]
+    assert 'ended "The test shares one temporary bucket between workers;' in sessions[2]
+    for cited in re.findall(r"\((CURRENT:\d+)\)", "\n".join(sessions)):  # each cites the line that says it
+        doc, line = cited.split(":")
+        entry = next(x["entry"] for x in cli("read", doc, "--lines", line, "--json").json["lines"] if "entry" in x)
+        assert " ".join(entry["text"].split())[:30] in start.stdout
+    assert count_tokens(start.stdout) <= 600 + 10
+    monkeypatch.setenv("MEMCLI_HOOK_START_TOKENS", "150")
+    small = cli("hook", "claude-code", stdin=event)
+    kept = [line for line in small.stdout.splitlines() if line.startswith("- ")]
+    assert kept and len(kept) < 3 and count_tokens(small.stdout) <= 150
+    assert [k.split(":")[0] for k in kept] == [s.split(":")[0] for s in sessions[:len(kept)]]  # the newest
+    shop = cli("hook", "claude-code", stdin=json.dumps({"session_id": "z", "cwd": "/home/dana/shop",
+                                                        "hook_event_name": "SessionStart"}).encode())
+    assert "1 session saved" in shop.stdout and "kiln" not in shop.stdout.splitlines()[1]
