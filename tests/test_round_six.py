@@ -195,3 +195,12 @@ def test_an_mcp_tool_says_what_the_cli_says(example_store):
                 assert said and said in result.content[0].text, (result.content[0].text, cli.stderr)
 
     anyio.run(main)
+
+
+def test_a_line_said_at_the_calendars_first_minute_bounds_before_without_failing(tmp_path):
+    store = tmp_path / "edge"
+    for text, time in (("Umar moved to Porto.", "0001-01-01T00:00"), ("Umar lives in Lisbon now.", "2024-05-01T10:00")):
+        assert run_memcli("--store", store, "remember", text, "--time", time, "--speaker", "Umar").code == 0
+    done = memcli("--store", store, "ask", "Where did Umar live before Porto?", "--json")
+    no_internal_error(done)
+    assert done.returncode in (0, 1)

@@ -186,11 +186,11 @@ def _minute_before(time: str) -> str:
     """The moment just before an entry's ``time`` as ``as_of`` reads one: the minute before, or the day before."""
     try:
         moment = dt.datetime.fromisoformat(time[:16] if "T" in time else time[:10])
-    except ValueError:
+        if "T" not in time:
+            return (moment - dt.timedelta(days=1)).strftime("%Y-%m-%d")
+        return (moment - dt.timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M")
+    except (ValueError, OverflowError):  # no time memcli reads, or the calendar's first minute: nothing before it
         return time
-    if "T" not in time:
-        return (moment - dt.timedelta(days=1)).strftime("%Y-%m-%d")
-    return (moment - dt.timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M")
 
 
 def asked_time(question: str, store, index) -> AskedTime | None:
