@@ -30,10 +30,12 @@ def hook(
     save the session transcript the event names (only turns not saved
     before; the usual automatic consolidation follows) in a detached ingest,
     so the hook answers at once (--wait: before answering). SessionStart
-    prints what memory holds about the event's project, best first, within
-    600 tokens (nothing when memory holds nothing about it), as the agent
-    reads it: text for Claude Code, the hosts' JSON (additionalContext) for
-    Codex and Gemini CLI. The store: --store or $MEMCLI_STORE, else the
+    prints what memory holds about the event's project within
+    hook.start_tokens (600): its recent sessions, newest first (when, what
+    was asked, how it ended, each cited doc:line), then lines of decisions
+    and open items; nothing when memory holds nothing about it. It is
+    written as the agent reads it: text for Claude Code, the hosts' JSON
+    (additionalContext) for Codex and Gemini CLI. The store: --store or $MEMCLI_STORE, else the
     nearest .memcli/ above the event's cwd, else your user store, with each
     entry tagged with its project. Other events are ignored. `memcli mcp
     --print-config claude-code-hooks` (codex-hooks, gemini-hooks) prints the
