@@ -171,10 +171,12 @@ def previous(question: str) -> tuple[str, str] | None:
     found = list(PREVIOUS.finditer(question))
     if not found:
         return None
-    rest = question
-    for each in reversed(found):
-        rest = _without(rest, each)
-    return rest, found[0].group()
+    pieces, at = [], 0
+    for each in found:  # one pass over the question, however many times it says the word
+        pieces.append(question[at:max(at, _leading(question, each.start()))])
+        at = each.end()
+    rest = re.sub(r"\s+([?!.,])", r"\1", "".join(pieces) + question[at:])
+    return re.sub(r"  +", " ", rest).strip(" ,") or question, found[0].group()
 
 
 def before_line(phrase: str, question: str, line: tuple[str, int], time: str | None) -> AskedTime | None:
