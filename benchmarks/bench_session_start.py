@@ -27,13 +27,21 @@ PROJECT = "/home/dana/kiln"
 
 
 def session_file(folder: Path, number: int, turns: int) -> Path:
-    """The sample's records repeated to ``turns`` text turns, as session ``number`` (its own id, a day later)."""
+    """The sample's records repeated to ``turns`` text turns, as session ``number`` (its own id, a day later, its
+    texts marked with the session and the turn: no two sessions say the same)."""
     records = [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
     start = dt.datetime(2025, 1, 1) + dt.timedelta(days=number)
     lines, n = [], 0
     while n < turns:
         for record in records:
             record = {**record, "sessionId": f"session-{number:05d}", "uuid": f"{number}-{n}-{record.get('uuid', '')}"}
+            record = json.loads(json.dumps(record))  # its own copy: each session's words its own (a turn number)
+            content = (record.get("message") or {}).get("content")
+            if isinstance(content, str) and not record.get("isMeta"):
+                record["message"]["content"] = f"{content} (session {number}, turn {n})"
+            for block in content if isinstance(content, list) else []:
+                if isinstance(block, dict) and isinstance(block.get("text"), str):
+                    block["text"] = f"{block['text']} (session {number}, turn {n})"
             if "timestamp" in record:
                 record["timestamp"] = (start + dt.timedelta(minutes=n)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
             lines.append(json.dumps(record))

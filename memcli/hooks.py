@@ -11,7 +11,8 @@ Claude Code, Codex and Gemini CLI run ``memcli hook AGENT`` with one event as JS
 * ``SessionStart``: the project's recent sessions (what each asked for and how it ended) and the lines of
   decisions and open items, within ``hook.start_tokens`` (:mod:`memcli.session_start`), for the host to add
   to the session's context (:func:`start_output`: text for Claude Code, ``hookSpecificOutput.additionalContext``
-  for the hosts that read a hook's stdout as JSON); nothing when memory holds nothing about it.
+  for the hosts that read a hook's stdout as JSON); nothing when memory holds nothing about it. A process
+  answers it without the CLI's framework (:func:`start_quick`: the commands are not loaded).
 
 Which store: ``--store`` or ``$MEMCLI_STORE`` when given, else the nearest ``.memcli/`` above the
 event's ``cwd`` (a project store: everything in it is the project's), else the user store, where
@@ -25,7 +26,7 @@ import json
 from pathlib import Path
 
 from memcli import hook_start, parsing
-from memcli.errors import InputError
+from memcli.errors import InputError, MemcliError
 from memcli.hook_start import HOSTS, LOG  # noqa: F401  (the hook's own names, said once)
 from memcli.paths import Resolved
 
@@ -119,3 +120,35 @@ def start_output(agent: str, digest_text: str) -> str:
         return digest_text
     return json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": digest_text}},
                       ensure_ascii=False)
+
+
+def start_quick(argv: list[str], raw: str) -> int | None:
+    """``memcli [--store S] hook AGENT [--json]`` with a well-formed SessionStart event, answered without the
+    CLI's framework (its commands are not loaded: a session start waits on it). None: not such a call, or one
+    that failed; the full command then answers it (and says any error as it says errors)."""
+    import sys
+
+    args, flag = list(argv), None
+    if args[:1] == ["--store"] and len(args) >= 2:
+        flag, args = args[1], args[2:]
+    if args[:1] != ["hook"] or len(args) < 2 or args[1] not in HOSTS or any(a != "--json" for a in args[2:]):
+        return None
+    try:
+        event = read_hook_event(raw, args[1])
+    except (MemcliError, ValueError):
+        return None
+    if event["hook_event_name"] != "SessionStart":
+        return None
+    from memcli.memory import Memory
+
+    try:
+        where, project = hook_store(event, flag)
+        with Memory(where, create=True, on_warning=lambda m: print(f"memcli: warning: {m}", file=sys.stderr)) as memory:
+            done = digest(memory, event, project)
+    except (MemcliError, OSError):
+        return None
+    if "--json" in args:
+        print(json.dumps(done, ensure_ascii=False))
+    elif done["digest"]:
+        print(start_output(args[1], done["digest"]))
+    return 0

@@ -36,7 +36,7 @@ from memcli.tokens import count_tokens
 if TYPE_CHECKING:
     import numpy as np
 
-INDEX_VERSION = 7  # 7: the agent sessions table (session_table.py); 6: memcli's own titles are not indexed
+INDEX_VERSION = 8  # 7, 8: the agent sessions table (session_table.py); 6: memcli's own titles are not indexed
 K1, B, EPSILON = 1.5, 0.75, 0.25  # rank-bm25's BM25Okapi defaults
 WHOLE_TERMS = 100_000  # a library's terms read at once for a consolidation (idf(whole=True)) up to this many
 LENGTHS_READ_ALONE = 2000  # candidate partitions whose lengths a search reads alone rather than all of them

@@ -120,3 +120,4 @@ def digest(memory, project: str | None, label: str, budget: int) -> str:
 
 def label_of(project: str | None, cwd: Path | None) -> str:
     return Path(project).name if project else (cwd.name if cwd else "")
+

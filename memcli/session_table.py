@@ -51,7 +51,7 @@ def rows(doc_id: str, entries: Iterable[tuple[int, Entry]]) -> list[tuple]:
     """The table's rows for one document's ``(line, entry)`` pairs."""
     by_conv: dict[str, list[tuple[int, Entry]]] = {}
     for line, entry in entries:
-        if entry.meta.get("conv") and entry.time:
+        if entry.meta.get("conv") and entry.time and not entry.meta.get("superseded_by"):  # lines the readers read
             by_conv.setdefault(entry.meta["conv"], []).append((line, entry))
     out = []
     for conv, said in by_conv.items():

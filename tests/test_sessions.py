@@ -289,7 +289,7 @@ def test_a_session_end_hook_answers_at_once_and_saves_in_the_background(tmp_path
     assert bad.code == 4 and "NUL" in bad.stderr  # a bad event is still said properly, by the full command
 
 
-def test_a_session_start_lists_the_projects_sessions_newest_first_within_its_budget(cli, monkeypatch):
+def test_a_session_start_lists_the_projects_sessions_newest_first_within_its_budget(cli, monkeypatch, store_dir):
     """Three real sessions of one project: the session start names each one's first request and its last reply,
     newest first, each cited by the line that holds it; a smaller budget keeps the newest; a slash command is no
     request; another project's sessions are not listed."""
@@ -314,6 +314,12 @@ def test_a_session_start_lists_the_projects_sessions_newest_first_within_its_bud
         entry = next(x["entry"] for x in cli("read", doc, "--lines", line, "--json").json["lines"] if "entry" in x)
         assert " ".join(entry["text"].split())[:30] in start.stdout
     assert count_tokens(start.stdout) <= 600 + 10
+    from conftest import run_memcli  # a process: the session start's fast path, without the CLI's framework
+
+    fast = run_memcli("--store", store_dir, "hook", "claude-code", stdin=event)
+    assert fast.code == 0 and fast.stdout == start.stdout, fast.stderr
+    as_json = run_memcli("--store", store_dir, "hook", "codex", "--json", stdin=event)
+    assert as_json.code == 0 and json.loads(as_json.stdout)["digest"] == start.stdout.rstrip("\n")
     monkeypatch.setenv("MEMCLI_HOOK_START_TOKENS", "150")
     small = cli("hook", "claude-code", stdin=event)
     kept = [line for line in small.stdout.splitlines() if line.startswith("- ")]

@@ -68,6 +68,10 @@ def _main(argv: list[str] | None) -> None:
         if argv[at + 1] in HOSTS:
             raw = sys.stdin.read()
             code = quick(argv, raw)
+            if code is None and '"SessionStart"' in raw:  # fast path: a session start without Typer
+                from memcli.hooks import start_quick
+
+                code = start_quick(argv, raw)
             if code is not None:
                 sys.exit(code)
             import io
