@@ -156,14 +156,6 @@ def load_weights(reader: Reader, paths: list[Path]) -> None:
                                         for k, v in shipped.items()}})
 
 
-def rounded(reader: Reader, frozen: int) -> None:
-    """The trained layers as the shipped fp16 would give them."""
-    state = reader.state_dict()
-    reader.load_state_dict({**state, **{k: torch.from_numpy(v.astype(np.float32)).to(state[k].device)
-                                        for k, v in shipped_weights(reader, frozen).items()}})
-
-
-
 def write_safetensors(path: Path, tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> None:
     header, blobs, at = {"__metadata__": metadata}, [], 0
     kinds = {np.dtype(np.float16): "F16", np.dtype(np.float32): "F32"}

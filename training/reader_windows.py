@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from memcli.qa import features  # noqa: E402
+from memcli.qa.model import line_ranges as line_spans  # noqa: E402
 from memcli.qa.sets import Example, load  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "qa"
@@ -155,14 +156,6 @@ def dialogue_windows(examples: list[Example], rng, no_answer_share, around: tupl
             if all(a.lower() not in passage.lower() for a in ex.answers):
                 out.append(Item(ex.question, passage, None))
     return out
-
-
-def line_spans(text: str) -> list[tuple[int, int]]:
-    spans, at = [], 0
-    for line in text.split("\n"):
-        spans.append((at, at + len(line)))
-        at += len(line) + 1
-    return spans
 
 
 def speaker_of(line: str) -> str | None:
