@@ -168,9 +168,12 @@ def names(text: str, who: str, flags=0) -> bool:
     return re.search(rf"(?<!\w){re.escape(who)}(?!\w)", text, flags) is not None
 
 
-def wrong_speaker_windows(examples: list[Example], rng, share: float, around=(1, 6)):
+def wrong_speaker_windows(examples: list[Example], rng, share: float, around=(1, 6), paired: bool = False):
     """For a ``share`` of the dialogue questions that name the speaker of their answer's line, the same question
-    asked of another speaker of the lines read (one who says nothing holding the answer), labelled no answer."""
+    asked of another speaker of the lines read (one who says nothing holding the answer), labelled no answer;
+    ``paired``: each with the question as asked on the same lines, labelled with its answer (so the name is all
+    that tells the two apart: unpaired, a run of lines around the answer read with a question naming someone
+    taught "none" to the questions that name the right speaker too, docs/reader.md)."""
     out = []
     for ex in examples:
         if not ex.answers or rng.random() >= share:
@@ -190,8 +193,12 @@ def wrong_speaker_windows(examples: list[Example], rng, share: float, around=(1,
         other = rng.choice(others)
         question = re.sub(rf"(?<!\w){re.escape(said)}(?!\w)", lambda _: other, ex.question)
         passage = "\n".join(shown)
+        start, end = ex.starts[0] - lines[lo][0], ex.starts[0] - lines[lo][0] + len(ex.answers[0])
         if rng.random() < 0.5:
-            passage = date_lines(passage, rng)[0]
+            dated, shift = date_lines(passage, rng)
+            start, end, passage = moved(passage, shift, start), moved(passage, shift, end - 1) + 1, dated
+        if paired:
+            out.append(Item(ex.question, passage, (start, end)))
         out.append(Item(question, passage, None))
     return out
 
@@ -278,7 +285,8 @@ def training_items(args, rng) -> dict[str, list[Item]]:
     rng.shuffle(friends)
     friends = friends[:args.friendsqa]
     out["friendsqa"] = dialogue_windows(friends, rng, args.no_answer, (1, 6))
-    out["someone else said it"] = wrong_speaker_windows(molweni + friends, rng, args.wrong_speaker)
+    out["someone else said it"] = wrong_speaker_windows(molweni + friends, rng, args.wrong_speaker,
+                                                       paired=args.paired)
     speakers = sorted({p for ex in molweni + friends for line in ex.context.split("\n") if (p := speaker_of(line))})
     mixed = squad + molweni + friends
     out["a value said again"] = update_windows(mixed, rng, args.updates, speakers)

@@ -55,8 +55,8 @@ from memcli.semantic.wordpiece import WordPiece
 FIXTURE = ROOT / "tests" / "fixtures" / "reader_outputs.json"
 BUNDLE_BASE, WINDOWS = "base.safetensors", "windows.npz"
 PART_BYTES = 15 << 20  # a file that comes back from a lent GPU machine holds at most 16 MiB
-RECIPE = ("seed", "squad", "molweni", "friendsqa", "no_answer", "wrong_speaker", "updates", "frozen", "batch", "lr",
-          "epochs", "warmup")
+RECIPE = ("seed", "squad", "molweni", "friendsqa", "no_answer", "wrong_speaker", "paired", "updates", "frozen", "batch",
+          "lr", "epochs", "warmup")
 CURVE_SETS = (("friendsqa_dev", None), ("molweni_dev", None), ("squad_v1.1_dev", None), ("squad_v2.0_dev", "2/2"))
 
 
@@ -334,6 +334,9 @@ def main() -> None:
     recipe.add_argument("--no-answer", type=float, default=0.33, help="share of questions with a no-answer window")
     recipe.add_argument("--wrong-speaker", type=float, default=0.5,
                         help="share of the dialogue questions naming their answer's speaker asked of another (no answer)")
+    recipe.add_argument("--unpaired", dest="paired", action="store_false",
+                        help="the someone-else-said-it questions without the same question asked as it was (the first "
+                        "run's recipe: measured worse, docs/reader.md)")
     recipe.add_argument("--updates", type=int, default=12000, help="questions read with their value said again later")
     recipe.add_argument("--frozen", type=int, default=0, help="lowest layers not trained")
     recipe.add_argument("--batch", type=int, default=32)
