@@ -75,7 +75,7 @@ def _as_tool(fn: Callable, worker: ThreadPoolExecutor) -> Callable:
         except MemcliError as exc:
             hint = getattr(exc, "hint", None)
             raise ToolError(f"{exc.message}" + (f" (hint: {hint})" if hint else "")) from None
-        except (ToolError, asyncio.CancelledError):
+        except ToolError:
             raise
         except Exception as exc:  # what the CLI would print as an internal error, said to the host as the same
             raise ToolError(f"internal error: {type(exc).__name__}: {exc}") from None
