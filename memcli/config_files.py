@@ -52,6 +52,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("hook.start_tokens", "MEMCLI_HOOK_START_TOKENS", 600,
             "what a session start adds to an agent's context, in tokens: the project's recent sessions (each "
             "one's request and how it ended), then lines of decisions and open items"),
+    Setting("hook.prompt_tokens", "MEMCLI_HOOK_PROMPT_TOKENS", 300,
+            "what the prompt hook adds to an agent's context, in tokens: the lines of earlier sessions that bear on "
+            "the prompt (nothing when none does)"),
+    Setting("hook.prompt_seconds", "MEMCLI_HOOK_PROMPT_SECONDS", 2.0,
+            "the prompt hook's time limit in seconds: past it, it adds nothing and the prompt goes on (0: none)"),
     Setting("ask.answer_context", "MEMCLI_ASK_ANSWER_CONTEXT", 600,
             "evidence the answering model reads, best-ranked first, in tokens (0: all of it)"),
     Setting("store.lock_timeout", "MEMCLI_LOCK_TIMEOUT", 120.0,

@@ -18,17 +18,19 @@ from memcli import parsing, where
 from memcli.errors import MemcliError
 
 # The agents whose lifecycle hooks memcli answers: the format of the transcript their events name,
-# the events that save it, and whether the host reads a hook's stdout as JSON only (Codex, Gemini CLI:
-# a session start's context goes in ``hookSpecificOutput.additionalContext``) or as text (Claude Code).
+# the events that save it, the event sent before a prompt reaches the model (its ``prompt`` field is what the
+# user typed), and whether the host reads a hook's stdout as JSON only (Codex, Gemini CLI: context goes in
+# ``hookSpecificOutput.additionalContext``) or as text (Claude Code).
 HOSTS = {
     "claude-code": {"label": "Claude Code", "format": "claude-code", "save": ("SessionEnd", "PreCompact", "Stop"),
-                    "json_output": False, "null_transcript": False},
+                    "prompt": "UserPromptSubmit", "json_output": False, "null_transcript": False},
     # Codex: Stop ends each turn (no SessionEnd); transcript_path is null for a session it keeps no rollout of
     "codex": {"label": "Codex", "format": "codex", "save": ("Stop", "PreCompact"),
-              "json_output": True, "null_transcript": True},
+              "prompt": "UserPromptSubmit", "json_output": True, "null_transcript": True},
     "gemini": {"label": "Gemini CLI", "format": "gemini", "save": ("SessionEnd", "PreCompress"),
-               "json_output": True, "null_transcript": False},
+               "prompt": "BeforeAgent", "json_output": True, "null_transcript": False},
 }
+CONTEXT_EVENTS = ("SessionStart", "UserPromptSubmit", "BeforeAgent")  # the events whose answer adds context
 LOG = "hooks.log"  # the detached ingests' output, in the cache folder
 _FLAGS = ("--json", "-q", "--quiet")
 

@@ -12,7 +12,11 @@ Claude Code, Codex and Gemini CLI run ``memcli hook AGENT`` with one event as JS
   decisions and open items, within ``hook.start_tokens`` (:mod:`memcli.session_start`), for the host to add
   to the session's context (:func:`start_output`: text for Claude Code, ``hookSpecificOutput.additionalContext``
   for the hosts that read a hook's stdout as JSON); nothing when memory holds nothing about it. A process
-  answers it without the CLI's framework (:func:`start_quick`: the commands are not loaded).
+  answers it without the CLI's framework (:func:`context_quick`: the commands are not loaded).
+* The prompt event (Claude Code and Codex ``UserPromptSubmit``, Gemini CLI ``BeforeAgent``): the lines of earlier
+  sessions that bear on the prompt, within ``hook.prompt_tokens`` (:mod:`memcli.prompt_recall`), added the same
+  way; nothing when none bears on it enough, and nothing past ``hook.prompt_seconds``: it never holds a prompt
+  up (a payload that is not such an event is exit 4, which no host reads as blocking).
 
 Which store: ``--store`` or ``$MEMCLI_STORE`` when given, else the nearest ``.memcli/`` above the
 event's ``cwd`` (a project store: everything in it is the project's), else the user store, where
@@ -112,20 +116,73 @@ def digest(memory, event: dict, project: str | None) -> dict:
     return {"event": event["hook_event_name"], "action": "digest", "digest": text}
 
 
-def start_output(agent: str, digest_text: str) -> str:
-    """What a session start prints for ``agent`` to add to the session: the digest itself (Claude
-    Code), or the host's JSON with it as ``additionalContext`` (Codex, Gemini CLI: their stdout must
-    be JSON alone)."""
+def prompt_of(event: dict) -> str:
+    """The prompt a prompt event carries, checked."""
+    prompt = event.get("prompt")
+    if not isinstance(prompt, str):
+        raise InputError("<hook stdin>", f"{event['hook_event_name']} event without a prompt (a string)", where="prompt")
+    return prompt
+
+
+class _TooLate(Exception):
+    """The prompt's recall ran past ``hook.prompt_seconds``."""
+
+
+def _within(seconds: float, work):
+    """``work()``, stopped with :class:`_TooLate` once ``seconds`` have passed (a timer signal: the main thread
+    only; elsewhere, or with ``seconds`` <= 0, no limit). The recall only reads, so stopping it anywhere
+    leaves nothing half written (the index's own refresh is one SQLite transaction)."""
+    import signal
+    import threading
+
+    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
+        return work()
+
+    def ring(_signum, _frame):
+        raise _TooLate
+
+    before = signal.signal(signal.SIGALRM, ring)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        return work()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+
+
+def recall(memory, event: dict, project: str | None, agent: str = "claude-code") -> dict:
+    """What a prompt event adds to the agent's context (:func:`memcli.prompt_recall.recall`: '' when nothing
+    bears on the prompt enough, or when it did not finish within ``hook.prompt_seconds``: then ``why``)."""
+    from memcli.prompt_recall import recall as lines_for
+    from memcli.prompt_recall import session_tail
+
+    prompt, session = prompt_of(event), event.get("session_id")
+    settings = memory.settings
+    out = {"event": event["hook_event_name"], "action": "recall", "recall": ""}
+    cwd = event.get("cwd") if isinstance(event.get("cwd"), str) else None
+    try:
+        out["recall"] = _within(settings.hook_prompt_seconds, lambda: lines_for(
+            memory, prompt, project, session if isinstance(session, str) else None, settings.hook_prompt_tokens,
+            context=session_tail(event.get("transcript_path"), cwd, HOSTS[agent]["format"])))
+    except _TooLate:
+        out["why"] = f"past hook.prompt_seconds ({settings.hook_prompt_seconds:g} s): nothing added"
+    return out
+
+
+def start_output(agent: str, digest_text: str, event: str = "SessionStart") -> str:
+    """What a session start (or a prompt's recall: ``event``) prints for ``agent`` to add to the session: the
+    text itself (Claude Code), or the host's JSON with it as ``additionalContext`` (Codex, Gemini CLI: their
+    stdout must be JSON alone)."""
     if not HOSTS[agent]["json_output"]:
         return digest_text
-    return json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": digest_text}},
+    return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": digest_text}},
                       ensure_ascii=False)
 
 
-def start_quick(argv: list[str], raw: str) -> int | None:
-    """``memcli [--store S] hook AGENT [--json]`` with a well-formed SessionStart event, answered without the
-    CLI's framework (its commands are not loaded: a session start waits on it). None: not such a call, or one
-    that failed; the full command then answers it (and says any error as it says errors)."""
+def context_quick(argv: list[str], raw: str) -> int | None:
+    """``memcli [--store S] hook AGENT [--json]`` with a well-formed SessionStart or prompt event, answered without
+    the CLI's framework (its commands are not loaded: the host waits on it). None: not such a call, or one that
+    failed; the full command then answers it (and says any error as it says errors)."""
     import sys
 
     args, flag = list(argv), None
@@ -137,18 +194,29 @@ def start_quick(argv: list[str], raw: str) -> int | None:
         event = read_hook_event(raw, args[1])
     except (MemcliError, ValueError):
         return None
-    if event["hook_event_name"] != "SessionStart":
+    name = event["hook_event_name"]
+    if name != "SessionStart" and (name != HOSTS[args[1]]["prompt"] or not isinstance(event.get("prompt"), str)):
         return None
     from memcli.memory import Memory
 
     try:
         where, project = hook_store(event, flag)
         with Memory(where, create=True, on_warning=lambda m: print(f"memcli: warning: {m}", file=sys.stderr)) as memory:
-            done = digest(memory, event, project)
+            done = digest(memory, event, project) if name == "SessionStart" else recall(memory, event, project, args[1])
     except (MemcliError, OSError):
         return None
-    if "--json" in args:
-        print(json.dumps(done, ensure_ascii=False))
-    elif done["digest"]:
-        print(start_output(args[1], done["digest"]))
+    print_answer(args[1], done, "--json" in args)
     return 0
+
+
+def print_answer(agent: str, done: dict, as_json: bool) -> None:
+    """A context event's answer on stdout: ``--json``'s object, else what the host adds to the session (nothing
+    when there is nothing to add); why nothing was added, on stderr."""
+    import sys
+
+    if as_json:
+        print(json.dumps(done, ensure_ascii=False))
+    elif text := done.get("digest") or done.get("recall"):
+        print(start_output(agent, text, done["event"]))
+    if done.get("why") and not as_json:
+        print(f"memcli: {done['why']}", file=sys.stderr)

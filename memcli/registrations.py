@@ -24,11 +24,12 @@ from pathlib import Path
 AGENTS = ("claude-code", "claude-code-hooks", "cursor", "vscode", "claude-desktop", "gemini", "gemini-hooks", "opencode",
           "codex", "codex-hooks")
 # the events each host's hook entries name, and how long the host waits for each (seconds; Gemini CLI's
-# file counts in milliseconds): the session start's recall, the saves' detached ingest
+# file counts in milliseconds): the session start's recall, the prompt's recall (memcli gives up first, at
+# hook.prompt_seconds, and adds nothing), the saves' detached ingest
 HOOK_TIMEOUTS = {
-    "claude-code": {"SessionStart": 30, "PreCompact": 10, "SessionEnd": 10},
-    "codex": {"SessionStart": 30, "Stop": 10, "PreCompact": 10},
-    "gemini": {"SessionStart": 30, "SessionEnd": 10, "PreCompress": 10},
+    "claude-code": {"SessionStart": 30, "UserPromptSubmit": 10, "PreCompact": 10, "SessionEnd": 10},
+    "codex": {"SessionStart": 30, "UserPromptSubmit": 10, "Stop": 10, "PreCompact": 10},
+    "gemini": {"SessionStart": 30, "BeforeAgent": 10, "SessionEnd": 10, "PreCompress": 10},
 }
 STARTUP_SECONDS = 30  # a host's limit on the server's start (Codex: startup_timeout_sec, default 10)
 TOOL_SECONDS = 60  # a host's limit on one tool call (Codex tool_timeout_sec, Gemini timeout; past ask's 20 s)

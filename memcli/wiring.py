@@ -31,6 +31,7 @@ class Host(Result):
     files: list[str] = field(default_factory=list)  # the files that name memcli
     unreadable: list[str] = field(default_factory=list)  # settings files that could not be read ...
     why: list[str] = field(default_factory=list)  # ... and why, in the same order
+    events: list[str] = field(default_factory=list)  # the events whose hook entries run `memcli hook <host>`
 
     @property
     def wired(self) -> bool:
@@ -85,15 +86,15 @@ def _object(value) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _hook_commands(data) -> list[str]:
-    """Every ``command`` of a ``hooks`` object of Claude Code's, Codex's or Gemini CLI's shape (a part of another
-    shape names nothing)."""
+def _hook_commands(data) -> list[tuple[str, str]]:
+    """Every (event, ``command``) of a ``hooks`` object of Claude Code's, Codex's or Gemini CLI's shape (a part of
+    another shape names nothing)."""
     out = []
-    for groups in _object(_object(data).get("hooks")).values():
+    for event, groups in _object(_object(data).get("hooks")).items():
         for group in _items(groups):
             for hook in _items(_object(group).get("hooks")):
                 if isinstance(_object(hook).get("command"), str):
-                    out.append(hook["command"])
+                    out.append((event, hook["command"]))
     return out
 
 
@@ -113,7 +114,9 @@ def _host(name: str, command: str, folder: Path, files: list[tuple[Path, str | N
         data = _read(path, found)
         if data is None:
             continue
-        hooks = any(f"hook {name}" in c and "memcli" in c for c in _hook_commands(data))
+        events = [e for e, c in _hook_commands(data) if f"hook {name}" in c and "memcli" in c]
+        hooks = bool(events)
+        found.events += [e for e in events if e not in found.events]
         mcp = bool(servers) and _names_server(data, servers)
         found.hooks, found.mcp = found.hooks or hooks, found.mcp or mcp
         if hooks or mcp:

@@ -178,8 +178,8 @@ def test_print_config_gives_the_hosts_hook_entries(tmp_path, host):
     done = run_memcli("--store", store, "mcp", "--print-config", f"{host}-hooks")
     assert done.code == 0 and "save as" in done.stderr
     hooks = json.loads(done.stdout)["hooks"]
-    assert set(hooks) == {"codex": {"SessionStart", "Stop", "PreCompact"},
-                          "gemini": {"SessionStart", "SessionEnd", "PreCompress"}}[host]
+    assert set(hooks) == {"codex": {"SessionStart", "UserPromptSubmit", "Stop", "PreCompact"},
+                          "gemini": {"SessionStart", "BeforeAgent", "SessionEnd", "PreCompress"}}[host]
     for groups in hooks.values():
         (entry,) = groups[0]["hooks"]
         assert entry["type"] == "command" and entry["command"].endswith(f"--store {store} hook {host}")
@@ -210,5 +210,6 @@ def test_doctor_lists_which_hosts_have_memcli_wired_in(tmp_path):
     assert not any(found["claude-code"][k] for k in ("present", "hooks", "mcp", "plugin"))
     assert found["cursor"]["unreadable"] == [str(home / ".cursor" / "mcp.json")]
     text = run_memcli("doctor", env=env, cwd=project).stdout
-    assert "codex: wired in: hooks, MCP server" in text
-    assert "gemini: wired in: hooks  (memcli mcp --print-config gemini, gemini-hooks)" in text
+    assert "codex: wired in: hooks (SessionStart, UserPromptSubmit, Stop, PreCompact), MCP server\n" in text
+    assert ("gemini: wired in: hooks (SessionStart, BeforeAgent, SessionEnd, PreCompress)  (memcli mcp --print-config "
+            "gemini, gemini-hooks)") in text

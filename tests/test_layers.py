@@ -17,7 +17,8 @@ LAYERS = [
     ("models", {"llm/"}),
     ("pipelines", {"ingest/", "retrieve/", "consolidate/", "kv/", "forget", "forget_caches", "share/"}),
     ("application", {"memory", "asking", "reports", "chat", "doctor", "wiring", "eval/"}),
-    ("faces", {"cli/", "mcp_server", "mcp_start", "hooks", "hook_start", "registrations", "session_start", "__main__"}),
+    ("faces", {"cli/", "mcp_server", "mcp_start", "hooks", "hook_start", "registrations", "session_start", "prompt_recall",
+               "__main__"}),
 ]
 LEVEL = {room: level for level, (_, rooms) in enumerate(LAYERS) for room in rooms}
 

@@ -152,8 +152,8 @@ def test_codex_adds_the_marketplace_installs_the_plugin_and_lists_its_server(tmp
     assert server["enabled"] and server["transport"]["command"] == "/bin/sh" and server["transport"]["args"][-1] == "mcp"
     cached = tmp_path / "codex" / "plugins" / "cache" / "memcli" / "memcli"
     (version,) = cached.iterdir()
-    assert json.loads((version / "hooks" / "hooks.json").read_text())["hooks"].keys() == {"SessionStart", "Stop",
-                                                                                          "PreCompact"}
+    assert json.loads((version / "hooks" / "hooks.json").read_text())["hooks"].keys() == {
+        "SessionStart", "UserPromptSubmit", "Stop", "PreCompact"}
     from memcli.wiring import hosts
     monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex"))
     (found,) = [h for h in hosts(project=tmp_path, home=tmp_path) if h.host == "codex"]

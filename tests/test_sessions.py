@@ -190,7 +190,7 @@ def test_print_config_is_a_file_the_host_reads_as_it_is(cli, store_dir, agent):
                                            "enabled": True, "timeout": 30000}
     elif agent == "claude-code-hooks":
         hooks = config["hooks"]
-        assert set(hooks) == {"SessionStart", "PreCompact", "SessionEnd"}
+        assert set(hooks) == {"SessionStart", "UserPromptSubmit", "PreCompact", "SessionEnd"}
         for entries in hooks.values():
             (hook,) = entries[0]["hooks"]
             assert hook["timeout"] > 0 and str(store_dir) in hook["command"] and "hook claude-code" in hook["command"]

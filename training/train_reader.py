@@ -298,14 +298,16 @@ def show_curve(run_dir: Path) -> None:
     rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
     names = [n for n, _ in CURVE_SETS]
     print("| step | epoch | hours | " + " | ".join(f"{n} F1" for n in names)
-          + " | someone else said it: none | a value said again: F1 |")
-    print("|---" * (5 + len(names)) + "|")
+          + " | someone else said it: none | the speaker said it: F1 | a value said again: F1 (the earlier given) |")
+    print("|---" * (6 + len(names)) + "|")
     for r in (r for r in rows if r.get("kind") == "curve"):
         cells = [f"{r[n]['f1']:.3f}" + (f" ({r[n]['none_right']:.2f})" if r[n].get("none_right") is not None else "")
                  if n in r else "-" for n in names]
         shapes = r.get("shapes") or {}
         cells.append(f"{shapes['someone else said it']['none_right']:.3f}" if shapes else "-")
-        cells.append(f"{shapes['a value said again']['f1']:.3f}" if shapes else "-")
+        cells.append(f"{shapes['the speaker said it']['f1']:.3f}" if "the speaker said it" in shapes else "-")
+        again = shapes.get("a value said again")
+        cells.append(f"{again['f1']:.3f} ({again['gave_the_earlier']:.3f})" if again else "-")
         print(f"| {r['step']} | {r['epoch']} | {r['seconds'] / 3600:.2f} | " + " | ".join(cells) + " |")
 
 

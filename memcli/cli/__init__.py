@@ -63,15 +63,19 @@ def _main(argv: list[str] | None) -> None:
         sys.exit(0)
     at = 0 if argv[:1] == ["hook"] else 2 if argv[2:3] == ["hook"] and argv[0] == "--store" else None
     if at is not None and len(argv) > at + 1 and not sys.stdin.isatty():
-        from memcli.hook_start import HOSTS, quick  # fast path: a session-end hook answers at once, without Typer
+        from memcli.hook_start import (  # fast path: a session-end hook answers at once, without Typer
+            CONTEXT_EVENTS,
+            HOSTS,
+            quick,
+        )
 
         if argv[at + 1] in HOSTS:
             raw = sys.stdin.read()
             code = quick(argv, raw)
-            if code is None and '"SessionStart"' in raw:  # fast path: a session start without Typer
-                from memcli.hooks import start_quick
+            if code is None and any(f'"{name}"' in raw for name in CONTEXT_EVENTS):  # a session start or a
+                from memcli.hooks import context_quick  # prompt's recall without Typer
 
-                code = start_quick(argv, raw)
+                code = context_quick(argv, raw)
             if code is not None:
                 sys.exit(code)
             import io

@@ -8,6 +8,7 @@ from memcli.cli.app import app
 from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, output, overrides, state
 from memcli.cli.output import Output, register
 from memcli.doctor import DoctorResult, diagnose
+from memcli.hook_start import HOSTS
 
 
 @app.command()
@@ -66,11 +67,15 @@ def _render(result: DoctorResult, out: Output) -> None:
         for item in caches["left_behind"]:
             out.write(f"{'':12} {item['folder']}  (was {item['store']})")
     for host in result.hosts:
-        parts = [p for p, on in (("plugin", host.plugin), ("hooks", host.hooks), ("MCP server", host.mcp)) if on]
+        hooks = f"hooks ({', '.join(host.events)})" if host.events else "hooks"
+        parts = [p for p, on in (("plugin", host.plugin), (hooks, host.hooks), ("MCP server", host.mcp)) if on]
         state = "wired in: " + ", ".join(parts) if parts else "not wired in"
         if host.present or parts:
             hint = "" if host.wired else f"  (memcli mcp --print-config {host.host}" + \
                 ("" if host.host == "cursor" else f", {host.host}-hooks") + ")"
+            prompt = HOSTS.get(host.host, {}).get("prompt")
+            if not hint and host.hooks and not host.plugin and prompt not in host.events:
+                hint = f"  (no {prompt} hook: the prompt's recall; memcli mcp --print-config {host.host}-hooks)"
             out.write(f"{'host':12} {host.host}: {state}{hint}")
         for path, why in zip(host.unreadable, host.why, strict=True):
             out.write(f"{'host':12} {host.host}: {path} could not be read as settings ({why})")

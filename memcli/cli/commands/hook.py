@@ -11,7 +11,17 @@ import typer
 from memcli.cli.app import app
 from memcli.cli.common import JsonOpt, QuietOpt, VerboseOpt, memory, output, state
 from memcli.errors import UsageError
-from memcli.hooks import HOSTS, digest, hook_store, nothing_to_save, read_hook_event, save, start_output, start_saving
+from memcli.hooks import (
+    HOSTS,
+    digest,
+    hook_store,
+    nothing_to_save,
+    read_hook_event,
+    recall,
+    save,
+    start_output,
+    start_saving,
+)
 
 
 @app.command()
@@ -33,9 +43,13 @@ def hook(
     prints what memory holds about the event's project within
     hook.start_tokens (600): its recent sessions, newest first (when, what
     was asked, how it ended, each cited doc:line), then lines of decisions
-    and open items; nothing when memory holds nothing about it. It is
-    written as the agent reads it: text for Claude Code, the hosts' JSON
-    (additionalContext) for Codex and Gemini CLI. The store: --store or $MEMCLI_STORE, else the
+    and open items; nothing when memory holds nothing about it. The prompt
+    event (claude-code, codex: UserPromptSubmit; gemini: BeforeAgent)
+    prints the lines of earlier sessions that bear on the prompt, within
+    hook.prompt_tokens (300), and nothing when none bears on it enough or
+    when hook.prompt_seconds (2) pass first: it never holds a prompt up.
+    Both are written as the agent reads them: text for Claude Code, the
+    hosts' JSON (additionalContext) for Codex and Gemini CLI. The store: --store or $MEMCLI_STORE, else the
     nearest .memcli/ above the event's cwd, else your user store, with each
     entry tagged with its project. Other events are ignored. `memcli mcp
     --print-config claude-code-hooks` (codex-hooks, gemini-hooks) prints the
@@ -45,24 +59,28 @@ def hook(
     if agent not in HOSTS:
         raise UsageError(f"unknown agent {agent!r} (agents with hooks: {', '.join(HOSTS)})")
     event = read_hook_event(sys.stdin.read(), agent)
-    name = event["hook_event_name"]
-    if name not in (*HOSTS[agent]["save"], "SessionStart"):
+    name, prompt = event["hook_event_name"], HOSTS[agent]["prompt"]
+    if name not in (*HOSTS[agent]["save"], "SessionStart", prompt):
         done = {"event": name, "action": "ignored"}
-    elif name != "SessionStart" and nothing_to_save(event, agent):
+    elif name not in ("SessionStart", prompt) and nothing_to_save(event, agent):
         done = {"event": name, "action": "nothing to save", "why": "the event names no transcript"}
     else:
         where, project = hook_store(event, state(ctx).store)
         if name == "SessionStart":
             done = digest(memory(ctx, create=True, where=where), event, project)
+        elif name == prompt:
+            done = recall(memory(ctx, create=True, where=where), event, project, agent)
         elif wait:
             done = save(memory(ctx, create=True, where=where), event, project, agent)
         else:
             done = start_saving(event, where.path, project, agent)
     if out.json:
         typer.echo(jsonlib.dumps(done, ensure_ascii=False))
-    elif done.get("digest"):
-        out.write(start_output(agent, done["digest"]))
+    elif done.get("digest") or done.get("recall"):
+        out.write(start_output(agent, done.get("digest") or done["recall"], name))
     elif done["action"] == "ingested":
         out.info(f"memcli: {done['added']} new turns of the session saved to memory ({done['store']})")
+    elif done["action"] == "recall" and done.get("why"):
+        out.info(f"memcli: {done['why']}")
     elif done["action"] == "saving":
         out.info(f"memcli: saving the session to {done['store']} (process {done['pid']}, log {done['log']})")
