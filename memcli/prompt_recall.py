@@ -1,9 +1,8 @@
 """What an agent is told as a prompt reaches it: the lines of earlier sessions that bear on the prompt, cited, within
 ``hook.prompt_tokens``, and nothing at all when no line bears on it enough.
 
-A line bears on a prompt by the rare words they share and by how far its meaning stands out: each candidate (the
-evidence ranking's word stage, :func:`memcli.retrieve.evidence_reader.lexical_scores`, and the lines nearest in
-meaning) is weighed by the inverse frequencies of the prompt's terms it holds, in units of the rarest a term can be in
+A line bears on a prompt by the rare words they share and by its meaning: each candidate (the lines of the heading
+sections the prompt's words find best, and the lines nearest it in meaning) is weighed by the inverse frequencies of the prompt's terms it holds, in units of the rarest a term can be in
 this store (its ``bearing``), and by its sentence vector's cosine with the prompt's (its ``similarity``); only lines at or above both bars (:data:`BARS`) are said, so a line without its vector
 yet (or a store without the semantic signal) brings nothing. The bars were chosen on the labelled half of a real
 project's sessions (``benchmarks/bench_prompt_recall.py``), not from a list of words. The current
@@ -14,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memcli.retrieve.evidence_reader import lexical_scores, top_keys, top_similar
+from memcli.retrieve.evidence_reader import top_similar
 from memcli.session_start import shortened
 from memcli.session_table import COMMAND
 from memcli.store.lines import Library, shown_text
@@ -26,7 +25,8 @@ CONTEXT_TURNS = 8  # the session's last turns, whose terms are not looked for (t
 CONTEXT_CHARS = 8000  # of those, the last characters
 TAIL_BYTES = 256 << 10  # the transcript's end read for them
 PROMPT_CHARS = 4000  # the prompt's first characters are what is matched (a pasted log does not cost its length)
-CANDIDATES = 30  # the word stage's best entries that are weighed
+PARTITIONS = 20  # the heading sections the prompt's words find whose lines are weighed
+CANDIDATES = 30  # of those, the first four times this many; and this many nearest in meaning
 LINES = 5  # at most this many lines said
 TEXT_CHARS = 240  # each line shortened at a sentence within this
 HEAD = "From memory (memcli), earlier work that may bear on this prompt (cite doc:line; read more with the memory tools):"
@@ -57,27 +57,33 @@ def candidates(memory, prompt: str, project: str | None, session: str | None, co
     with memory.store.reading():
         index.refresh()
         library = Library(memory.store, index.parsed)
-        scores = lexical_scores(library, index, prompt, refresh=False)
         similar = index.similarities(meaning) if memory.settings.search_semantic else {}
         idf = index.idf(refresh=False)
         unit = idf("\x00")  # a term no line holds: the rarest a term can be, the unit of bearing (any store's size)
         out = []
-        keys = top_keys(scores, CANDIDATES * 4)  # the best by the prompt's words, then the nearest in meaning
-        for doc_id, line in keys + [k for k in top_similar(similar, CANDIDATES) if k not in set(keys)] if similar else keys:
+        for doc_id, line in _lines_for(library, index, prompt, similar):
             entry = library.doc(doc_id).entries.get(line)
             if entry is None or entry.meta.get("superseded_by") or (session and entry.meta.get("conv") == session):
                 continue
             if project and entry.meta.get("project") != project:
                 continue
-            who = "user" if entry.meta.get("source") != "AI" else "assistant"
-            who = entry.meta.get("speaker") or who
+            who = entry.meta.get("speaker") or ("assistant" if entry.meta.get("source") == "AI" else "user")
             said = f"{(entry.time or '')[:10]} {who}".strip()
             held = sum(idf(t) for t in sorted(wanted & term_set(entry.text)))  # one order: the same sum each run
-            out.append(Recalled(f"{doc_id}:{line}", held / unit,
-                                similar.get((doc_id, line), 0.0),
-                                entry.meta.get("conv", ""),
-                                f"{said}: {shortened(shown_text(entry), TEXT_CHARS)}"))
+            out.append(Recalled(f"{doc_id}:{line}", held / unit, similar.get((doc_id, line), 0.0),
+                                entry.meta.get("conv", ""), f"{said}: {shortened(shown_text(entry), TEXT_CHARS)}"))
     return sorted(out, key=lambda r: (-r.bearing, -r.similarity, r.citation))
+
+
+def _lines_for(library: Library, index, prompt: str, similar) -> list[tuple[str, int]]:
+    """The lines weighed for a prompt: those of the heading sections its words find best (BM25, one search: no
+    feedback round, the prompt waits), then the lines nearest it in meaning."""
+    keys: list[tuple[str, int]] = []
+    for hit in index.search(prompt, PARTITIONS, snippets=False, refresh=False):
+        keys += [(hit.doc, line) for line in library.doc(hit.doc).lines if hit.start_line <= line <= hit.end_line]
+    seen = set(keys)
+    return keys[:CANDIDATES * 4] + [k for k in top_similar(similar, CANDIDATES) if k not in seen] if similar else \
+        keys[:CANDIDATES * 4]
 
 
 def session_tail(path: str | None, cwd: str | None, fmt: str) -> str:
