@@ -1,16 +1,20 @@
 """What an agent is told as a prompt reaches it: the lines of earlier sessions that bear on the prompt, cited, within
 ``hook.prompt_tokens``, and nothing at all when no line bears on it enough.
 
-A line bears on a prompt by the rare words they share and by its meaning: each candidate (the lines of the heading
-sections the prompt's words find best, and the lines nearest it in meaning) is weighed by the inverse frequencies of the prompt's terms it holds, in units of the rarest a term can be in
-this store (its ``bearing``), and by its sentence vector's cosine with the prompt's (its ``similarity``); only lines at or above both bars (:data:`BARS`) are said, so a line without its vector
-yet (or a store without the semantic signal) brings nothing. The bars were chosen on the labelled half of a real
-project's sessions (``benchmarks/bench_prompt_recall.py``), not from a list of words. The current
-session's own lines (already in the agent's context) and lines of other projects (in the user store) are never
-said. Deterministic: no model, no vectors (the prompt waits on it)."""
+The lines weighed are those of the heading sections the prompt's words find best and those nearest it in meaning.
+Each is weighed by the inverse frequencies of the prompt's terms it holds, in units of the rarest a term can be in
+this store (its ``bearing``), and by its sentence vector's cosine with the prompt's (its ``similarity``); only lines
+at or above both bars (:data:`BARS`) are said, so a line without its vector yet (or a store without the semantic
+signal) brings nothing. The bars were chosen on the labelled half of a real project's sessions
+(``benchmarks/bench_prompt_recall.py``), not from a list of words. The prompt's terms that the session's last turns
+hold (its transcript's tail: the agent has them) are not looked for. The session's own lines and other projects'
+(in the user store) are never said. Deterministic; no chat model.
+"""
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 
 from memcli.retrieve.evidence_reader import top_similar
@@ -100,10 +104,13 @@ def session_tail(path: str | None, cwd: str | None, fmt: str) -> str:
     if why:
         return ""
     try:
-        with open(path, "rb") as handle:
-            size = handle.seek(0, 2)
-            handle.seek(max(0, size - TAIL_BYTES))
-            raw = handle.read(TAIL_BYTES)
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO swapped in since the check never blocks
+        with os.fdopen(handle, "rb") as opened:
+            if not stat.S_ISREG(os.fstat(opened.fileno()).st_mode):
+                return ""
+            size = opened.seek(0, 2)
+            opened.seek(max(0, size - TAIL_BYTES))
+            raw = opened.read(TAIL_BYTES)
         if size > TAIL_BYTES:
             raw = raw.partition(b"\n")[2]  # the first line read is cut
         turns = parse_input(raw, path, fmt=fmt, default_time="1970-01-01T00:00:00Z").turns
