@@ -31,6 +31,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from memcli.prompt_recall import CONTEXT_TURNS
+
 DATA = Path(__file__).resolve().parent / "data"
 PROJECT = "/Users/palimondo/Developer/BookMinder"
 
@@ -94,14 +96,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bearings", type=float, nargs="+", default=[0, 1, 1.5, 2, 2.5, 3, 4])
     parser.add_argument("--similarities", type=float, nargs="+", default=[0, 0.3, 0.4, 0.5, 0.6, 0.7])
-    parser.add_argument("--context", type=int, default=8, help="the session's turns before a prompt it reads")
+    parser.add_argument("--context", type=int, default=CONTEXT_TURNS, help="the session's turns before a prompt it reads")
     parser.add_argument("--false-limit", type=float, default=0.10)
     args = parser.parse_args()
     os.environ["MEMCLI_VECTORS"] = "inline"  # computed here, between sessions, not by a job racing the next ingest
     from memcli import Memory
     from memcli.prompt_recall import candidates
     from memcli.session_start import digest
-    from memcli.terms import term_set
 
     sessions = json.loads(gzip.decompress((DATA / "bookminder-sessions.json.gz").read_bytes()))["sessions"]
     labels = json.loads((DATA / "bookminder-prompt-labels.json").read_text())["labels"]
@@ -119,8 +120,7 @@ def main() -> None:
                     key = f"{session['id']}#{n}"
                     if key in labels and turn["text"] not in seen:
                         rows.append({"half": "tune" if place % 2 else "report", "key": key, "label": labels[key],
-                                     "prompt": turn["text"][:300], "most": max(map(memory.index.idf(refresh=False),
-                                                                                  term_set(turn["text"][:4000])), default=0),
+                                     "prompt": turn["text"][:300],
                                      "previous": previous["id"],
                                      "found": candidates(memory, turn["text"], None, session["id"],
                                                          _context(session["turns"][:n], args.context))})
